@@ -1,0 +1,3 @@
+"""flashbed: choose and tune Linux filesystems for flash storage."""
+
+__version__ = "0.1.0"
