@@ -1,0 +1,154 @@
+"""flashbed guest agent: runs inside the lab kernel as the last stage of init.
+
+Reads `steps.json` from the shared run directory, runs each step as a shell
+command with its own timeout, timing it with CLOCK_MONOTONIC, and rewrites
+`result.json` atomically after every step so that a killed lab still leaves
+everything that finished. Then powers the lab kernel off.
+
+Standard library only: it runs on the host's Debian python3 with -S -I, and
+must not import flashbed (the guest sees the host's files, not its venv).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SCHEMA = 1
+OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
+RB_POWER_OFF = 0x4321FEDC
+
+
+def now() -> float:
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def tail(data: bytes) -> str:
+    if len(data) > OUTPUT_LIMIT:
+        data = b"[...truncated...]\n" + data[-OUTPUT_LIMIT:]
+    return data.decode("utf-8", "replace")
+
+
+def run_step(step: dict, run_dir: str) -> dict:
+    env = dict(os.environ)
+    env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+                "LC_ALL": "C.UTF-8"})
+    env.update({k: str(v) for k, v in step.get("env", {}).items()})
+    timeout = float(step.get("timeout", 60))
+    started = now()
+    proc = subprocess.Popen(
+        ["/bin/sh", "-c", step["cmd"]], cwd=step.get("cwd", run_dir), env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    status = "ok"
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = "timeout"
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            # unkillable: stuck in the kernel (D state); the lab itself hangs here
+            status = "hang"
+            out, err = b"", b""
+    elapsed = now() - started
+    rc = proc.returncode
+    if status == "ok" and rc != 0:
+        status = "failed"
+    return {
+        "name": step.get("name", step["cmd"][:40]),
+        "cmd": step["cmd"],
+        "status": status,
+        "rc": rc,
+        "seconds": round(elapsed, 6),
+        "started": round(started, 6),
+        "stdout": tail(out),
+        "stderr": tail(err),
+    }
+
+
+def main() -> int:
+    run_dir = sys.argv[1]
+    result_path = os.path.join(run_dir, "result.json")
+    result = {"schema": SCHEMA, "status": "running", "steps": [], "uname": os.uname().release}
+    try:
+        with open(os.path.join(run_dir, "steps.json")) as f:
+            plan = json.load(f)
+        print(f"FLASHBED-AGENT READY {now():.6f}", flush=True)
+        result["ready_monotonic"] = now()
+        write_json_atomic(result_path, result)
+        for step in plan["steps"]:
+            print(f"FLASHBED-AGENT STEP {step.get('name', '')}", flush=True)
+            rec = run_step(step, run_dir)
+            result["steps"].append(rec)
+            write_json_atomic(result_path, result)
+            if rec["status"] == "hang":
+                result["status"] = "hang"
+                break
+            if rec["status"] != "ok" and not step.get("may_fail", False):
+                result["status"] = "step-failed"
+                break
+        else:
+            result["status"] = "done"
+    except Exception as e:  # the agent must always leave a result and halt
+        result["status"] = "agent-error"
+        result["error"] = f"{type(e).__name__}: {e}"
+    result["finished_monotonic"] = now()
+    try:
+        write_json_atomic(result_path, result)
+    except OSError as e:
+        print(f"FLASHBED-AGENT cannot write result: {e}", flush=True)
+    print(f"FLASHBED-AGENT DONE {result['status']}", flush=True)
+    return 0
+
+
+def pid1() -> None:
+    """As the lab's PID 1: run the agent in a child and reap every orphan.
+
+    Daemons that steps start (nilfs_cleanerd) are re-parented to PID 1; left
+    unreaped they stay zombies that still "exist", and umount.nilfs2 then waits
+    for them in vain.
+    """
+    agent = os.fork()
+    if agent == 0:
+        try:
+            main()
+        finally:
+            os._exit(0)
+    while True:
+        try:
+            pid, _ = os.wait()
+        except ChildProcessError:
+            break
+        if pid == agent:
+            break
+    os.sync()
+    ctypes.CDLL(None, use_errno=True).reboot(RB_POWER_OFF)
+
+
+if __name__ == "__main__":
+    # only as the lab's PID 1 does it power off: run anywhere else (a unit test
+    # on the host, as root) it must never touch the machine
+    if os.getpid() == 1:
+        pid1()
+    else:
+        main()

@@ -1,0 +1,39 @@
+#!/bin/sh
+# flashbed lab init: PID 1 inside the lab kernel. The root is the host's / through
+# hostfs, read-only; this gives the guest writable /etc, /var (overlays), /run, /tmp
+# (tmpfs) so mount helpers and daemons (nilfs_cleanerd) work, mounts the shared run
+# directory read-write, and hands over to the agent.
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+# never on the host: this script mounts over /etc and powers off
+[ "$$" = 1 ] || { echo "init.sh runs only as PID 1 of the lab kernel" >&2; exit 2; }
+fail() { echo "FLASHBED-INIT FAILED: $*"; exec /usr/bin/python3 -S -I -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321fedc)'; }
+
+mount -t proc proc /proc || fail "mount /proc"
+mount -t sysfs sysfs /sys || fail "mount /sys"
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev || fail "mount /dev"
+mount -t tmpfs -o mode=0755,size=256m run /run || fail "mount /run"
+for d in etc var root; do
+    mkdir -p /run/.ov/$d/upper /run/.ov/$d/work
+    mount -t overlay overlay -o lowerdir=/$d,upperdir=/run/.ov/$d/upper,workdir=/run/.ov/$d/work /$d \
+        || fail "overlay on /$d"
+done
+mount -t tmpfs -o mode=1777 tmp /tmp || fail "mount /tmp"
+mkdir -p /dev/pts /dev/shm /dev/mqueue
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+mount -t mqueue mqueue /dev/mqueue
+mount -t debugfs debugfs /sys/kernel/debug
+
+run= agent=
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        flashbed.run=*) run=${arg#flashbed.run=} ;;
+        flashbed.agent=*) agent=${arg#flashbed.agent=} ;;
+    esac
+done
+[ -n "$run" ] && [ -n "$agent" ] || fail "flashbed.run= or flashbed.agent= missing from the kernel command line"
+mkdir -p /run/flashbed
+mount -t hostfs -o "$run" hostfs /run/flashbed || fail "mount run directory $run"
+hostname flashbed-lab
+exec /usr/bin/python3 -S -I "$agent" /run/flashbed

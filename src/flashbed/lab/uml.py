@@ -1,0 +1,235 @@
+"""Boot the lab kernel: host's / as a read-only hostfs root, a shared run
+directory, block devices through ubd, raw NAND through nandsim.
+
+The guest agent does the work and writes `result.json`; this side enforces the
+overall timeout, kills a hung lab and keeps its console log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import FlashbedError
+from .kernel import KernelInfo, ensure_kernel
+
+GUEST_DIR = Path(__file__).resolve().parent / "guest"
+INIT = GUEST_DIR / "init.sh"
+AGENT = GUEST_DIR / "agent.py"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One shell command the agent runs in the guest."""
+
+    name: str
+    cmd: str
+    timeout: float = 60.0
+    may_fail: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    """A host file the guest sees as /dev/ubd<letter>."""
+
+    path: Path
+    # ubd takes an F_SETLK lock on its file unless shared; a FUSE-served device
+    # whose server does not need the lock can use it
+    shared: bool = False
+    discard: bool = True
+
+
+@dataclass(frozen=True)
+class Nandsim:
+    """Raw NAND in the guest through the kernel's nandsim (/dev/mtd0).
+
+    id_bytes select the geometry (the chip's READ ID answer); the remaining
+    fields are nandsim module parameters.
+    """
+
+    id_bytes: tuple[int, ...]
+    # store pages in a file in the guest instead of RAM (large chips)
+    cache_file: str | None = None
+    parts: tuple[int, ...] = ()  # partition sizes in erase blocks
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def cmdline(self) -> list[str]:
+        args = ["nandsim.id_bytes=" + ",".join(f"0x{b:02x}" for b in self.id_bytes)]
+        if self.cache_file:
+            args.append(f"nandsim.cache_file={self.cache_file}")
+        if self.parts:
+            args.append("nandsim.parts=" + ",".join(str(p) for p in self.parts))
+        args += [f"nandsim.{k}={v}" for k, v in self.extra.items()]
+        return args
+
+
+@dataclass(frozen=True)
+class BootSpec:
+    run_dir: Path
+    steps: tuple[Step, ...]
+    disks: tuple[BlockDevice, ...] = ()
+    nandsim: Nandsim | None = None
+    mem_mb: int = 768
+    timeout: float = 600.0
+
+
+@dataclass
+class StepResult:
+    name: str
+    cmd: str
+    status: str  # ok | failed | timeout | hang
+    rc: int | None
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class BootResult:
+    """What one boot of the lab produced."""
+
+    status: str  # done | step-failed | hang | timeout | crash | agent-error
+    steps: list[StepResult]
+    boot_seconds: float | None  # spawn to agent ready (host clock)
+    total_seconds: float
+    console_log: str
+    exit_code: int | None
+    kernel_release: str
+    error: str = ""
+
+    def step(self, name: str) -> StepResult | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+def _no_nandsim() -> list[str]:
+    # nandsim is built in and would create a default chip at every boot; a tiny
+    # one keeps block-only boots fast
+    return ["nandsim.id_bytes=0xec,0x73"]  # 16 MiB, 16 KiB blocks, 512 B pages
+
+
+def kernel_cmdline(spec: BootSpec) -> list[str]:
+    args = [
+        f"mem={spec.mem_mb}M",
+        "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
+        "con=null", "con0=null,fd:1", "ssl=null",
+        "init=/bin/sh",
+        f"flashbed.run={spec.run_dir.resolve()}",
+        f"flashbed.agent={AGENT}",
+    ]
+    for i, d in enumerate(spec.disks):
+        flags = ("c" if d.shared else "") + ("" if d.discard else "t")
+        args.append(f"ubd{i}{flags}={d.path.resolve()}")
+    args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
+    # everything after "--" is the init's argv
+    args += ["--", str(INIT)]
+    return args
+
+
+def boot(spec: BootSpec, kernel: KernelInfo | None = None) -> BootResult:
+    """Run the steps in one lab boot; never raises for what happens in the guest."""
+    kernel = kernel or ensure_kernel()
+    run_dir = spec.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for d in spec.disks:
+        if not d.path.exists():
+            raise FlashbedError(f"block device file {d.path} does not exist")
+    result_path = run_dir / "result.json"
+    result_path.unlink(missing_ok=True)
+    (run_dir / "steps.json").write_text(json.dumps({"steps": [asdict(s) for s in spec.steps]}, indent=1))
+
+    console_path = run_dir / "console.log"
+    env = dict(os.environ)
+    # UML maps its memory from a file in TMPDIR: tmpfs keeps that off the disk
+    if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
+        env["TMPDIR"] = "/dev/shm"
+    cmd = [kernel.path, *kernel_cmdline(spec)]
+    started = time.monotonic()
+    ready_at: list[float] = []
+    with open(console_path, "w") as console:
+        console.write("$ " + " ".join(cmd) + "\n")
+        console.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                if not ready_at and line.startswith("FLASHBED-AGENT READY"):
+                    ready_at.append(time.monotonic())
+                console.write(line)
+                console.flush()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=spec.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill(proc)
+        except BaseException:
+            _kill(proc)
+            raise
+        finally:
+            reader.join(timeout=5)
+    total = time.monotonic() - started
+    return _collect(spec, kernel, proc.returncode, timed_out, total,
+                    ready_at[0] - started if ready_at else None, console_path)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    # UML runs as many host processes (one per guest process); they share a group
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _collect(spec: BootSpec, kernel: KernelInfo, rc: int | None, timed_out: bool, total: float,
+             boot_s: float | None, console_path: Path) -> BootResult:
+    console = console_path.read_text(errors="replace")
+    data: dict = {}
+    result_path = spec.run_dir / "result.json"
+    if result_path.exists():
+        try:
+            data = json.loads(result_path.read_text())
+        except json.JSONDecodeError:
+            data = {}
+    steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
+    status = data.get("status", "")
+    error = data.get("error", "")
+    if timed_out:
+        # a guest step that never returned is the usual cause; say which
+        done = {s.name for s in steps}
+        pending = next((s.name for s in spec.steps if s.name not in done), "")
+        status = "hang" if status in ("running", "hang", "") else status
+        error = f"lab did not finish within {spec.timeout:.0f}s" + (f" (step '{pending}')" if pending else "")
+    elif status in ("", "running"):
+        status = "crash"
+        error = _crash_reason(console)
+    return BootResult(status=status, steps=steps, boot_seconds=boot_s, total_seconds=total,
+                      console_log=str(console_path), exit_code=rc,
+                      kernel_release=data.get("uname", kernel.release), error=error)
+
+
+def _crash_reason(console: str) -> str:
+    for marker in ("Kernel panic", "FLASHBED-INIT FAILED", "ptrace set fp regs failed",
+                   "Kernel tried to access user memory", "BUG:", "Oops"):
+        for line in console.splitlines():
+            if marker in line:
+                return line.strip()[:300]
+    lines = [l for l in console.splitlines() if l.strip()]
+    return "lab kernel exited before the agent finished; last console line: " + (lines[-1][:200] if lines else "(none)")
