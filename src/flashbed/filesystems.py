@@ -1,0 +1,196 @@
+"""The filesystem catalogue: how each filesystem is made, mounted, checked.
+
+Every entry produces shell commands for the guest; the tools are the host's own
+Debian packages, seen by the guest through the read-only hostfs root.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass, field
+
+from .errors import FlashbedError, HostToolMissing
+
+MiB = 1024 * 1024
+
+# UBI volume every UBIFS cell uses; one UBI device per nandsim chip
+UBI_VOLUME = "flashbed"
+
+
+@dataclass(frozen=True)
+class Filesystem:
+    """How to make, mount and check one filesystem (a catalogue entry)."""
+
+    name: str
+    media: str  # "block": on /dev/ubdX; "mtd": on raw NAND (/dev/mtdN)
+    fstype: str  # `mount -t` type: never probed
+    mkfs: tuple[str, ...]  # command; the device is appended
+    package: str  # Debian package with its tools
+    check: tuple[str, ...] | None = None  # read-only check; device appended
+    repair: tuple[str, ...] | None = None  # check and fix; device appended
+    # fsck exit codes: clean, and (for repair) "errors fixed"
+    check_clean: tuple[int, ...] = (0,)
+    repair_fixed: tuple[int, ...] = ()
+    mount_opts: tuple[str, ...] = ()
+    min_size: int = 16 * MiB
+    description: str = ""
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        cmds = [self.mkfs[0]]
+        for c in (self.check, self.repair):
+            if c:
+                cmds.append(c[0])
+        return tuple(dict.fromkeys(cmds))
+
+    # --- shell snippets for the guest -------------------------------------------
+    def make_cmd(self, dev: str) -> str:
+        return shlex.join([*self.mkfs, dev])
+
+    def check_cmd(self, dev: str) -> str | None:
+        return shlex.join([*self.check, dev]) if self.check else None
+
+    def repair_cmd(self, dev: str) -> str | None:
+        return shlex.join([*self.repair, dev]) if self.repair else None
+
+    def mount_cmd(self, dev: str, mnt: str, extra: tuple[str, ...] = ()) -> str:
+        opts = ",".join([*self.mount_opts, *extra])
+        return shlex.join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A catalogue filesystem with extra mkfs and mount options (e.g. ext4+noatime)."""
+
+    fs: Filesystem
+    mkfs_extra: tuple[str, ...] = ()
+    mount_extra: tuple[str, ...] = ()
+    tags: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.fs.name + "".join(f"+{t}" for t in self.tags)
+
+    def make_cmd(self, dev: str) -> str:
+        return shlex.join([*self.fs.mkfs, *self.mkfs_extra, dev])
+
+    def mount_cmd(self, dev: str, mnt: str) -> str:
+        return self.fs.mount_cmd(dev, mnt, self.mount_extra)
+
+
+CATALOGUE: dict[str, Filesystem] = {
+    f.name: f
+    for f in [
+        Filesystem("ext2", "block", "ext2", ("mkfs.ext2", "-F", "-q"), "e2fsprogs",
+                   check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
+                   description="ext2: no journal"),
+        Filesystem("ext3", "block", "ext3", ("mkfs.ext3", "-F", "-q"), "e2fsprogs",
+                   check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
+                   description="ext3: ext2 with a journal"),
+        Filesystem("ext4", "block", "ext4", ("mkfs.ext4", "-F", "-q"), "e2fsprogs",
+                   check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
+                   description="ext4 with its default journal"),
+        Filesystem("ext4-nojournal", "block", "ext4", ("mkfs.ext4", "-F", "-q", "-O", "^has_journal"),
+                   "e2fsprogs", check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"),
+                   repair_fixed=(1, 2), description="ext4 without its journal"),
+        # btrfs-progs refuses smaller devices in its default (non-mixed) profile
+        Filesystem("btrfs", "block", "btrfs", ("mkfs.btrfs", "-f", "-q"), "btrfs-progs",
+                   check=("btrfs", "check", "--readonly"), repair=("btrfs", "check", "--repair", "--force"),
+                   min_size=128 * MiB, description="btrfs, copy-on-write"),
+        # xfsprogs >= 5.19 refuses filesystems under 300 MB
+        Filesystem("xfs", "block", "xfs", ("mkfs.xfs", "-f", "-q"), "xfsprogs",
+                   check=("xfs_repair", "-n"), repair=("xfs_repair",),
+                   min_size=300 * 1000 * 1000, description="xfs"),
+        Filesystem("f2fs", "block", "f2fs", ("mkfs.f2fs", "-f", "-q"), "f2fs-tools",
+                   check=("fsck.f2fs", "-f", "--dry-run"), repair=("fsck.f2fs", "-f", "-y"), repair_fixed=(1,),
+                   min_size=64 * MiB, description="f2fs, log-structured for flash"),
+        # nilfs-tools ships no checker
+        Filesystem("nilfs2", "block", "nilfs2", ("mkfs.nilfs2", "-f", "-q"), "nilfs-tools",
+                   min_size=64 * MiB, description="nilfs2, log-structured with snapshots"),
+        Filesystem("vfat", "block", "vfat", ("mkfs.vfat",), "dosfstools",
+                   check=("fsck.vfat", "-n"), repair=("fsck.vfat", "-a"), repair_fixed=(1,),
+                   description="FAT (size-chosen FAT16/FAT32)"),
+        Filesystem("exfat", "block", "exfat", ("mkfs.exfat",), "exfatprogs",
+                   check=("fsck.exfat", "-n"), repair=("fsck.exfat", "-y"), repair_fixed=(1,),
+                   description="exFAT"),
+        # UBIFS: UBI on the raw NAND, one volume filling it; the kernel formats an
+        # empty volume at first mount. mtd-utils in Debian 12 has no fsck.ubifs.
+        Filesystem("ubifs", "mtd", "ubifs", ("ubiformat", "-y", "-q"), "mtd-utils",
+                   min_size=16 * MiB, description="UBIFS on UBI on raw NAND"),
+        # JFFS2 directly on the MTD device; erase with clean markers first
+        Filesystem("jffs2", "mtd", "jffs2", ("flash_erase", "-j", "-q"), "mtd-utils",
+                   min_size=4 * MiB, description="JFFS2 on raw NAND"),
+    ]
+}
+
+BLOCK = tuple(n for n, f in CATALOGUE.items() if f.media == "block")
+RAW = tuple(n for n, f in CATALOGUE.items() if f.media == "mtd")
+
+# mount-option variants any filesystem can take
+MOUNT_VARIANTS: dict[str, tuple[str, ...]] = {
+    "noatime": ("noatime",),
+    "discard": ("discard",),
+    "sync": ("sync",),
+}
+
+
+def get(name: str) -> Filesystem:
+    try:
+        return CATALOGUE[name]
+    except KeyError:
+        raise FlashbedError(
+            f"unknown filesystem '{name}': choose from {', '.join(CATALOGUE)}"
+        ) from None
+
+
+def variant(spec: str) -> Variant:
+    """Parse 'ext4', 'ext4+noatime', 'f2fs+noatime+discard'."""
+    base, *tags = spec.split("+")
+    fs = get(base)
+    extra: list[str] = []
+    for t in tags:
+        if t not in MOUNT_VARIANTS:
+            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(MOUNT_VARIANTS)}")
+        if t == "discard" and fs.fstype in ("jffs2", "ubifs"):
+            raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
+        extra += MOUNT_VARIANTS[t]
+    return Variant(fs, mount_extra=tuple(extra), tags=tuple(tags))
+
+
+def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
+    """One clear line for the first filesystem whose tools the host lacks."""
+    for n in names:
+        fs = get(n)
+        for tool in fs.tools:
+            if shutil.which(tool, path="/usr/sbin:/usr/bin:/sbin:/bin") is None:
+                raise HostToolMissing(
+                    f"{tool} (needed for {fs.name}) is not installed: run `make setup` "
+                    f"or `apt-get install {fs.package}`"
+                )
+
+
+# --- guest command snippets for raw NAND ------------------------------------------
+
+def ubi_attach_cmd(mtd: int = 0, ubi: int = 0) -> str:
+    return f"ubiattach -m {mtd} -d {ubi}"
+
+
+def ubi_make_volume_cmd(ubi: int = 0) -> str:
+    return f"ubimkvol /dev/ubi{ubi} -N {UBI_VOLUME} -m"
+
+
+def ubi_detach_cmd(ubi: int = 0) -> str:
+    return f"ubidetach -d {ubi}"
+
+
+def raw_device(fs: Filesystem, mtd: int = 0, ubi: int = 0) -> str:
+    """What `mount` takes for a raw-NAND filesystem."""
+    return f"ubi{ubi}:{UBI_VOLUME}" if fs.fstype == "ubifs" else f"mtd{mtd}"
+
+
+def raw_make_cmds(fs: Filesystem, mtd: int = 0, ubi: int = 0) -> list[str]:
+    """Format the MTD device for this filesystem (and attach UBI for UBIFS)."""
+    if fs.fstype == "ubifs":
+        return [fs.make_cmd(f"/dev/mtd{mtd}"), ubi_attach_cmd(mtd, ubi), ubi_make_volume_cmd(ubi)]
+    return [shlex.join([*fs.mkfs, f"/dev/mtd{mtd}", "0", "0"])]

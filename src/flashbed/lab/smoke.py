@@ -1,0 +1,150 @@
+"""`flashbed lab smoke`: every catalogue filesystem made, used, checked, verified.
+
+One lab boot per filesystem (a hang or crash in one cannot hide the others),
+two boots at a time on a 2-core host.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import filesystems as fscat
+from ..progress import Progress
+from .kernel import KernelInfo, ensure_kernel
+from .uml import AGENT, BlockDevice, BootResult, BootSpec, Nandsim, Step, boot
+
+GUEST_TOOL = AGENT.parent / "fbtool.py"
+PY = "/usr/bin/python3 -S -I"
+MNT = "/mnt"
+BLOCK_DEVICE_BYTES = 512 * 1024 * 1024  # xfs needs 300 MB; sparse, so cheap
+# 256 MiB SLC NAND, 2 KiB pages, 128 KiB erase blocks (ST NAND02G-class ID)
+SMOKE_NAND = Nandsim(id_bytes=(0x20, 0xAA, 0x00, 0x15))
+
+
+@dataclass
+class SmokeResult:
+    fs: str
+    passed: bool
+    status: str
+    failed_step: str
+    detail: str
+    boot_seconds: float | None
+    total_seconds: float
+    used_bytes: int | None
+    console_log: str
+
+
+def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
+    tool = f"{PY} {shlex.quote(str(GUEST_TOOL))}"
+    manifest = "$FLASHBED_RUN/manifest.json"
+    if fs.media == "block":
+        dev = "/dev/ubda"
+        make = [Step("mkfs", fs.make_cmd(dev), timeout=180)]
+        mount_dev = dev
+    else:
+        make = [Step(f"mkfs{i}", c, timeout=180) for i, c in enumerate(fscat.raw_make_cmds(fs))]
+        mount_dev = fscat.raw_device(fs)
+    check = fs.check_cmd("/dev/ubda") if fs.media == "block" else None
+    steps = [
+        *make,
+        Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60),
+        Step("write", f"{tool} write-tree {MNT} {manifest} --dirs 20 --files 200 --big-mb 24 --seed 7",
+             timeout=300),
+        Step("sync", "sync", timeout=120),
+        Step("used", f"df -B1 --output=used {MNT} | tail -n 1", timeout=30),
+        Step("umount", f"umount {MNT}", timeout=120),
+    ]
+    if check:
+        steps.append(Step("fsck", check, timeout=300))
+    steps += [
+        Step("remount", fs.mount_cmd(mount_dev, MNT), timeout=60),
+        # cold cache: verification must read from the device, not memory
+        Step("drop-caches", "echo 3 > /proc/sys/vm/drop_caches", timeout=30),
+        Step("verify", f"{tool} verify-tree {MNT} {manifest}", timeout=300),
+        Step("final-umount", f"umount {MNT}", timeout=120),
+    ]
+    return steps
+
+
+def smoke_one(name: str, out: Path, kernel: KernelInfo) -> SmokeResult:
+    fs = fscat.get(name)
+    run_dir = out / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    disks: tuple[BlockDevice, ...] = ()
+    nand = None
+    if fs.media == "block":
+        img = run_dir / "device.img"
+        with open(img, "wb") as f:
+            f.truncate(BLOCK_DEVICE_BYTES)
+        disks = (BlockDevice(img),)
+    else:
+        nand = SMOKE_NAND
+    res = boot(BootSpec(run_dir=run_dir, steps=tuple(smoke_steps(fs)), disks=disks, nandsim=nand,
+                        timeout=900), kernel)
+    for d in disks:
+        d.path.unlink(missing_ok=True)  # keep the logs, not 512 MB images
+    return _judge(name, res)
+
+
+def _judge(name: str, res: BootResult) -> SmokeResult:
+    failed = next((s for s in res.steps if s.status != "ok"), None)
+    used = res.step("used")
+    used_bytes = int(used.stdout.strip()) if used and used.status == "ok" and used.stdout.strip().isdigit() else None
+    if failed:
+        detail = (failed.stderr or failed.stdout).strip().splitlines()
+        detail_s = f"{failed.status} (rc {failed.rc}): {detail[-1] if detail else ''}"
+    else:
+        detail_s = res.error
+    return SmokeResult(
+        fs=name, passed=res.ok and failed is None, status=res.status,
+        failed_step=failed.name if failed else "", detail=detail_s[:300],
+        boot_seconds=res.boot_seconds, total_seconds=round(res.total_seconds, 2),
+        used_bytes=used_bytes, console_log=res.console_log,
+    )
+
+
+def run_smoke(names: list[str], out: Path, jobs: int | None = None) -> list[SmokeResult]:
+    fscat.check_host_tools(names)
+    kernel = ensure_kernel()
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or min(len(names), os.cpu_count() or 2)
+    prog = Progress(len(names), "filesystems")
+    results: dict[str, SmokeResult] = {}
+
+    def task(name: str) -> SmokeResult:
+        prog.start(name)
+        r = smoke_one(name, out, kernel)
+        line = (f"PASS {name}: boot {r.boot_seconds:.2f}s, total {r.total_seconds:.1f}s, used {r.used_bytes} B"
+                if r.passed else f"FAIL {name}: step '{r.failed_step}' {r.detail} (console: {r.console_log})")
+        prog.finish(name, line)
+        return r
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for r in pool.map(task, names):
+            results[r.fs] = r
+    ordered = [results[n] for n in names]
+    summary = {"kernel": asdict(kernel), "results": [asdict(r) for r in ordered]}
+    tmp = out / "smoke.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    os.replace(tmp, out / "smoke.json")
+    return ordered
+
+
+def print_table(results: list[SmokeResult], stream=sys.stdout) -> None:
+    print(f"{'filesystem':16} {'result':6} {'boot s':>7} {'total s':>8} {'used KiB':>9}  detail", file=stream)
+    for r in results:
+        boot_s = f"{r.boot_seconds:.2f}" if r.boot_seconds is not None else "-"
+        used = f"{r.used_bytes // 1024}" if r.used_bytes is not None else "-"
+        print(f"{r.fs:16} {'PASS' if r.passed else 'FAIL':6} {boot_s:>7} {r.total_seconds:>8.1f} {used:>9}  "
+              f"{'' if r.passed else r.failed_step + ': ' + r.detail}", file=stream)
+    boots = sorted(r.boot_seconds for r in results if r.boot_seconds is not None)
+    if boots:
+        print(f"boot to agent-ready: median {boots[len(boots) // 2]:.2f}s over {len(boots)} boots",
+              file=stream)
+

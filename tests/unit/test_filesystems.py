@@ -1,0 +1,49 @@
+import pytest
+
+from flashbed import filesystems as fscat
+from flashbed.errors import FlashbedError, HostToolMissing
+
+
+def test_catalogue_has_the_twelve_filesystems():
+    assert set(fscat.CATALOGUE) == {
+        "ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2",
+        "vfat", "exfat", "ubifs", "jffs2"}
+    assert set(fscat.RAW) == {"ubifs", "jffs2"}
+
+
+def test_mount_names_type_and_never_probes():
+    cmd = fscat.get("f2fs").mount_cmd("/dev/ubda", "/mnt", ("noatime",))
+    assert cmd == "mount -t f2fs -o noatime /dev/ubda /mnt"
+
+
+def test_ext4_nojournal_turns_the_journal_off():
+    assert "^has_journal" in fscat.get("ext4-nojournal").make_cmd("/dev/ubda")
+
+
+def test_variant_parsing():
+    v = fscat.variant("ext4+noatime+discard")
+    assert v.name == "ext4+noatime+discard"
+    assert v.mount_cmd("/dev/ubda", "/mnt") == "mount -t ext4 -o noatime,discard /dev/ubda /mnt"
+
+
+@pytest.mark.parametrize("spec,words", [
+    ("ext5", "unknown filesystem 'ext5'"),
+    ("ext4+fast", "unknown variant 'fast'"),
+    ("jffs2+discard", "does not apply"),
+])
+def test_bad_names_say_what_is_wrong(spec, words):
+    with pytest.raises(FlashbedError, match=words):
+        fscat.variant(spec)
+
+
+def test_ubifs_is_formatted_attached_and_given_a_volume():
+    cmds = fscat.raw_make_cmds(fscat.get("ubifs"))
+    assert cmds[0].startswith("ubiformat") and "ubiattach" in cmds[1] and "ubimkvol" in cmds[2]
+    assert fscat.raw_device(fscat.get("ubifs")) == "ubi0:" + fscat.UBI_VOLUME
+    assert fscat.raw_device(fscat.get("jffs2")) == "mtd0"
+
+
+def test_missing_tool_names_the_package(monkeypatch):
+    monkeypatch.setattr(fscat.shutil, "which", lambda *a, **k: None)
+    with pytest.raises(HostToolMissing, match="apt-get install xfsprogs"):
+        fscat.check_host_tools(["xfs"])
