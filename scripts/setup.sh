@@ -1,0 +1,37 @@
+#!/bin/sh
+# Idempotent setup: Debian packages, the Python package, the emulator, the lab kernel.
+# Safe to run again: each stage skips what is already there.
+set -eu
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES="linux-source-6.12 build-essential bc bison flex libelf-dev xz-utils patch
+ e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs mtd-utils fio
+ util-linux fuse3 libfuse3-dev pkg-config"
+
+missing=""
+for p in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "setup: installing Debian packages:$missing"
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+
+PY=${PYTHON:-python3}
+if ! $PY -c 'import flashbed, pytest' 2>/dev/null || [ pyproject.toml -nt .setup-python-stamp ]; then
+    echo "setup: installing the flashbed Python package"
+    $PY -m pip install -q --disable-pip-version-check -e '.[test]'
+    touch .setup-python-stamp
+fi
+
+if [ -f emulator/Cargo.toml ]; then
+    echo "setup: building the emulator (cargo build --release)"
+    cargo build -q --release --manifest-path emulator/Cargo.toml
+fi
+
+echo "setup: lab kernel"
+$PY -m flashbed.cli kernel build >/dev/null
+echo "setup: done"

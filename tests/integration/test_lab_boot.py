@@ -1,0 +1,44 @@
+"""Boot the real lab kernel."""
+import pytest
+
+from flashbed.lab.uml import BlockDevice, BootSpec, Step, boot
+
+pytestmark = pytest.mark.lab
+
+
+def test_guest_runs_steps_with_a_readonly_host_root_and_writable_etc(kernel, tmp_path):
+    r = boot(BootSpec(run_dir=tmp_path, steps=(
+        Step("uname", "uname -r"),
+        Step("root-ro", "touch /usr/flashbed-must-fail", may_fail=True),
+        Step("etc-rw", "echo x > /etc/flashbed-probe && cat /etc/flashbed-probe"),
+        Step("run-dir", "echo from-guest > $FLASHBED_RUN/out.txt"),
+        Step("python", "/usr/bin/python3 -c 'print(6*7)'"),
+    ), timeout=120), kernel)
+    assert r.ok, (r.status, r.error, r.console_log)
+    assert r.step("uname").stdout.strip() == kernel.release
+    assert r.step("root-ro").rc != 0
+    assert r.step("etc-rw").stdout.strip() == "x"
+    assert (tmp_path / "out.txt").read_text() == "from-guest\n"
+    assert r.step("python").stdout.strip() == "42"
+    assert r.boot_seconds is not None and r.boot_seconds < r.total_seconds
+
+
+def test_a_hung_lab_is_killed_and_recorded_with_its_console(kernel, tmp_path):
+    r = boot(BootSpec(run_dir=tmp_path, steps=(Step("ok", "true"), Step("stuck", "sleep 600", timeout=900)),
+                      timeout=8), kernel)
+    assert r.status == "hang"
+    assert "stuck" in r.error
+    assert [s.name for s in r.steps] == ["ok"]  # what finished before is kept
+    assert "FLASHBED-AGENT STEP stuck" in open(r.console_log).read()
+
+
+def test_discard_reaches_the_backing_file(kernel, tmp_path):
+    """mkfs.ext4 discards the device by default: TRIM must work, not panic."""
+    img = tmp_path / "d.img"
+    img.write_bytes(b"\xff" * (64 << 20))  # every block allocated
+    before = img.stat().st_blocks
+    r = boot(BootSpec(run_dir=tmp_path, steps=(Step("mkfs", "mkfs.ext4 -F -q /dev/ubda"),),
+                      disks=(BlockDevice(img),), timeout=120), kernel)
+    assert r.ok, (r.status, r.error, r.console_log)
+    # mke2fs discards the whole device, then writes a few MiB of metadata
+    assert img.stat().st_blocks < before / 2
