@@ -42,3 +42,22 @@ def test_discard_reaches_the_backing_file(kernel, tmp_path):
     assert r.ok, (r.status, r.error, r.console_log)
     # mke2fs discards the whole device, then writes a few MiB of metadata
     assert img.stat().st_blocks < before / 2
+
+
+def test_guest_host_calls_are_answered(kernel, tmp_path):
+    seen = []
+
+    def handler(call, args):
+        seen.append((call, args))
+        if call == "boom":
+            raise RuntimeError("no such thing")
+        return {"echo": args["x"] * 2}
+
+    r = boot(BootSpec(run_dir=tmp_path, steps=(
+        Step("ask", host="double", args={"x": 21}),
+        Step("bad", host="boom", may_fail=True),
+    ), timeout=60), kernel, host=handler)
+    assert r.ok, (r.status, r.error)
+    assert r.step("ask").stdout.strip() == '{"echo": 42}'
+    assert r.step("bad").status == "failed" and "no such thing" in r.step("bad").stderr
+    assert seen == [("double", {"x": 21}), ("boom", {})]

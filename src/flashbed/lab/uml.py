@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
@@ -26,13 +28,19 @@ AGENT = GUEST_DIR / "agent.py"
 
 @dataclass(frozen=True)
 class Step:
-    """One shell command the agent runs in the guest."""
+    """One shell command the agent runs in the guest, or (with `host`) a call
+    the guest makes to the host, answered by the handler given to boot()."""
 
     name: str
-    cmd: str
+    cmd: str = ""
     timeout: float = 60.0
     may_fail: bool = False
     env: dict[str, str] = field(default_factory=dict)
+    host: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+HostHandler = Callable[[str, dict], Any]
 
 
 @dataclass(frozen=True)
@@ -136,8 +144,12 @@ def kernel_cmdline(spec: BootSpec) -> list[str]:
     return args
 
 
-def boot(spec: BootSpec, kernel: KernelInfo | None = None) -> BootResult:
-    """Run the steps in one lab boot; never raises for what happens in the guest."""
+def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | None = None) -> BootResult:
+    """Run the steps in one lab boot; never raises for what happens in the guest.
+
+    `host(call, args)` answers the guest's host steps; its return value goes
+    back to the guest as JSON.
+    """
     kernel = kernel or ensure_kernel()
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -146,6 +158,7 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None) -> BootResult:
             raise FlashbedError(f"block device file {d.path} does not exist")
     result_path = run_dir / "result.json"
     result_path.unlink(missing_ok=True)
+    shutil.rmtree(run_dir / "host-calls", ignore_errors=True)
     (run_dir / "steps.json").write_text(json.dumps({"steps": [asdict(s) for s in spec.steps]}, indent=1))
 
     console_path = run_dir / "console.log"
@@ -173,6 +186,10 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None) -> BootResult:
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
+        stop_calls = threading.Event()
+        caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls),
+                                  daemon=True)
+        caller.start()
         timed_out = False
         try:
             proc.wait(timeout=spec.timeout)
@@ -183,10 +200,33 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None) -> BootResult:
             _kill(proc)
             raise
         finally:
+            stop_calls.set()
+            caller.join(timeout=5)
             reader.join(timeout=5)
     total = time.monotonic() - started
     return _collect(spec, kernel, proc.returncode, timed_out, total,
                     ready_at[0] - started if ready_at else None, console_path)
+
+
+def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:
+    answered: set[str] = set()
+    while not stop.wait(0.005):
+        if not calls.is_dir():
+            continue
+        for req in sorted(calls.glob("*.req")):
+            if req.name in answered:
+                continue
+            answered.add(req.name)
+            try:
+                call = json.loads(req.read_text())
+                if handler is None:
+                    raise FlashbedError(f"no host handler for '{call['call']}'")
+                answer = {"ok": True, "data": handler(call["call"], call.get("args", {}))}
+            except Exception as e:  # the guest gets the error; the cell decides
+                answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            tmp = req.with_suffix(".resp.tmp")
+            tmp.write_text(json.dumps(answer))
+            os.replace(tmp, req.with_suffix(".resp"))
 
 
 def _kill(proc: subprocess.Popen) -> None:

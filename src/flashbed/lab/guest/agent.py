@@ -43,6 +43,33 @@ def tail(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
+def host_call(step: dict, run_dir: str, seq: int) -> dict:
+    """Ask the host to do something (e.g. sample the emulator's statistics).
+
+    The request is a file in the shared run directory; the host answers with a
+    response file. The answer becomes the step's stdout (JSON).
+    """
+    calls = os.path.join(run_dir, "host-calls")
+    os.makedirs(calls, exist_ok=True)
+    req = os.path.join(calls, f"{seq:04d}.req")
+    resp = os.path.join(calls, f"{seq:04d}.resp")
+    started = now()
+    write_json_atomic(req, {"call": step["host"], "args": step.get("args", {})})
+    deadline = started + float(step.get("timeout", 60))
+    while not os.path.exists(resp):
+        if now() > deadline:
+            return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"], "status": "timeout",
+                    "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
+                    "stdout": "", "stderr": "host did not answer"}
+        time.sleep(0.005)
+    with open(resp) as f:
+        answer = json.load(f)
+    ok = answer.get("ok", False)
+    return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"], "status": "ok" if ok else "failed",
+            "rc": 0 if ok else 1, "seconds": round(now() - started, 6), "started": round(started, 6),
+            "stdout": json.dumps(answer.get("data")), "stderr": answer.get("error", "")}
+
+
 def run_step(step: dict, run_dir: str) -> dict:
     env = dict(os.environ)
     env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
@@ -96,9 +123,9 @@ def main() -> int:
         print(f"FLASHBED-AGENT READY {now():.6f}", flush=True)
         result["ready_monotonic"] = now()
         write_json_atomic(result_path, result)
-        for step in plan["steps"]:
+        for seq, step in enumerate(plan["steps"]):
             print(f"FLASHBED-AGENT STEP {step.get('name', '')}", flush=True)
-            rec = run_step(step, run_dir)
+            rec = host_call(step, run_dir, seq) if step.get("host") else run_step(step, run_dir)
             result["steps"].append(rec)
             write_json_atomic(result_path, result)
             if rec["status"] == "hang":
