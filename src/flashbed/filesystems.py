@@ -171,8 +171,11 @@ def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
 
 
 # --- guest command snippets for raw NAND ------------------------------------------
+# With CONFIG_MTD_PARTITIONED_MASTER the whole chip is mtd0 and nandsim's first
+# partition (the device under test) is mtd1.
+MTD_UNDER_TEST = 1
 
-def ubi_attach_cmd(mtd: int = 0, ubi: int = 0) -> str:
+def ubi_attach_cmd(mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
     return f"ubiattach -m {mtd} -d {ubi}"
 
 
@@ -184,12 +187,12 @@ def ubi_detach_cmd(ubi: int = 0) -> str:
     return f"ubidetach -d {ubi}"
 
 
-def raw_device(fs: Filesystem, mtd: int = 0, ubi: int = 0) -> str:
+def raw_device(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
     """What `mount` takes for a raw-NAND filesystem."""
     return f"ubi{ubi}:{UBI_VOLUME}" if fs.fstype == "ubifs" else f"mtd{mtd}"
 
 
-def raw_make_cmds(fs: Filesystem, mtd: int = 0, ubi: int = 0) -> list[str]:
+def raw_make_cmds(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> list[str]:
     """Format the MTD device for this filesystem (and attach UBI for UBIFS)."""
     if fs.fstype == "ubifs":
         return [fs.make_cmd(f"/dev/mtd{mtd}"), ubi_attach_cmd(mtd, ubi), ubi_make_volume_cmd(ubi)]

@@ -40,7 +40,7 @@ def test_ubifs_is_formatted_attached_and_given_a_volume():
     cmds = fscat.raw_make_cmds(fscat.get("ubifs"))
     assert cmds[0].startswith("ubiformat") and "ubiattach" in cmds[1] and "ubimkvol" in cmds[2]
     assert fscat.raw_device(fscat.get("ubifs")) == "ubi0:" + fscat.UBI_VOLUME
-    assert fscat.raw_device(fscat.get("jffs2")) == "mtd0"
+    assert fscat.raw_device(fscat.get("jffs2")) == "mtd1"
 
 
 def test_missing_tool_names_the_package(monkeypatch):

@@ -1,0 +1,115 @@
+"""Device presets: one TOML file per device in presets/.
+
+Block presets (eMMC, SD, USB stick, ideal) are served by flashbed-emu, which
+also parses and validates them: their geometry comes from `flashbed-emu
+describe`, so the Python side never re-implements the emulator's rules. Raw
+NAND presets (`kind = "nandsim"`) are the kernel's nandsim in the lab; they are
+read here.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import FlashbedError
+from ..paths import repo_root
+
+DEFAULT_DEVICE = "emmc-8g"
+UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def presets_dir() -> Path:
+    return repo_root() / "presets"
+
+
+def parse_size(text: str) -> int:
+    """'512M', '1G', '4096' -> bytes (binary units)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*", text, re.IGNORECASE)
+    if not m:
+        raise FlashbedError(f"bad size '{text}': use a number with an optional K/M/G suffix, e.g. 512M")
+    return int(m.group(1)) * UNITS[m.group(2).upper()]
+
+
+def format_size(n: int) -> str:
+    for unit in ("T", "G", "M", "K"):
+        if n % UNITS[unit] == 0 and n >= UNITS[unit]:
+            return f"{n // UNITS[unit]}{unit}"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device preset at a given capacity, with the geometry studies need."""
+
+    name: str  # preset name
+    path: Path
+    kind: str  # "block" (flashbed-emu) | "nandsim" (raw NAND in the lab)
+    capacity: int
+    page_size: int
+    erase_block: int  # erase block (page FTL) or allocation unit (hybrid FTL)
+    preset_capacity: int
+    info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def label(self) -> str:
+        return self.name if self.capacity == self.preset_capacity else f"{self.name}@{format_size(self.capacity)}"
+
+    @property
+    def nandsim_id_bytes(self) -> tuple[int, ...]:
+        return tuple(self.info["nandsim"]["id_bytes"])
+
+
+def available() -> list[str]:
+    return sorted(p.stem for p in presets_dir().glob("*.toml"))
+
+
+def preset_path(name: str) -> Path:
+    p = presets_dir() / f"{name}.toml"
+    if not p.exists():
+        raise FlashbedError(f"unknown device preset '{name}': choose from {', '.join(available())}")
+    return p
+
+
+def load(name: str, capacity: int | None = None) -> Device:
+    path = preset_path(name)
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise FlashbedError(f"{path}: not valid TOML: {e}") from None
+    if data.get("kind") == "nandsim":
+        return _nandsim(name, path, data, capacity)
+    from . import emulator  # block presets: the emulator is the authority
+
+    info = emulator.describe(path, capacity)
+    own = info if capacity is None else emulator.describe(path, None)
+    return Device(name=name, path=path, kind="block", capacity=int(info["capacity_bytes"]),
+                  page_size=int(info["page_size"]), erase_block=int(info["erase_block_bytes"]),
+                  preset_capacity=int(own["capacity_bytes"]), info=info)
+
+
+def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
+    def need(table: str, key: str) -> Any:
+        try:
+            return data[table][key]
+        except KeyError:
+            raise FlashbedError(f"{path}: missing field [{table}].{key}") from None
+
+    ids = need("nandsim", "id_bytes")
+    if not (isinstance(ids, list) and 2 <= len(ids) <= 8 and all(isinstance(b, int) and 0 <= b < 256 for b in ids)):
+        raise FlashbedError(f"{path}: [nandsim].id_bytes must be 2 to 8 byte values")
+    chip = int(need("geometry", "capacity_bytes"))
+    eb = int(need("geometry", "erase_block_bytes"))
+    page = int(need("geometry", "page_size"))
+    cap = chip if capacity is None else capacity
+    if cap % eb or not (0 < cap <= chip):
+        raise FlashbedError(f"device {name}: capacity {format_size(cap)} must be a multiple of the "
+                            f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}")
+    info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
+            "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),
+            "description": data.get("description", ""), "nandsim": dict(data["nandsim"])}
+    return Device(name=name, path=path, kind="nandsim", capacity=cap, page_size=page, erase_block=eb,
+                  preset_capacity=chip, info=info)
