@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import FlashbedError, HostToolMissing
 
@@ -59,26 +59,6 @@ class Filesystem:
         return shlex.join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
 
 
-@dataclass(frozen=True)
-class Variant:
-    """A catalogue filesystem with extra mkfs and mount options (e.g. ext4+noatime)."""
-
-    fs: Filesystem
-    mkfs_extra: tuple[str, ...] = ()
-    mount_extra: tuple[str, ...] = ()
-    tags: tuple[str, ...] = field(default=())
-
-    @property
-    def name(self) -> str:
-        return self.fs.name + "".join(f"+{t}" for t in self.tags)
-
-    def make_cmd(self, dev: str) -> str:
-        return shlex.join([*self.fs.mkfs, *self.mkfs_extra, dev])
-
-    def mount_cmd(self, dev: str, mnt: str) -> str:
-        return self.fs.mount_cmd(dev, mnt, self.mount_extra)
-
-
 CATALOGUE: dict[str, Filesystem] = {
     f.name: f
     for f in [
@@ -127,13 +107,6 @@ CATALOGUE: dict[str, Filesystem] = {
 BLOCK = tuple(n for n, f in CATALOGUE.items() if f.media == "block")
 RAW = tuple(n for n, f in CATALOGUE.items() if f.media == "mtd")
 
-# mount-option variants any filesystem can take
-MOUNT_VARIANTS: dict[str, tuple[str, ...]] = {
-    "noatime": ("noatime",),
-    "discard": ("discard",),
-    "sync": ("sync",),
-}
-
 
 def get(name: str) -> Filesystem:
     try:
@@ -142,20 +115,6 @@ def get(name: str) -> Filesystem:
         raise FlashbedError(
             f"unknown filesystem '{name}': choose from {', '.join(CATALOGUE)}"
         ) from None
-
-
-def variant(spec: str) -> Variant:
-    """Parse 'ext4', 'ext4+noatime', 'f2fs+noatime+discard'."""
-    base, *tags = spec.split("+")
-    fs = get(base)
-    extra: list[str] = []
-    for t in tags:
-        if t not in MOUNT_VARIANTS:
-            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(MOUNT_VARIANTS)}")
-        if t == "discard" and fs.fstype in ("jffs2", "ubifs"):
-            raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
-        extra += MOUNT_VARIANTS[t]
-    return Variant(fs, mount_extra=tuple(extra), tags=tuple(tags))
 
 
 def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
@@ -174,6 +133,7 @@ def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
 # With CONFIG_MTD_PARTITIONED_MASTER the whole chip is mtd0 and nandsim's first
 # partition (the device under test) is mtd1.
 MTD_UNDER_TEST = 1
+
 
 def ubi_attach_cmd(mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
     return f"ubiattach -m {mtd} -d {ubi}"

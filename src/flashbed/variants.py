@@ -1,0 +1,157 @@
+"""Filesystem variants: a catalogue filesystem with options, tuned options
+computed from the device's geometry, or layered on another filesystem.
+
+Spec strings:
+  ext4                  defaults
+  ext4+noatime+discard  mount options
+  ext4+tuned            flash-tuned mkfs/mount options from the erase block size
+  ext2@f2fs             an ext2 image file filling an f2fs, loop-mounted (study 4)
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from . import filesystems as fscat
+from .devices.presets import Device
+from .errors import FlashbedError
+from .filesystems import Filesystem
+
+MOUNT_TAGS: dict[str, tuple[str, ...]] = {
+    "noatime": ("noatime",),
+    "discard": ("discard",),
+    "sync": ("sync",),
+}
+TAGS = (*MOUNT_TAGS, "tuned")
+LOWER_MNT = "/lower"
+IMAGE = f"{LOWER_MNT}/fs.img"
+F2FS_SEGMENT = 2 * 1024 * 1024
+FS_BLOCK = 4096
+
+
+def tuned_options(fs: Filesystem, dev: Device) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(mkfs extra, mount extra) aligning the filesystem to the erase block."""
+    eb = dev.erase_block
+    if fs.fstype in ("ext2", "ext3", "ext4"):
+        blocks = max(1, eb // FS_BLOCK)
+        return ("-b", str(FS_BLOCK), "-E", f"stride={blocks},stripe_width={blocks}"), ()
+    if fs.fstype == "btrfs":
+        return (), ("ssd",)
+    if fs.fstype == "f2fs":
+        # a section (the GC unit) of whole erase blocks, one section per zone
+        return ("-s", str(max(1, eb // F2FS_SEGMENT)), "-z", "1"), ()
+    if fs.fstype == "nilfs2":
+        # a segment (nilfs2's unit of log writing and cleaning) = one erase block;
+        # nilfs2 needs at least 16 blocks per segment
+        return ("-b", str(FS_BLOCK), "-B", str(max(16, eb // FS_BLOCK))), ()
+    if fs.fstype == "xfs":
+        return ("-b", f"size={FS_BLOCK}", "-d", f"su={min(eb, 256 * 1024)},sw=1"), ()
+    raise FlashbedError(f"'{fs.name}+tuned': no flash tuning is defined for {fs.name}")
+
+
+@dataclass(frozen=True)
+class FsVariant:
+    """What a cell makes and mounts at /mnt."""
+
+    spec: str
+    fs: Filesystem  # the filesystem the workload sees
+    lower: Filesystem | None = None  # layered: the filesystem holding the image file
+    mkfs_extra: tuple[str, ...] = ()
+    mount_extra: tuple[str, ...] = ()
+
+    @property
+    def media(self) -> str:
+        return (self.lower or self.fs).media
+
+    @property
+    def base(self) -> Filesystem:
+        """The filesystem on the device itself."""
+        return self.lower or self.fs
+
+    def device_path(self) -> str:
+        return "/dev/ubda" if self.media == "block" else f"/dev/mtd{fscat.MTD_UNDER_TEST}"
+
+    def _base_make(self) -> list[str]:
+        b = self.base
+        if b.media == "mtd":
+            return fscat.raw_make_cmds(b)
+        extra = () if self.lower else self.mkfs_extra
+        return [shlex.join([*b.mkfs, *extra, "/dev/ubda"])]
+
+    def _base_mount_dev(self) -> str:
+        b = self.base
+        return fscat.raw_device(b) if b.media == "mtd" else "/dev/ubda"
+
+    def make_cmds(self) -> list[str]:
+        """Commands that create the filesystem (mounting the lower one if layered)."""
+        cmds = self._base_make()
+        if self.lower:
+            cmds += [
+                f"mkdir -p {LOWER_MNT}",
+                self.lower.mount_cmd(self._base_mount_dev(), LOWER_MNT),
+                # the image fills 90 % of the lower filesystem's free space
+                f"fallocate -l $(( $(df -B1 --output=avail {LOWER_MNT} | tail -n 1) / 10 * 9 / 4096 * 4096 )) {IMAGE}"
+                f" || truncate -s $(( $(df -B1 --output=avail {LOWER_MNT} | tail -n 1) / 10 * 9 / 4096 * 4096 )) {IMAGE}",
+                shlex.join([*self.fs.mkfs, *self.mkfs_extra, IMAGE]),
+            ]
+        return cmds
+
+    def mount_cmds(self, mnt: str = "/mnt") -> list[str]:
+        if self.lower:
+            return [f"mountpoint -q {LOWER_MNT} || " + self.lower.mount_cmd(self._base_mount_dev(), LOWER_MNT),
+                    self.fs.mount_cmd(IMAGE, mnt, ("loop", *self.mount_extra))]
+        return [self.fs.mount_cmd(self._base_mount_dev(), mnt, self.mount_extra)]
+
+    def umount_cmds(self, mnt: str = "/mnt") -> list[str]:
+        return [f"umount {mnt}"] + ([f"umount {LOWER_MNT}"] if self.lower else [])
+
+    def check_cmd(self) -> str | None:
+        """The checker of the filesystem on the device (None if it has none)."""
+        return self.base.check_cmd(self.device_path()) if self.base.media == "block" else None
+
+    def repair_cmd(self) -> str | None:
+        return self.base.repair_cmd(self.device_path()) if self.base.media == "block" else None
+
+    @property
+    def min_size(self) -> int:
+        return max(self.fs.min_size, self.lower.min_size if self.lower else 0)
+
+
+def parse(spec: str, device: Device | None = None) -> FsVariant:
+    """Parse a variant spec; `device` is needed for '+tuned'."""
+    upper_spec, _, lower_name = spec.partition("@")
+    base, *tags = upper_spec.split("+")
+    fs = fscat.get(base)
+    lower = fscat.get(lower_name) if lower_name else None
+    if lower and fs.media != "block":
+        raise FlashbedError(f"'{spec}': only a block filesystem can live in an image file")
+    mkfs_extra: list[str] = []
+    mount_extra: list[str] = []
+    for t in tags:
+        if t not in TAGS:
+            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
+        if t == "discard" and (lower or fs).media == "mtd" and not lower:
+            raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
+        if t == "tuned":
+            if device is None:
+                raise FlashbedError(f"'{spec}': 'tuned' needs a device to take the erase block size from")
+            mk, mo = tuned_options(fs, device)
+            mkfs_extra += mk
+            mount_extra += mo
+        else:
+            mount_extra += MOUNT_TAGS[t]
+    return FsVariant(spec=spec, fs=fs, lower=lower, mkfs_extra=tuple(mkfs_extra),
+                     mount_extra=tuple(mount_extra))
+
+
+def check_device(v: FsVariant, dev: Device) -> None:
+    """One clear line when the variant cannot go on this device."""
+    want = "nandsim" if v.media == "mtd" else "block"
+    if dev.kind != want:
+        raise FlashbedError(
+            f"{v.spec} needs a {'raw NAND (nandsim)' if want == 'nandsim' else 'block'} device, "
+            f"but {dev.label} is {'raw NAND' if dev.kind == 'nandsim' else 'a block device'}")
+    if dev.capacity < v.min_size:
+        raise FlashbedError(f"{v.spec} needs at least {v.min_size // (1 << 20)} MiB, "
+                            f"but {dev.label} has {dev.capacity // (1 << 20)} MiB: use --capacity")

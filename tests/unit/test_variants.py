@@ -1,0 +1,61 @@
+from pathlib import Path
+
+import pytest
+
+from flashbed import variants
+from flashbed.devices.presets import Device
+from flashbed.errors import FlashbedError
+
+SD = Device(name="sd", path=Path("sd.toml"), kind="block", capacity=512 << 20, page_size=16384,
+            erase_block=4 << 20, preset_capacity=8 << 30)
+NAND = Device(name="nand", path=Path("n.toml"), kind="nandsim", capacity=256 << 20, page_size=4096,
+              erase_block=512 << 10, preset_capacity=2 << 30)
+
+
+def test_mount_tags_become_mount_options():
+    v = variants.parse("ext4+noatime+discard")
+    assert v.mount_cmds() == ["mount -t ext4 -o noatime,discard /dev/ubda /mnt"]
+
+
+@pytest.mark.parametrize("spec,mkfs_words", [
+    ("ext4+tuned", "-E stride=1024,stripe_width=1024"),
+    ("f2fs+tuned", "-s 2 -z 1"),
+    ("nilfs2+tuned", "-B 1024"),
+])
+def test_tuned_options_follow_the_erase_block(spec, mkfs_words):
+    assert mkfs_words in variants.parse(spec, SD).make_cmds()[0]
+
+
+def test_btrfs_tuned_is_the_ssd_mount_option():
+    assert "-o ssd" in variants.parse("btrfs+tuned", SD).mount_cmds()[0]
+
+
+def test_layered_variant_makes_an_image_on_the_lower_filesystem():
+    v = variants.parse("ext2@f2fs")
+    assert v.media == "block" and v.base.name == "f2fs"
+    cmds = v.make_cmds()
+    assert cmds[0].startswith("mkfs.f2fs") and cmds[-1].startswith("mkfs.ext2") and variants.IMAGE in cmds[-1]
+    assert "loop" in v.mount_cmds()[-1] and v.umount_cmds() == ["umount /mnt", "umount /lower"]
+    assert variants.parse("ext2@ubifs").media == "mtd"
+
+
+@pytest.mark.parametrize("spec,device,words", [
+    ("ext4+fast", None, "unknown variant 'fast'"),
+    ("ext4+tuned", None, "needs a device"),
+    ("jffs2+discard", None, "does not apply"),
+    ("ubifs@f2fs", None, "only a block filesystem"),
+])
+def test_bad_specs_say_what_is_wrong(spec, device, words):
+    with pytest.raises(FlashbedError, match=words):
+        variants.parse(spec, device)
+
+
+def test_device_kind_and_size_are_checked():
+    with pytest.raises(FlashbedError, match="needs a raw NAND"):
+        variants.check_device(variants.parse("ubifs"), SD)
+    with pytest.raises(FlashbedError, match="needs a block device"):
+        variants.check_device(variants.parse("ext4"), NAND)
+    small = Device(name="s", path=Path("s"), kind="block", capacity=64 << 20, page_size=4096,
+                   erase_block=1 << 20, preset_capacity=64 << 20)
+    with pytest.raises(FlashbedError, match="xfs needs at least"):
+        variants.check_device(variants.parse("xfs"), small)
