@@ -39,6 +39,33 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("cmd", nargs="+", help="a shell command (each argument is one step)")
 
     sub.add_parser("filesystems", help="list the filesystem catalogue")
+    sub.add_parser("devices", help="list the device presets")
+    sub.add_parser("studies", help="list the studies")
+
+    r = sub.add_parser("run", help="run studies on emulated devices (resumable)")
+    r.add_argument("--profile", default=None, help="quick (default) or paper")
+    r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
+                   "(repeatable or comma-separated; default: the ten block filesystems)")
+    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. sd-class10@1G)")
+    r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
+    r.add_argument("--repeat", type=int, default=None)
+    r.add_argument("--seed", type=int, default=None)
+    r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
+                   help="override a study parameter, e.g. bigfile.size=256M")
+    r.add_argument("--jobs", type=int, help="cells at once (default: cores)")
+    r.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
+    r.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
+    r.add_argument("--executor", default="local", choices=["local", "dask"])
+    r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
+    r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+
+    res = sub.add_parser("results", help="print a run's results as a table")
+    res.add_argument("run", help="run id under runs/ or a run directory")
+    res.add_argument("--study", action="append")
+
+    rep = sub.add_parser("report", help="write report.html, report.md, summary.json for a run (or compare two)")
+    rep.add_argument("runs", nargs="+", metavar="RUN")
+    rep.add_argument("--out", type=Path)
     return p
 
 
@@ -73,7 +100,105 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "lab":
         return _lab(args)
+    if args.command == "devices":
+        from .devices import presets
+        for name in presets.available():
+            try:
+                d = presets.load(name)
+                print(f"{name:16} {d.info.get('kind', d.kind):8} {d.capacity / (1 << 30):7.2f} GiB  page "
+                      f"{d.page_size:>6} B  erase {d.erase_block >> 10:>6} KiB  {d.info.get('description', '')}")
+            except FlashbedError as e:
+                print(f"{name:16} (unavailable: {e})")
+        return 0
+    if args.command == "studies":
+        from .studies import STUDIES
+        for name, st in STUDIES.items():
+            print(f"{name:12} {'/'.join(st.media):10} {st.description}")
+        return 0
+    if args.command == "run":
+        return _run(args)
+    if args.command == "results":
+        from .store import resolve_run
+        from .tables import print_results
+        print_results(resolve_run(args.run), studies=_split(args.study))
+        return 0
+    if args.command == "report":
+        return _report(args)
     raise AssertionError(args.command)
+
+
+def _split(values: list[str] | None) -> tuple[str, ...]:
+    return tuple(x.strip() for v in (values or []) for x in v.split(",") if x.strip())
+
+
+def _overrides(items: list[str]) -> dict[str, dict]:
+    from .devices.presets import parse_size
+    out: dict[str, dict] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        study, dot, param = key.partition(".")
+        if not (eq and dot and study and param):
+            raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
+        if "," in value:
+            v: object = [_scalar(x, parse_size) for x in value.split(",")]
+        else:
+            v = _scalar(value, parse_size)
+        out.setdefault(study, {})[param] = v
+    return out
+
+
+def _scalar(text: str, parse_size):
+    try:
+        return parse_size(text)
+    except FlashbedError:
+        return text
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .plan import PlanRequest, make_plan
+    from .run import execute
+    from .store import RunStore, resolve_run
+    if args.resume:
+        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed") if getattr(args, o)]
+        if given or args.set:
+            raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
+        store = resolve_run(args.resume)
+        req = PlanRequest(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in store.manifest()["request"].items()})
+    else:
+        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
+                          studies=_split(args.study), repeat=args.repeat if args.repeat is not None else 1,
+                          seed=args.seed if args.seed is not None else 1, overrides=_overrides(args.set))
+        store = RunStore(args.out or Path("runs") / req.run_id())
+    if args.jobs is not None and args.jobs < 1:
+        raise FlashbedError("--jobs must be at least 1")
+    plan = make_plan(req)
+    results = execute(plan, store, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
+    from .tables import print_results
+    print_results(store)
+    if not args.no_report:
+        try:
+            from .report import write_report
+            paths = write_report(store.root)
+            print(f"report: {paths.html}")
+        except ImportError:
+            pass
+    bad = [r for r in results if r.status == "error"]
+    return 1 if bad else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import compare, write_report
+    from .store import resolve_run
+    if len(args.runs) == 1:
+        paths = write_report(resolve_run(args.runs[0]).root, args.out)
+    elif len(args.runs) == 2:
+        a, b = (resolve_run(r).root for r in args.runs)
+        paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"))
+    else:
+        raise FlashbedError("flashbed report takes one run, or two runs to compare")
+    print(f"report: {paths.html}")
+    return 0
 
 
 def _lab(args: argparse.Namespace) -> int:

@@ -47,7 +47,7 @@ class Device:
 
     name: str  # preset name
     path: Path
-    kind: str  # "block" (flashbed-emu) | "nandsim" (raw NAND in the lab)
+    kind: str  # "block" (flashbed-emu, or a plain file) | "nandsim" (raw NAND in the lab)
     capacity: int
     page_size: int
     erase_block: int  # erase block (page FTL) or allocation unit (hybrid FTL)
@@ -57,6 +57,11 @@ class Device:
     @property
     def label(self) -> str:
         return self.name if self.capacity == self.preset_capacity else f"{self.name}@{format_size(self.capacity)}"
+
+    @property
+    def emulated(self) -> bool:
+        """Served by flashbed-emu (not a plain file, not nandsim)."""
+        return self.kind == "block" and self.info.get("kind") != "file"
 
     @property
     def nandsim_id_bytes(self) -> tuple[int, ...]:
@@ -74,6 +79,12 @@ def preset_path(name: str) -> Path:
     return p
 
 
+def load_spec(spec: str) -> Device:
+    """'emmc-8g' or 'emmc-8g@512M' (a capacity other than the preset's)."""
+    name, _, size = spec.partition("@")
+    return load(name, parse_size(size) if size else None)
+
+
 def load(name: str, capacity: int | None = None) -> Device:
     path = preset_path(name)
     try:
@@ -82,6 +93,8 @@ def load(name: str, capacity: int | None = None) -> Device:
         raise FlashbedError(f"{path}: not valid TOML: {e}") from None
     if data.get("kind") == "nandsim":
         return _nandsim(name, path, data, capacity)
+    if data.get("kind") == "file":
+        return _plain_file(name, path, data, capacity)
     from . import emulator  # block presets: the emulator is the authority
 
     info = emulator.describe(path, capacity)
@@ -91,12 +104,26 @@ def load(name: str, capacity: int | None = None) -> Device:
                   preset_capacity=int(own["capacity_bytes"]), info=info)
 
 
+def _need(path: Path, data: dict, table: str, key: str) -> Any:
+    try:
+        return data[table][key]
+    except KeyError:
+        raise FlashbedError(f"{path}: missing field [{table}].{key}") from None
+
+
+def _plain_file(name: str, path: Path, data: dict, capacity: int | None) -> Device:
+    own = int(_need(path, data, "geometry", "capacity_bytes"))
+    cap = capacity or own
+    info = {"name": name, "kind": "file", "capacity_bytes": cap, "description": data.get("description", ""),
+            "page_size": int(_need(path, data, "geometry", "page_size")),
+            "erase_block_bytes": int(_need(path, data, "geometry", "erase_block_bytes"))}
+    return Device(name=name, path=path, kind="block", capacity=cap, page_size=info["page_size"],
+                  erase_block=info["erase_block_bytes"], preset_capacity=own, info=info)
+
+
 def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
     def need(table: str, key: str) -> Any:
-        try:
-            return data[table][key]
-        except KeyError:
-            raise FlashbedError(f"{path}: missing field [{table}].{key}") from None
+        return _need(path, data, table, key)
 
     ids = need("nandsim", "id_bytes")
     if not (isinstance(ids, list) and 2 <= len(ids) <= 8 and all(isinstance(b, int) and 0 <= b < 256 for b in ids)):

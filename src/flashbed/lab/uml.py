@@ -22,8 +22,28 @@ from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
+HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
 INIT = GUEST_DIR / "init.sh"
 AGENT = GUEST_DIR / "agent.py"
+
+
+# every lab running in this process, so Ctrl-C can stop them all
+_LIVE: set[subprocess.Popen] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> None:
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for p in procs:
+        _kill(p)
+
+
+def _die_with_parent() -> None:
+    # the lab must not outlive flashbed (e.g. after SIGKILL): it would keep
+    # writing into the log directory of a cell the next run redoes
+    import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 @dataclass(frozen=True)
@@ -103,7 +123,7 @@ class StepResult:
 class BootResult:
     """What one boot of the lab produced."""
 
-    status: str  # done | step-failed | hang | timeout | crash | agent-error
+    status: str  # done | step-failed | hang | crash | agent-error | killed
     steps: list[StepResult]
     boot_seconds: float | None  # spawn to agent ready (host clock)
     total_seconds: float
@@ -144,11 +164,13 @@ def kernel_cmdline(spec: BootSpec) -> list[str]:
     return args
 
 
-def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | None = None) -> BootResult:
+def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | None = None,
+         kill: threading.Event | None = None) -> BootResult:
     """Run the steps in one lab boot; never raises for what happens in the guest.
 
     `host(call, args)` answers the guest's host steps; its return value goes
-    back to the guest as JSON.
+    back to the guest as JSON. Setting `kill` kills the lab at once (a power
+    cut): the result's status is then "killed".
     """
     kernel = kernel or ensure_kernel()
     run_dir = spec.run_dir
@@ -169,11 +191,15 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
     cmd = [kernel.path, *kernel_cmdline(spec)]
     started = time.monotonic()
     ready_at: list[float] = []
+    done_at: list[float] = []
     with open(console_path, "w") as console:
         console.write("$ " + " ".join(cmd) + "\n")
         console.flush()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=_die_with_parent)
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
 
         def pump() -> None:
             assert proc.stdout is not None
@@ -181,6 +207,8 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
                 line = raw.decode("utf-8", "replace")
                 if not ready_at and line.startswith("FLASHBED-AGENT READY"):
                     ready_at.append(time.monotonic())
+                elif line.startswith("FLASHBED-AGENT DONE"):
+                    done_at.append(time.monotonic())
                 console.write(line)
                 console.flush()
 
@@ -190,22 +218,35 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
         caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls),
                                   daemon=True)
         caller.start()
-        timed_out = False
+        timed_out = killed = False
+        deadline = started + spec.timeout
         try:
-            proc.wait(timeout=spec.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc)
+            while proc.poll() is None:
+                if kill is not None and kill.is_set():
+                    killed = True
+                    _kill(proc)
+                elif time.monotonic() > deadline or (done_at and time.monotonic() > done_at[0] + HALT_GRACE):
+                    # past the deadline, or the agent finished but the kernel cannot
+                    # halt (a task stuck in the kernel holds it up)
+                    timed_out = not done_at
+                    _kill(proc)
+                else:
+                    time.sleep(0.02)
         except BaseException:
             _kill(proc)
             raise
         finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
             stop_calls.set()
             caller.join(timeout=5)
             reader.join(timeout=5)
     total = time.monotonic() - started
-    return _collect(spec, kernel, proc.returncode, timed_out, total,
-                    ready_at[0] - started if ready_at else None, console_path)
+    res = _collect(spec, kernel, proc.returncode, timed_out, total,
+                   ready_at[0] - started if ready_at else None, console_path)
+    if killed:
+        res.status, res.error = "killed", "lab killed on request (power cut)"
+    return res
 
 
 def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:

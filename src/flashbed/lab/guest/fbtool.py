@@ -163,8 +163,12 @@ def read_list(args: argparse.Namespace) -> int:
 
 
 def fill(args: argparse.Namespace) -> int:
-    """Fill with --file-mb files until --bytes are written (incompressible data)."""
+    """Fill with --file-mb files until --bytes (or --percent of the filesystem's
+    size) are written (incompressible data)."""
     os.makedirs(args.dir, exist_ok=True)
+    if args.percent is not None:
+        st = os.statvfs(args.dir)
+        args.bytes = int(st.f_blocks * st.f_frsize * args.percent / 100)
     rng = random.Random(args.seed)
     size = args.file_mb * CHUNK
     block = rng.randbytes(CHUNK)
@@ -382,7 +386,8 @@ def main() -> int:
     rl.add_argument("list")
     f = sub.add_parser("fill")
     f.add_argument("dir")
-    f.add_argument("--bytes", type=int, required=True)
+    f.add_argument("--bytes", type=int, default=0)
+    f.add_argument("--percent", type=float)
     f.add_argument("--file-mb", type=int, default=1)
     f.add_argument("--seed", type=int, default=1)
     a = sub.add_parser("appio")

@@ -1,0 +1,114 @@
+"""One cell's device, whatever serves it: flashbed-emu (FUSE file), a plain
+sparse file, or nandsim inside the lab. Owns the scratch state and removes it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..errors import FlashbedError
+from ..lab.uml import BlockDevice, Nandsim
+from .presets import Device
+
+# emulator statistics kept per workload phase, under the names renderers use
+STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand_program_pages", "nand_read_pages",
+             "nand_erases", "busy_seconds", "gc_count", "erase_count_min", "erase_count_max", "erase_count_mean",
+             "latency_p50_us", "latency_p99_us")
+
+
+class DeviceSession:
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
+        self.device = device
+        self.scratch = scratch
+        self.seed = seed
+        self.pace = pace
+        self.emu = None
+        self.cut = False
+
+    def __enter__(self) -> "DeviceSession":
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        if self.device.kind == "block" and not self.device.emulated:
+            with open(self.scratch / "device.img", "wb") as f:
+                f.truncate(self.device.capacity)
+        elif self.device.emulated:
+            self._start_emulator()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self.emu is not None:
+                self.emu.stop()
+        finally:
+            self.emu = None
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _start_emulator(self) -> None:
+        from . import emulator
+
+        spec = emulator.EmulatorSpec(
+            preset=self.device.path, state_dir=self.scratch / "state", mount_dir=self.scratch / "mnt",
+            control=self.scratch / "control.sock", capacity=self.device.capacity, pace=self.pace, seed=self.seed)
+        (self.scratch / "mnt").mkdir(exist_ok=True)
+        self.emu = emulator.Emulator(spec)
+        self.emu.start()
+        self.cut = False
+
+    # --- what the lab boot needs --------------------------------------------------------
+    def disks(self) -> tuple[BlockDevice, ...]:
+        if self.device.kind != "block":
+            return ()
+        if self.emu is not None:
+            # the FUSE server is the only user of its file; ubd's lock is not needed
+            return (BlockDevice(Path(self.emu.device_path), shared=True),)
+        return (BlockDevice(self.scratch / "device.img"),)
+
+    def nandsim(self) -> Nandsim | None:
+        if self.device.kind != "nandsim":
+            return None
+        return Nandsim(id_bytes=self.device.nandsim_id_bytes,
+                       parts=(self.device.capacity // self.device.erase_block,))
+
+    def mem_mb(self) -> int:
+        # nandsim keeps the chip's written pages in the guest's memory
+        return 768 if self.device.kind != "nandsim" else 768 + self.device.capacity // (1 << 20)
+
+    # --- host calls from the guest --------------------------------------------------------
+    def reset_stats(self) -> dict | None:
+        if self.emu is None:
+            return None
+        self.emu.reset_stats()
+        return {}
+
+    def stats(self) -> dict | None:
+        if self.emu is None:
+            return None
+        return normalize_stats(self.emu.stats())
+
+    def cut_power(self) -> None:
+        if self.emu is not None:
+            self.emu.cut_power()
+            self.cut = True
+        # a plain file or nandsim has no power to cut: the lab kill alone is the crash
+
+    def restart_if_cut(self) -> None:
+        if self.cut:
+            self._start_emulator()
+
+
+def normalize_stats(raw: dict) -> dict:
+    """The emulator's stats reply, flattened to STAT_KEYS (missing ones absent)."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, d: Any) -> None:
+        if isinstance(d, dict):
+            for k, v in d.items():
+                walk(f"{prefix}{k}_" if prefix or k else k, v)
+        elif isinstance(d, (int, float)) and not isinstance(d, bool):
+            flat[prefix.rstrip("_")] = d
+
+    walk("", raw)
+    out = {k: flat[k] for k in STAT_KEYS if k in flat}
+    if not out and raw:
+        raise FlashbedError("emulator stats reply has none of the expected fields: " + ", ".join(sorted(flat)[:20]))
+    return out

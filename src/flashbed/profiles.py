@@ -1,0 +1,58 @@
+"""Profiles: the sizes each study runs at.
+
+`quick` keeps every study small enough for all ten block filesystems on the
+default device in about twenty minutes on two cores; `paper` uses the sizes
+of the original studies (500 MB fio sets, a 4 GB dd, 1 GB mount tests...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import FlashbedError
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu")
+BLOCK_FILESYSTEMS = ("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2", "vfat", "exfat")
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "quick": {
+        "device": "emmc-8g@512M",
+        "studies": MAIN_STUDIES,
+        "bandwidth": {"size": 64 * MiB, "nrfiles": 8, "runtime": 2, "rw": ["randread", "randwrite", "read", "write"],
+                      "bs": ["4k", "4M"], "direct": [1, 0]},
+        "mixed": {"size": 64 * MiB, "nrfiles": 8, "runtime": 3},
+        "bigfile": {"size": 64 * MiB},
+        "smallfiles": {"dirs": 1019, "files": 4499, "mean_bytes": 2048},
+        "appio": {"sizes": [1 * MiB, 4 * MiB], "record": 4096},
+        "overwrite": {"mb": [1], "unit": 1024},
+        "mount": {"fills": [0, 50]},
+        "boot": {"mb": 15},
+        "mkfs": {},
+        "cpu": {"size": 32 * MiB},
+    },
+    "paper": {
+        "device": "emmc-8g",
+        "studies": MAIN_STUDIES,
+        "bandwidth": {"size": 500 * 1000 * 1000, "nrfiles": 50, "runtime": 120,
+                      "rw": ["randread", "randwrite", "read", "write"], "bs": ["4k", "4M"], "direct": [1, 0]},
+        "mixed": {"size": 500 * 1000 * 1000, "nrfiles": 50, "runtime": 120},
+        "bigfile": {"size": 4 * GiB},
+        "smallfiles": {"dirs": 1019, "files": 4499, "mean_bytes": 2048},
+        "appio": {"sizes": [1 * MiB, 4 * MiB], "record": 4096},
+        "overwrite": {"mb": [1, 5], "unit": 1024},
+        "mount": {"fills": [0, 25, 50, 75]},
+        "boot": {"mb": 15},
+        "mkfs": {},
+        "cpu": {"size": 256 * MiB},
+    },
+}
+
+
+def get(name: str) -> dict[str, Any]:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise FlashbedError(f"unknown profile '{name}': choose from {', '.join(PROFILES)}") from None

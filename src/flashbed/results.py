@@ -1,0 +1,100 @@
+"""Cell results: the data every renderer reads. Versioned; written atomically.
+
+One JSON file per cell. A cell is one (device, filesystem variant, study, case,
+repeat); its result holds tidy measurements (one row per case × metric, with
+units), the emulator's statistics per workload phase, and how it was obtained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CellKey:
+    device: str  # device label: preset name, with capacity when not the preset's own
+    fs: str  # filesystem variant name (ext4, ext4+noatime, ext2@f2fs, ...)
+    study: str
+    case: str = ""  # a study's sub-case when it splits into several cells ("" if one)
+    repeat: int = 0
+
+    @property
+    def id(self) -> str:
+        parts = [self.device, self.fs, self.study] + ([self.case] if self.case else []) + [f"r{self.repeat}"]
+        return "/".join(parts)
+
+    @property
+    def file_name(self) -> str:
+        return re.sub(r"[^A-Za-z0-9_.+@=-]", "_", self.id.replace("/", "__")) + ".json"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One figure: e.g. case 'randwrite 4k direct', metric 'bandwidth', 12.3 'MB/s'."""
+
+    case: str
+    metric: str
+    value: float
+    unit: str
+
+
+@dataclass
+class CellResult:
+    key: CellKey
+    status: str  # ok | failed | hang | crash | error
+    measurements: list[Measurement] = field(default_factory=list)
+    headline: str = ""  # one line for progress and `flashbed results`
+    error: str = ""
+    seconds: float = 0.0  # wall time of the whole cell
+    # emulator statistics per workload phase (write amplification, NAND programs, ...)
+    device_stats: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # how it was obtained: preset, capacity, kernel release, tool versions
+    provenance: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # study-specific raw data (fio JSON excerpts)
+    logs: dict[str, str] = field(default_factory=dict)  # name -> path relative to the run directory
+    schema: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def value(self, case: str, metric: str) -> float | None:
+        return next((m.value for m in self.measurements if m.case == case and m.metric == metric), None)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["id"] = self.key.id
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "CellResult":
+        if d.get("schema") != SCHEMA_VERSION:
+            raise ValueError(f"cell result schema {d.get('schema')} is not {SCHEMA_VERSION}")
+        d = dict(d)
+        d.pop("id", None)
+        d["key"] = CellKey(**d["key"])
+        d["measurements"] = [Measurement(**m) for m in d["measurements"]]
+        return CellResult(**d)
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write-then-rename with fsync: a crash leaves the old file or the new, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

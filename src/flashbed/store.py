@@ -1,0 +1,85 @@
+"""Run directories: a manifest, one JSON file per finished cell, the logs.
+
+A run is resumable: a cell whose result file exists (and parses) is finished
+and never run again; results are written atomically, so a killed run loses at
+most the cells that were running.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import FlashbedError
+from .results import CellKey, CellResult, write_json_atomic
+
+# an infrastructure error (e.g. the emulator did not start) is retried on
+# resume; every other status is a result of the cell
+RETRY_STATUSES = {"error"}
+
+
+@dataclass
+class RunStore:
+    root: Path
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def cells_dir(self) -> Path:
+        return self.root / "cells"
+
+    def logs_dir(self, key: CellKey) -> Path:
+        return self.root / "logs" / key.file_name.removesuffix(".json")
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def manifest(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.manifest_path.read_text())
+        except FileNotFoundError:
+            raise FlashbedError(f"{self.root} is not a flashbed run (no manifest.json)") from None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json_atomic(self.manifest_path, manifest)
+
+    def cell_path(self, key: CellKey) -> Path:
+        return self.cells_dir / key.file_name
+
+    def load(self, key: CellKey) -> CellResult | None:
+        p = self.cell_path(key)
+        if not p.exists():
+            return None
+        try:
+            return CellResult.from_json(json.loads(p.read_text()))
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable: treated as not run
+
+    def finished(self, key: CellKey) -> bool:
+        r = self.load(key)
+        return r is not None and r.status not in RETRY_STATUSES
+
+    def write(self, result: CellResult) -> None:
+        write_json_atomic(self.cell_path(result.key), result.to_json())
+
+    def results(self) -> Iterator[CellResult]:
+        if not self.cells_dir.is_dir():
+            return
+        for p in sorted(self.cells_dir.glob("*.json")):
+            try:
+                yield CellResult.from_json(json.loads(p.read_text()))
+            except (ValueError, KeyError, TypeError) as e:
+                raise FlashbedError(f"{p}: not a flashbed cell result ({e})") from None
+
+
+def resolve_run(ref: str, runs_root: Path = Path("runs")) -> RunStore:
+    """A run given as a directory path or as an id under runs/."""
+    for cand in (Path(ref), runs_root / ref):
+        if (cand / "manifest.json").exists():
+            return RunStore(cand)
+    raise FlashbedError(f"no run '{ref}': give a run directory or an id under {runs_root}/ "
+                        f"(see `ls {runs_root}`)")

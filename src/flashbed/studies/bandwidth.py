@@ -1,0 +1,80 @@
+"""`bandwidth`: one fio job at a time over the rw × bs × direct matrix.
+
+The eMMC/SD comparison's job set: rw = randread | randwrite | read | write,
+bs = 4 KiB | 4 MiB, direct=1 | buffered, a size spread over nrfiles files,
+numjobs=1, ioengine=libaio. Buffered writes end with fsync (end_fsync=1), so
+they are measured to the device, not to the page cache.
+"""
+
+from __future__ import annotations
+
+from itertools import product
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from . import fio
+from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, stats_reset, \
+    stats_take, umount
+
+
+def case_name(rw: str, bs: str, direct: int) -> str:
+    return f"{rw} {bs} {'direct' if direct else 'buffered'}"
+
+
+def slug(case: str) -> str:
+    return case.replace(" ", "-")
+
+
+class Bandwidth(Study):
+    name = "bandwidth"
+    description = "fio MB/s and IOPS, one job at a time"
+    media = ("block",)
+
+    def min_capacity(self, params):
+        return int(params["size"] * 1.3)
+
+    def matrix(self, p):
+        return [(rw, bs, d) for rw, bs, d in product(p["rw"], p["bs"], p["direct"])]
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        p = spec.params
+        common = {"ioengine": "libaio", "directory": MNT, "filename_format": "bw.$filenum",
+                  "size": p["size"], "nrfiles": p["nrfiles"], "numjobs": 1, "runtime": p["runtime"],
+                  "iodepth": 1}
+        steps = make_and_mount(spec.variant)
+        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "write", "bs": "1M", "create_only": 1}}, common)
+        steps.append(Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800))
+        for rw, bs, direct in self.matrix(p):
+            case = case_name(rw, bs, direct)
+            opts = {"rw": rw, "bs": bs, "direct": direct, "randseed": spec.seed}
+            if "write" in rw:
+                opts["end_fsync"] = 1
+            fio.job_file(run_dir / f"{slug(case)}.fio", {slug(case): opts}, common)
+            steps += [drop_caches(f"drop-{slug(case)}"), stats_reset(case),
+                      Step(case, f"fio --output-format=json --output={slug(case)}.json {slug(case)}.fio",
+                           timeout=p["runtime"] * 4 + 600, may_fail=True),
+                      Step(f"sync-{slug(case)}", "sync", timeout=600), stats_take(case)]
+        return [steps + umount(spec.variant)]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        res = boots[0]
+        out, failed = [], []
+        for rw, bs, direct in self.matrix(spec.params):
+            case = case_name(rw, bs, direct)
+            data = fio.load(run_dir / f"{slug(case)}.json")
+            step = res.step(case)
+            if not data or not data.get("jobs") or step is None or step.status != "ok":
+                failed.append(case)
+                continue
+            f = fio.job_figures(data["jobs"][0])
+            out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
+            out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
+        err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec.params)})
+        rw4k = next((x.value for x in out if x.case == "randwrite 4k direct" and x.metric == "iops"), None)
+        seqw = next((x.value for x in out if x.case == "write 4M direct" and x.metric == "bandwidth"), None)
+        head = ", ".join(filter(None, [f"seq write {seqw:.1f} MB/s" if seqw is not None else "",
+                                       f"4k rand write {rw4k:.0f} IOPS" if rw4k is not None else ""]))
+        if failed:
+            head += f" ({len(failed)} jobs failed: {', '.join(failed[:3])})"
+        return Outcome(out, head or "no job finished", extra={"failed_jobs": failed},
+                       status="ok" if not err and out else "failed", error=err or ("; ".join(failed) if failed else ""))

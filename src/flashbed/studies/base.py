@@ -1,0 +1,131 @@
+"""What every study shares: the cell it runs in, and the Study interface.
+
+A study turns its parameters into guest steps (one or more lab boots) and
+turns the boots' results into measurements. It never touches the device or
+the lab itself: the cell runner does.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..devices.presets import Device
+from ..lab.uml import AGENT, BootResult, Step
+from ..results import CellKey, Measurement
+from ..variants import FsVariant
+
+GUEST_TOOL = AGENT.parent / "fbtool.py"
+PY = "/usr/bin/python3 -S -I"
+TOOL = f"{PY} {shlex.quote(str(GUEST_TOOL))}"
+MNT = "/mnt"
+MB = 1_000_000
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """Everything a cell needs; all of it is data (it can travel to a Dask worker)."""
+
+    key: CellKey
+    device: Device
+    variant: FsVariant
+    params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 1
+
+
+@dataclass
+class Outcome:
+    """A study's reading of its boots."""
+
+    measurements: list[Measurement]
+    headline: str
+    extra: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+    error: str = ""
+
+
+class Study:
+    """Base class: subclasses set `name` and implement cases/boots/parse."""
+
+    name: str = ""
+    description: str = ""
+    media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
+    # does the cell sample the emulator's statistics around its workload?
+    device_stats: bool = True
+
+    def cases(self, profile: dict[str, Any], device: Device) -> list[tuple[str, dict[str, Any]]]:
+        """Split into cells: [(case name, params)]; one unnamed case by default."""
+        return [("", dict(profile.get(self.name, {})))]
+
+    def min_capacity(self, params: dict[str, Any]) -> int:
+        return 0
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        raise NotImplementedError
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        raise NotImplementedError
+
+
+# --- step helpers ----------------------------------------------------------------------
+
+def make_and_mount(v: FsVariant) -> list[Step]:
+    steps = [Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())]
+    steps += [Step(f"mount{i}" if i else "mount", c, timeout=300) for i, c in enumerate(v.mount_cmds(MNT))]
+    return steps
+
+
+def mount(v: FsVariant, name: str = "mount") -> list[Step]:
+    return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.mount_cmds(MNT))]
+
+
+def umount(v: FsVariant, name: str = "umount") -> list[Step]:
+    return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.umount_cmds(MNT))]
+
+
+def drop_caches(name: str = "drop-caches") -> Step:
+    return Step(name, "sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
+
+
+def stats_reset(phase: str = "workload") -> Step:
+    return Step(f"stats-reset-{phase}", host="reset-stats", args={"phase": phase})
+
+
+def stats_take(phase: str = "workload") -> Step:
+    # sync first: what the page cache still holds has not reached the device
+    return Step(f"stats-{phase}", host="stats", args={"phase": phase})
+
+
+def step_json(res: BootResult, name: str) -> dict[str, Any] | None:
+    s = res.step(name)
+    if s is None or s.status != "ok":
+        return None
+    try:
+        return json.loads(s.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+
+
+def seconds(res: BootResult, name: str) -> float | None:
+    s = res.step(name)
+    return s.seconds if s is not None and s.status == "ok" else None
+
+
+def first_failure(boots: list[BootResult], allowed: set[str] = frozenset()) -> str:
+    """'' if every step that had to succeed did; else a one-line reason."""
+    for b in boots:
+        for s in b.steps:
+            if s.status != "ok" and s.name not in allowed:
+                lines = (s.stderr or s.stdout).strip().splitlines()
+                return f"step '{s.name}' {s.status} (rc {s.rc}): {lines[-1] if lines else ''}"[:400]
+        if not b.ok and b.status != "killed":
+            return f"lab {b.status}: {b.error}"[:400]
+    return ""
+
+
+def m(case: str, metric: str, value: float | None, unit: str) -> list[Measurement]:
+    return [] if value is None else [Measurement(case, metric, round(float(value), 6), unit)]

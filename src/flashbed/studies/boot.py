@@ -1,0 +1,40 @@
+"""`boot`: a ~15 MB rootfs-like tree; cold mount, then read the files an init
+reads. Mount and read are timed apart; the total is the boot-time figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
+    seconds, step_json, umount
+
+
+class Boot(Study):
+    name = "boot"
+    description = "cold mount + read of an init's files from a ~15 MB rootfs tree"
+    device_stats = False
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        v = spec.variant
+        return [[
+            Step("gen-rootfs", f"{TOOL} gen-rootfs /tmp/rootfs $FLASHBED_RUN/init-files.txt "
+                               f"--mb {spec.params['mb']} --seed {spec.seed}", timeout=600),
+            *make_and_mount(v),
+            Step("install", f"cp -a /tmp/rootfs/. {MNT}/ && sync", timeout=3600),
+            *umount(v), drop_caches(),
+            *mount(v, "mount-cold"),
+            Step("read", f"{TOOL} read-list {MNT} $FLASHBED_RUN/init-files.txt", timeout=3600),
+            *umount(v, "umount-end"),
+        ]]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        mnt = sum(s.seconds for s in boots[0].steps if s.name.startswith("mount-cold") and s.status == "ok") or None
+        rd = step_json(boots[0], "read")
+        read_s = rd["seconds"] if rd else None
+        total = mnt + read_s if mnt is not None and read_s is not None else None
+        out = m("boot", "mount", mnt, "s") + m("boot", "read", read_s, "s") + m("boot", "seconds", total, "s")
+        err = first_failure(boots)
+        return Outcome(out, f"mount {mnt * 1000:.0f} ms + read {read_s * 1000:.0f} ms" if total else "incomplete",
+                       extra={"read_files": rd["files"] if rd else None, "read_bytes": rd["bytes"] if rd else None},
+                       status="ok" if total and not err else "failed", error=err)

@@ -1,0 +1,48 @@
+"""fio job files and the figures taken from fio's JSON output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def job_file(path: Path, jobs: dict[str, dict[str, Any]], global_opts: dict[str, Any]) -> None:
+    lines = ["[global]"] + [f"{k}={v}" for k, v in global_opts.items()]
+    for name, opts in jobs.items():
+        lines += ["", f"[{name}]"] + [f"{k}={v}" for k, v in opts.items()]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """fio's JSON output; fio may print warnings before the JSON object."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        return json.loads(text[start:])
+    except json.JSONDecodeError:
+        return None
+
+
+def job_figures(job: dict[str, Any]) -> dict[str, float]:
+    """MB/s, IOPS, completion-latency percentiles (µs) and runtime of one fio job."""
+    out: dict[str, float] = {"bandwidth": 0.0, "iops": 0.0, "runtime": 0.0}
+    p50 = p99 = 0.0
+    for d in ("read", "write"):
+        part = job.get(d) or {}
+        if not part.get("io_bytes"):
+            continue
+        out["bandwidth"] += part["bw_bytes"] / 1e6
+        out["iops"] += part["iops"]
+        out["runtime"] = max(out["runtime"], part.get("runtime", 0) / 1000)
+        pct = (part.get("clat_ns") or {}).get("percentile") or {}
+        p50 = max(p50, pct.get("50.000000", 0) / 1000)
+        p99 = max(p99, pct.get("99.000000", 0) / 1000)
+    out["lat_p50"] = p50
+    out["lat_p99"] = p99
+    return out

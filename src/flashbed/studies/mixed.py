@@ -1,0 +1,58 @@
+"""`mixed`: sequential and random readers and writers at once (a loaded system)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from . import fio
+from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, stats_reset, \
+    stats_take, umount
+
+JOBS = {
+    "seqread": {"rw": "read", "bs": "4M"},
+    "seqwrite": {"rw": "write", "bs": "4M", "end_fsync": 1},
+    "randread": {"rw": "randread", "bs": "4k"},
+    "randwrite": {"rw": "randwrite", "bs": "4k", "end_fsync": 1},
+}
+
+
+class Mixed(Study):
+    name = "mixed"
+    description = "four fio jobs at once: sequential and random, read and write"
+    media = ("block",)
+
+    def min_capacity(self, params):
+        return int(params["size"] * 1.3)
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        p = spec.params
+        per_job = p["size"] // len(JOBS)
+        common = {"ioengine": "libaio", "directory": MNT, "filename_format": "mixed.$jobname.$filenum",
+                  "size": per_job, "nrfiles": max(1, p["nrfiles"] // len(JOBS)), "runtime": p["runtime"],
+                  "direct": p.get("direct", 1), "iodepth": 1, "randseed": spec.seed}
+        fio.job_file(run_dir / "mixed-layout.fio",
+                     {n: {"rw": "write", "bs": "1M", "create_only": 1} for n in JOBS}, common)
+        fio.job_file(run_dir / "mixed.fio", JOBS, common)
+        steps = make_and_mount(spec.variant) + [
+            Step("layout", "fio --output-format=json --output=mixed-layout.json mixed-layout.fio", timeout=1800),
+            drop_caches(), stats_reset(),
+            Step("mixed", "fio --output-format=json --output=mixed.json mixed.fio", timeout=p["runtime"] * 4 + 600),
+            Step("sync", "sync", timeout=600), stats_take(),
+        ]
+        return [steps + umount(spec.variant)]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        data = fio.load(run_dir / "mixed.json")
+        out = []
+        total_bw = total_iops = 0.0
+        for job in (data or {}).get("jobs", []):
+            f = fio.job_figures(job)
+            out += m(job["jobname"], "bandwidth", f["bandwidth"], "MB/s") + m(job["jobname"], "iops", f["iops"], "IO/s")
+            total_bw += f["bandwidth"]
+            total_iops += f["iops"]
+        if out:
+            out += m("total", "bandwidth", total_bw, "MB/s") + m("total", "iops", total_iops, "IO/s")
+        err = first_failure(boots)
+        return Outcome(out, f"total {total_bw:.1f} MB/s, {total_iops:.0f} IOPS" if out else "no result",
+                       status="ok" if out and not err else "failed", error=err)

@@ -1,0 +1,95 @@
+"""`mount`: time to mount at a fill level, after a clean unmount and after an
+unclean stop (1 MB written, then power cut).
+
+Block devices: the unclean stop is an emulator power cut and a new lab boot.
+Raw NAND (UBIFS): UBI's debugfs power-cut emulation in the same boot, then
+detach and re-attach; UBI attach and UBIFS mount are timed apart (attach
+scans every erase block, so it grows with the device; UBIFS mount should not).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
+    seconds, umount
+
+UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
+
+
+class Mount(Study):
+    name = "mount"
+    description = "mount time vs fill, clean and after a power cut"
+    device_stats = False
+
+    def cases(self, profile, device):
+        p = dict(profile.get(self.name, {}))
+        return [(f"fill{pct}", {**p, "fill": pct}) for pct in p["fills"]]
+
+    def label(self, spec: CellSpec, clean: bool) -> str:
+        return f"{spec.device.capacity // 1_000_000}MB fill{spec.params['fill']} {'clean' if clean else 'unclean'}"
+
+    def _fill(self, spec: CellSpec) -> list[Step]:
+        pct = spec.params["fill"]
+        return [Step("fill", f"{TOOL} fill {MNT}/fill --percent {pct} --seed {spec.seed}", timeout=7200)] if pct else []
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        v = spec.variant
+        if v.base.fstype == "ubifs":
+            return [self._ubi_boot(spec)]
+        first = make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean")
+        if v.base.fstype == "jffs2":
+            return [first + umount(v, "umount-clean")]  # no power-cut emulation below JFFS2
+        first += [
+            Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
+                 timeout=600),
+            Step("cut-power", host="cut-power"),  # the lab is killed here
+        ]
+        return [first, mount(v, "mount-unclean") + umount(v, "umount-unclean")]
+
+    def _ubi_boot(self, spec: CellSpec) -> list[Step]:
+        v = spec.variant
+        return make_and_mount(v) + self._fill(spec) + [
+            Step("umount", f"umount {MNT}", timeout=600),
+            Step("detach", "ubidetach -d 0", timeout=600),
+            drop_caches(),
+            Step("attach-clean", "ubiattach -m 1 -d 0", timeout=600),
+            Step("mount-clean", f"mount -t ubifs ubi0:flashbed {MNT}", timeout=600),
+            Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
+                 timeout=600),
+            # from here UBI drops every write after a few (a power cut at a random
+            # write); the workload then fails, as on a real cut
+            Step("arm-power-cut", f"echo 4 > {UBI_DBG}/tst_emulate_power_cut_min && "
+                                  f"echo 64 > {UBI_DBG}/tst_emulate_power_cut_max && "
+                                  f"echo 1 > {UBI_DBG}/tst_emulate_power_cut", timeout=60),
+            Step("write-cut", f"dd if=/dev/urandom of={MNT}/cut bs=64k count=16 conv=fsync status=none",
+                 timeout=600, may_fail=True),
+            Step("umount-cut", f"umount {MNT}", timeout=600, may_fail=True),
+            Step("detach-cut", "ubidetach -d 0", timeout=600),
+            drop_caches("drop-caches-cut"),
+            Step("attach-unclean", "ubiattach -m 1 -d 0", timeout=600),
+            Step("mount-unclean", f"mount -t ubifs ubi0:flashbed {MNT}", timeout=600),
+            Step("umount-unclean", f"umount {MNT}", timeout=600),
+        ]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        out = []
+        all_steps = {s.name: s for b in boots for s in b.steps}
+
+        def sec(name):
+            s = all_steps.get(name)
+            return s.seconds if s is not None and s.status == "ok" else None
+
+        for clean in (True, False):
+            case = self.label(spec, clean)
+            out += m(case, "mount", sec("mount-clean" if clean else "mount-unclean"), "s")
+            out += m(case, "attach", sec("attach-clean" if clean else "attach-unclean"), "s")
+        err = first_failure(boots, allowed={"write-cut", "umount-cut"})
+        c, u = sec("mount-clean"), sec("mount-unclean")
+        head = ", ".join(filter(None, [f"clean {c * 1000:.0f} ms" if c is not None else "",
+                                       f"unclean {u * 1000:.0f} ms" if u is not None else ""]))
+        a = sec("attach-clean")
+        if a is not None:
+            head = f"attach {a * 1000:.0f} ms, " + head
+        return Outcome(out, head or "incomplete", status="ok" if out and not err else "failed", error=err)

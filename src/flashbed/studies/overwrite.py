@@ -1,0 +1,39 @@
+"""`overwrite`: create an n MB file, then overwrite n MB of it in 1 KiB units
+at a fixed place, without and with fsync after each unit (MB/s)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, stats_reset, \
+    stats_take, umount
+
+
+class Overwrite(Study):
+    name = "overwrite"
+    description = "n MB overwritten in 1 KiB units at one place, with/without fsync"
+
+    def runs(self, p):
+        return [(n, f) for n in p["mb"] for f in (False, True)]
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        steps = make_and_mount(spec.variant) + [stats_reset()]
+        for n, fsync in self.runs(spec.params):
+            steps.append(Step(f"{n}MB {'fsync' if fsync else 'nofsync'}",
+                              f"{TOOL} overwrite {MNT}/ow.dat --mb {n} --unit {spec.params['unit']}"
+                              f"{' --fsync' if fsync else ''}", timeout=7200))
+        return [steps + [stats_take()] + umount(spec.variant)]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        out = []
+        for n, fsync in self.runs(spec.params):
+            case = f"{n}MB {'fsync' if fsync else 'nofsync'}"
+            s = boots[0].step(case)
+            if s is not None and s.status == "ok":
+                out += m(case, "bandwidth", json.loads(s.stdout.strip().splitlines()[-1])["MBps"], "MB/s")
+        err = first_failure(boots)
+        f = next((x.value for x in out if x.case.endswith(" fsync")), None)
+        return Outcome(out, f"1 KiB overwrite+fsync {f:.3f} MB/s" if f else "incomplete",
+                       status="ok" if out and not err else "failed", error=err)

@@ -1,0 +1,83 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from flashbed.errors import FlashbedError
+from flashbed.plan import PlanRequest, make_plan
+from flashbed.results import CellKey, CellResult, Measurement
+from flashbed.store import RunStore, resolve_run
+
+PLAIN = "plain-file@512M"
+
+
+def test_plan_crosses_filesystems_studies_cases_and_repeats():
+    plan = make_plan(PlanRequest(fs=("ext4", "f2fs"), devices=(PLAIN,), studies=("mkfs", "mount"), repeat=2))
+    ids = {c.key.id for c in plan.cells}
+    assert len(ids) == len(plan.cells) == 2 * (1 + 2) * 2  # fs × (mkfs + mount's two fills) × repeats
+    assert "plain-file@512M/f2fs/mount/fill50/r1" in ids
+    assert {c.seed for c in plan.cells} == {1, 2}
+
+
+def test_same_request_same_run_id_and_different_request_different_id():
+    a = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",))
+    assert a.run_id() == PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",)).run_id()
+    assert a.run_id() != PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",), seed=2).run_id()
+
+
+@pytest.mark.parametrize("req,words", [
+    (PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("nosuch",)), "unknown study 'nosuch'"),
+    (PlanRequest(fs=("zfs",), devices=(PLAIN,)), "unknown filesystem 'zfs'"),
+    (PlanRequest(fs=("ext4",), devices=("nosuch",)), "unknown device preset 'nosuch'"),
+    (PlanRequest(fs=("xfs",), devices=("plain-file@128M",), studies=("mkfs",)), "xfs needs at least"),
+    (PlanRequest(fs=("ext4",), devices=("plain-file@64M",), studies=("bigfile",),
+                 overrides={"bigfile": {"size": 256 << 20}}), "study bigfile needs a device of at least"),
+    (PlanRequest(fs=("ubifs",), devices=(PLAIN,), studies=("mkfs",)), "ubifs has no device to run on"),
+    (PlanRequest(fs=("ext4",), devices=(PLAIN,), repeat=0), "--repeat must be at least 1"),
+    (PlanRequest(profile="slow", fs=("ext4",), devices=(PLAIN,)), "unknown profile 'slow'"),
+])
+def test_bad_requests_fail_before_any_cell_runs(req, words):
+    with pytest.raises(FlashbedError, match=words):
+        make_plan(req)
+
+
+def test_raw_and_block_filesystems_go_to_their_own_devices():
+    plan = make_plan(PlanRequest(fs=("ext4", "ubifs"), devices=(PLAIN, "nand-mlc-2g@128M"), studies=("mkfs",)))
+    placed = {(c.key.fs, c.key.device) for c in plan.cells}
+    assert placed == {("ext4", PLAIN), ("ubifs", "nand-mlc-2g@128M")}
+
+
+def result(key, status="ok"):
+    return CellResult(key=key, status=status, measurements=[Measurement("empty", "used", 1.0, "bytes")],
+                      headline="h")
+
+
+def test_store_round_trip_and_finished_cells(tmp_path):
+    store = RunStore(tmp_path / "run")
+    store.write_manifest({"run_id": "run"})
+    k1, k2, k3 = (CellKey("d", "ext4", "mkfs", "", i) for i in range(3))
+    store.write(result(k1))
+    store.write(result(k2, "error"))  # infrastructure error: retried on resume
+    assert store.finished(k1) and not store.finished(k2) and not store.finished(k3)
+    assert [r.key for r in store.results()] == [k1, k2]
+    assert store.load(k1).value("empty", "used") == 1.0
+    store.cell_path(k3).write_text("{ half a file")  # never written atomically by us: treated as not run
+    assert not store.finished(k3)
+
+
+def test_resolve_run_by_id_or_path(tmp_path):
+    runs = tmp_path / "runs"
+    RunStore(runs / "quick-1").write_manifest({"run_id": "quick-1"})
+    assert resolve_run("quick-1", runs).root == runs / "quick-1"
+    assert resolve_run(str(runs / "quick-1"), runs).root == runs / "quick-1"
+    with pytest.raises(FlashbedError, match="no run 'nope'"):
+        resolve_run("nope", runs)
+
+
+def test_result_schema_is_checked():
+    with pytest.raises(ValueError, match="schema"):
+        CellResult.from_json({"schema": 99})
+    k = CellKey("d", "f2fs+tuned", "bandwidth", "", 0)
+    d = json.loads(json.dumps(result(k).to_json()))
+    assert d["id"] == "d/f2fs+tuned/bandwidth/r0"
+    assert CellResult.from_json(d) == result(k)
