@@ -44,21 +44,34 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                     dev.cut_power()
                     kill.set()
                     return None
+                if call == "cut-power-in":
+                    # a power cut at a chosen moment of the workload that follows
+                    timer = threading.Timer(float(args["seconds"]), lambda: (dev.cut_power(), kill.set()))
+                    timer.daemon = True
+                    timers.append(timer)
+                    timer.start()
+                    return None
                 raise FlashbedError(f"unknown host call '{call}'")
 
             boots: list[BootResult] = []
+            timers: list[threading.Timer] = []
             steps_per_boot = study.boots(spec, logs)
             for i, steps in enumerate(steps_per_boot):
                 kill.clear()
                 dev.restart_if_cut()
+                study.before_boot(spec, i, logs)
                 bspec = BootSpec(run_dir=logs / f"boot{i}" if len(steps_per_boot) > 1 else logs,
                                  steps=tuple(steps), disks=dev.disks(), nandsim=dev.nandsim(),
                                  mem_mb=dev.mem_mb(), timeout=_budget(steps))
                 if bspec.run_dir != logs:
                     _share(logs, bspec.run_dir)
                 res = boot(bspec, kernel, host=host, kill=kill)
+                for t in timers:
+                    t.cancel()
+                    t.join()
+                timers.clear()
                 boots.append(res)
-                if res.status not in ("done", "killed"):
+                if res.status not in ("done", "killed") and not study.continue_after_failure:
                     break
         outcome = study.parse(spec, boots, logs)
         status = outcome.status

@@ -56,6 +56,12 @@ class Study:
     media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
     # does the cell sample the emulator's statistics around its workload?
     device_stats: bool = True
+    # keep booting after a boot that failed or hung (iteration studies: each
+    # boot's outcome is a result, not the end of the cell)
+    continue_after_failure: bool = False
+
+    def before_boot(self, spec: "CellSpec", index: int, run_dir: Path) -> None:
+        """Hook run on the host before boot `index` (e.g. to prepare its files)."""
 
     def cases(self, profile: dict[str, Any], device: Device) -> list[tuple[str, dict[str, Any]]]:
         """Split into cells: [(case name, params)]; one unnamed case by default."""
