@@ -1,18 +1,21 @@
 # flashbed: the README's two commands are `make demo` and `make test`.
 PYTHON ?= python3
 
-.PHONY: setup demo test test-unit bench smoke
+.PHONY: setup demo smoke test test-unit bench
 
 setup:
 	./scripts/setup.sh
 
-# the main job on the default device
+# the main job: every study on the ten block filesystems, default emulated device
 demo: setup
-	$(PYTHON) -m flashbed.cli lab smoke
+	$(PYTHON) -m flashbed.cli run --profile quick
 
 test: setup
 	@if [ -f emulator/Cargo.toml ]; then cargo test --release --manifest-path emulator/Cargo.toml; fi
 	$(PYTHON) -m pytest -q
+
+smoke: setup
+	$(PYTHON) -m flashbed.cli lab smoke
 
 # fast tests only: no lab kernel boots, no emulator processes
 test-unit:
@@ -20,3 +23,6 @@ test-unit:
 
 bench: setup
 	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7
+	@if [ -f emulator/Cargo.toml ]; then cargo bench --manifest-path emulator/Cargo.toml; fi
+	$(PYTHON) -m flashbed.cli bench fuse --runs 5
+	$(PYTHON) -m flashbed.cli bench presets

@@ -59,6 +59,13 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
 
+    b = sub.add_parser("bench", help="benchmarks that print figures")
+    bsub = b.add_subparsers(dest="bench_cmd", required=True)
+    bf = bsub.add_parser("fuse", help="added latency of the emulator's FUSE path per 4 KiB read")
+    bf.add_argument("--runs", type=int, default=5)
+    bp = bsub.add_parser("presets", help="presets' measured write rates vs their declarations")
+    bp.add_argument("--device", action="append", help="preset (default: emmc-8g, sd-class10, usb-stick)")
+
     res = sub.add_parser("results", help="print a run's results as a table")
     res.add_argument("run", help="run id under runs/ or a run directory")
     res.add_argument("--study", action="append")
@@ -124,6 +131,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         return _report(args)
+    if args.command == "bench":
+        from . import bench
+        if args.bench_cmd == "fuse":
+            if args.runs < 1:
+                raise FlashbedError("--runs must be at least 1")
+            bench.fuse_latency(args.runs)
+        else:
+            bench.preset_rates(list(_split(args.device)) or ["emmc-8g", "sd-class10", "usb-stick"])
+        return 0
     raise AssertionError(args.command)
 
 
