@@ -1,0 +1,71 @@
+//! FTL personalities behind one trait. A logical page number (lpn) is in the
+//! FTL's mapping unit (see `DeviceConfig::unit_bytes`); the device layer above
+//! does read-modify-write for smaller host requests.
+
+pub mod hybrid;
+pub mod page;
+
+use crate::media::Media;
+use crate::persist::Writer;
+use crate::sbt::SbTable;
+
+pub const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadRes {
+    Data,
+    /// Never written or discarded: reads as zeroes.
+    Zero,
+    Uncorrectable,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FtlError {
+    /// Spare blocks are exhausted; the device accepts no more writes.
+    ReadOnly,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FtlStats {
+    /// NAND pages programmed with host data.
+    pub host_programs: u64,
+    /// NAND pages programmed by garbage collection / merges.
+    pub gc_programs: u64,
+    pub gc_runs: u64,
+    pub gc_time_ns: u64,
+    pub wear_level_moves: u64,
+    pub journal_commits: u64,
+    pub merges_switch: u64,
+    pub merges_partial: u64,
+    pub merges_full: u64,
+}
+
+pub trait Ftl: Send {
+    fn read(&mut self, m: &mut Media, lpn: u32, t: u64, buf: Option<&mut [u8]>) -> (ReadRes, u64);
+    /// Writes one unit. Returns (release, end): when the controller has taken
+    /// the data off the host's hands, and when it is on the array.
+    fn write(&mut self, m: &mut Media, lpn: u32, data: Option<&[u8]>, t: u64) -> Result<(u64, u64), FtlError>;
+    fn trim(&mut self, m: &mut Media, lpn: u32, t: u64) -> Result<(), FtlError>;
+    /// Programs anything buffered and persists the mapping; returns the time
+    /// at which everything written so far is durable.
+    fn flush(&mut self, m: &mut Media, t: u64) -> u64;
+    /// Mapping-journal commits durable by `now` become the power-cut baseline.
+    fn prune(&mut self, now: u64);
+    /// Reverts to the mapping durable at `t_eff` (after `Media::power_cut`).
+    fn power_cut(&mut self, m: &mut Media, t_eff: u64);
+    /// A block went bad (injected): move its data away and replace it.
+    fn block_failed(&mut self, m: &mut Media, block: u32);
+    fn read_only(&self) -> bool;
+    fn sbt(&self) -> &SbTable;
+    fn stats(&self) -> &FtlStats;
+    fn reset_stats(&mut self);
+    /// Physical location of a unit, if mapped: (block, page).
+    fn locate(&self, lpn: u32) -> Option<(u32, u32)>;
+    fn save(&self, w: &mut Writer);
+    /// Internal consistency check (tests).
+    fn check(&self, m: &Media) -> Result<(), String>;
+    /// Over-provisioning greedy GC effectively works with (page FTL).
+    fn effective_op(&self) -> Option<f64> {
+        None
+    }
+}

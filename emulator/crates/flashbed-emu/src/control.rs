@@ -1,0 +1,140 @@
+//! Control socket: one JSON object per line in, one per line out.
+//!   {"cmd":"stats"} {"cmd":"reset-stats"} {"cmd":"cut-power"}
+//!   {"cmd":"inject","kind":"bad-block","block":N}
+//!   {"cmd":"inject","kind":"bit-errors","block":N,"page":P,"bits":K}
+//!   {"cmd":"shutdown"}
+//! cut-power and shutdown are carried out (and the state saved) before the
+//! reply; then the emulator unmounts and exits 0.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::shared::Shared;
+
+pub enum Event {
+    /// Stop now: the state is already saved.
+    Exit,
+    /// SIGTERM/SIGINT: clean stop.
+    Signal,
+}
+
+pub struct Control {
+    pub sh: Arc<Shared>,
+    pub state_dir: PathBuf,
+    pub events: Sender<Event>,
+}
+
+fn get_u32(v: &Value, k: &str) -> Result<u32, String> {
+    v.get(k)
+        .and_then(|x| x.as_u64())
+        .filter(|&x| x <= u32::MAX as u64)
+        .map(|x| x as u32)
+        .ok_or_else(|| format!("`{k}` must be a non-negative integer"))
+}
+
+impl Control {
+    pub fn serve(self: Arc<Self>, listener: UnixListener) {
+        for conn in listener.incoming() {
+            let Ok(stream) = conn else { continue };
+            let me = self.clone();
+            std::thread::spawn(move || me.session(stream));
+        }
+    }
+
+    fn session(&self, stream: UnixStream) {
+        let Ok(mut out) = stream.try_clone() else { return };
+        let reader = BufReader::new(stream);
+        for line in reader.lines() {
+            let Ok(line) = line else { return };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (reply, then) = match serde_json::from_str::<Value>(&line) {
+                Ok(req) => self.handle(&req),
+                Err(e) => (json!({"ok": false, "error": format!("not JSON: {e}")}), None),
+            };
+            let mut s = reply.to_string();
+            s.push('\n');
+            let _ = out.write_all(s.as_bytes());
+            let _ = out.flush();
+            if let Some(ev) = then {
+                let _ = self.events.send(ev);
+                return;
+            }
+        }
+    }
+
+    fn handle(&self, req: &Value) -> (Value, Option<Event>) {
+        let cmd = req.get("cmd").and_then(|c| c.as_str()).unwrap_or("");
+        let fail = |e: String| (json!({"ok": false, "error": e}), None);
+        match cmd {
+            "stats" => {
+                let d = self.sh.lock();
+                let mut s = d.stats_json();
+                s["ok"] = json!(true);
+                s["pace"] = json!(if self.sh.pace == crate::shared::Pace::Real { "real" } else { "none" });
+                s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
+                (s, None)
+            }
+            "reset-stats" => {
+                self.sh.lock().reset_stats();
+                (json!({"ok": true}), None)
+            }
+            "cut-power" => {
+                let mut d = self.sh.lock();
+                if !d.powered() {
+                    return fail("power is already off".into());
+                }
+                let t = self.sh.now(&d);
+                let lost = d.cached_units() as u64 * d.cfg.unit_bytes() as u64;
+                d.power_cut(t);
+                match flash_model::state::save(&d, &self.state_dir) {
+                    Ok(()) => (json!({"ok": true, "cut_at_ns": t, "cache_bytes_lost": lost}), Some(Event::Exit)),
+                    Err(e) => fail(e),
+                }
+            }
+            "shutdown" => {
+                let mut d = self.sh.lock();
+                if d.powered() {
+                    let t = self.sh.now(&d);
+                    if let Err(e) = d.shutdown(t) {
+                        // Read-only or failed store: save what is durable.
+                        let t = self.sh.now(&d);
+                        d.power_cut(t);
+                        let _ = flash_model::state::save(&d, &self.state_dir);
+                        return (json!({"ok": false, "error": format!("flush before shutdown failed: {e:?}")}), Some(Event::Exit));
+                    }
+                }
+                match flash_model::state::save(&d, &self.state_dir) {
+                    Ok(()) => (json!({"ok": true}), Some(Event::Exit)),
+                    Err(e) => (json!({"ok": false, "error": e}), Some(Event::Exit)),
+                }
+            }
+            "inject" => {
+                let kind = req.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+                let mut d = self.sh.lock();
+                let r = match kind {
+                    "bad-block" => get_u32(req, "block").and_then(|b| d.inject_bad_block(b)),
+                    "bit-errors" => (|| {
+                        let b = get_u32(req, "block")?;
+                        let p = get_u32(req, "page")?;
+                        let k = get_u32(req, "bits")?;
+                        d.inject_bit_errors(b, p, k)
+                    })(),
+                    other => Err(format!("unknown inject kind `{other}` (bad-block, bit-errors)")),
+                };
+                match r {
+                    Ok(()) => (json!({"ok": true}), None),
+                    Err(e) => fail(e),
+                }
+            }
+            "" => fail("missing `cmd`".into()),
+            other => fail(format!("unknown command `{other}` (stats, reset-stats, cut-power, inject, shutdown)")),
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The FUSE face of the device: a directory holding one file, `device`, of
+//! the device's capacity. Opened with direct I/O so every read and write
+//! reaches the model (no host page cache). fsync is a flush, fallocate
+//! PUNCH_HOLE / ZERO_RANGE a discard. POSIX locks are left to the kernel's
+//! local lock handling (the filesystem does not claim remote locking), so
+//! fcntl(F_SETLK) works as on any local file.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use flash_model::IoError;
+use fuser::{
+    consts::FOPEN_DIRECT_IO, FileAttr, FileType, Filesystem, KernelConfig, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+};
+
+use crate::shared::Shared;
+
+pub const DEVICE_NAME: &str = "device";
+const ROOT: u64 = 1;
+const DEV: u64 = 2;
+const TTL: Duration = Duration::from_secs(1);
+
+const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+
+pub struct EmuFs {
+    pub sh: Arc<Shared>,
+    pub uid: u32,
+    pub gid: u32,
+    pub created: SystemTime,
+}
+
+fn errno(e: IoError) -> i32 {
+    match e {
+        IoError::Eio | IoError::PoweredOff => libc::EIO,
+        IoError::ReadOnly => libc::EROFS,
+        IoError::Range => libc::ENOSPC,
+    }
+}
+
+impl EmuFs {
+    fn attr(&self, ino: u64) -> FileAttr {
+        let (kind, perm, size, nlink) = if ino == ROOT {
+            (FileType::Directory, 0o755, 0, 2)
+        } else {
+            (FileType::RegularFile, 0o644, self.sh.capacity, 1)
+        };
+        FileAttr {
+            ino,
+            size,
+            blocks: size.div_ceil(512),
+            atime: self.created,
+            mtime: self.created,
+            ctime: self.created,
+            crtime: self.created,
+            kind,
+            perm,
+            nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+}
+
+impl Filesystem for EmuFs {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        // Large requests in one piece, as a block device would see them.
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(0);
+        Ok(())
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        if parent == ROOT && name == DEVICE_NAME {
+            reply.entry(&TTL, &self.attr(DEV), 0);
+        } else {
+            reply.error(libc::ENOENT);
+        }
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match ino {
+            ROOT | DEV => reply.attr(&TTL, &self.attr(ino)),
+            _ => reply.error(libc::ENOENT),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        // A device has a fixed size; timestamps and modes are not kept.
+        if let Some(s) = size {
+            if ino != DEV || s != self.sh.capacity {
+                reply.error(libc::EINVAL);
+                return;
+            }
+        }
+        reply.attr(&TTL, &self.attr(ino));
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        if ino == DEV {
+            reply.opened(0, FOPEN_DIRECT_IO);
+        } else {
+            reply.error(libc::EISDIR);
+        }
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyData,
+    ) {
+        if ino != DEV || offset < 0 {
+            reply.error(libc::EINVAL);
+            return;
+        }
+        let off = offset as u64;
+        let len = (size as u64).min(self.sh.capacity.saturating_sub(off)) as usize;
+        let mut buf = vec![0u8; len];
+        if len == 0 {
+            reply.data(&buf);
+            return;
+        }
+        match self.sh.io(|d, t| d.read(t, off, &mut buf)) {
+            Ok(()) => reply.data(&buf),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        if ino != DEV || offset < 0 {
+            reply.error(libc::EINVAL);
+            return;
+        }
+        let off = offset as u64;
+        if off + data.len() as u64 > self.sh.capacity {
+            reply.error(libc::ENOSPC);
+            return;
+        }
+        // O_SYNC/O_DSYNC writes are forced unit access: durable on return.
+        let fua = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
+        let r = self.sh.io(|d, t| {
+            let e = d.write(t, off, data)?;
+            if fua {
+                d.flush(e)
+            } else {
+                Ok(e)
+            }
+        });
+        match r {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+        // close(): no durability implied.
+        reply.ok();
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        match self.sh.io(|d, t| d.flush(t)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, offset: i64, length: i64, mode: i32, reply: ReplyEmpty) {
+        if ino != DEV || offset < 0 || length <= 0 {
+            reply.error(libc::EINVAL);
+            return;
+        }
+        let (off, len) = (offset as u64, length as u64);
+        let end = off.saturating_add(len);
+        let discard = mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0;
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) != 0 {
+            reply.error(libc::EOPNOTSUPP);
+            return;
+        }
+        if !discard {
+            // Preallocation: a device's blocks always exist.
+            if end <= self.sh.capacity || mode & FALLOC_FL_KEEP_SIZE != 0 {
+                reply.ok();
+            } else {
+                reply.error(libc::EFBIG);
+            }
+            return;
+        }
+        let end = end.min(self.sh.capacity);
+        if end <= off {
+            reply.ok();
+            return;
+        }
+        // Punch hole (discard) and zero range (write-zeroes) both leave the
+        // range reading as zeroes: whole units are trimmed, edges zeroed.
+        match self.sh.io(|d, t| d.discard(t, off, end - off)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        if ino != ROOT {
+            reply.error(libc::ENOTDIR);
+            return;
+        }
+        let entries = [(ROOT, FileType::Directory, "."), (ROOT, FileType::Directory, ".."), (DEV, FileType::RegularFile, DEVICE_NAME)];
+        for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(*ino, (i + 1) as i64, *kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        let blocks = self.sh.capacity / 4096;
+        reply.statfs(blocks, 0, 0, 2, 0, 4096, 255, 4096);
+    }
+
+    fn access(&mut self, _req: &Request<'_>, _ino: u64, _mask: i32, reply: ReplyEmpty) {
+        reply.ok();
+    }
+}

@@ -1,0 +1,308 @@
+//! flashbed-emu: serves an emulated flash device as a file through FUSE.
+//!
+//!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
+//!                      [--capacity SIZE] [--pace real|none] [--seed N]
+//!   flashbed-emu describe --preset PATH [--capacity SIZE]
+//!   flashbed-emu presets-check FILE...
+
+mod control;
+mod fusefs;
+mod shared;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use flash_model::config::{load_block_preset, load_preset, parse_preset, parse_size, DeviceConfig, Preset};
+use flash_model::state;
+
+use crate::control::{Control, Event};
+use crate::shared::{Pace, Shared};
+
+const USAGE: &str = "usage:
+  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none] [--seed N]
+  flashbed-emu describe --preset PATH [--capacity SIZE]
+  flashbed-emu presets-check FILE...";
+
+fn die(msg: impl std::fmt::Display) -> ! {
+    eprintln!("flashbed-emu: error: {msg}");
+    std::process::exit(2);
+}
+
+/// `--key value` options; `flags_ok` lists the accepted keys.
+fn options(args: &[String], accepted: &[&str]) -> HashMap<String, String> {
+    let mut m = HashMap::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let Some(key) = a.strip_prefix("--") else { die(format!("unexpected argument `{a}`\n{USAGE}")) };
+        let (key, val) = match key.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => {
+                i += 1;
+                let v = args.get(i).unwrap_or_else(|| die(format!("--{key} needs a value")));
+                (key.to_string(), v.clone())
+            }
+        };
+        if !accepted.contains(&key.as_str()) {
+            die(format!("unknown option --{key}\n{USAGE}"));
+        }
+        m.insert(key, val);
+        i += 1;
+    }
+    m
+}
+
+fn capacity_opt(o: &HashMap<String, String>) -> Option<u64> {
+    o.get("capacity").map(|c| parse_size(c).unwrap_or_else(|| die(format!("--capacity `{c}` is not a size (bytes or e.g. 64M, 1G)"))))
+}
+
+fn required<'a>(o: &'a HashMap<String, String>, k: &str) -> &'a str {
+    o.get(k).map(String::as_str).unwrap_or_else(|| die(format!("--{k} is required\n{USAGE}")))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("serve") => serve(&args[1..]),
+        Some("describe") => describe(&args[1..]),
+        Some("presets-check") => presets_check(&args[1..]),
+        Some("-h") | Some("--help") | Some("help") => println!("{USAGE}"),
+        Some(other) => die(format!("unknown command `{other}`\n{USAGE}")),
+        None => die(USAGE),
+    }
+}
+
+fn describe(args: &[String]) {
+    let o = options(args, &["preset", "capacity"]);
+    let cfg = load_block_preset(Path::new(required(&o, "preset")), capacity_opt(&o)).unwrap_or_else(|e| die(e));
+    println!("{}", cfg.describe());
+}
+
+fn presets_check(files: &[String]) {
+    if files.is_empty() {
+        die("presets-check needs preset files");
+    }
+    let mut bad = 0;
+    for f in files {
+        match load_preset(Path::new(f), None) {
+            Ok(Preset::Block(c)) => println!("ok {f}: {} ({} FTL, {} bytes)", c.name, c.ftl.kind.name(), c.capacity),
+            Ok(Preset::Nandsim { name }) => println!("ok {f}: {name} (raw NAND for nandsim; not served by flashbed-emu)"),
+            Ok(Preset::File { name }) => println!("ok {f}: {name} (plain file; not served by flashbed-emu)"),
+            Err(e) => {
+                eprintln!("flashbed-emu: error: {e}");
+                bad += 1;
+            }
+        }
+    }
+    if bad > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// First field in which two device configurations differ.
+fn first_difference(a: &DeviceConfig, b: &DeviceConfig) -> String {
+    let (da, db) = (a.describe(), b.describe());
+    if let (Some(ma), Some(mb)) = (da.as_object(), db.as_object()) {
+        for (k, va) in ma {
+            if mb.get(k) != Some(va) {
+                return format!("{k}: stored {va}, given {}", mb.get(k).cloned().unwrap_or_default());
+            }
+        }
+    }
+    "timing or reliability parameters".into()
+}
+
+fn open_or_create(o: &HashMap<String, String>, seed: u64) -> flash_model::Device {
+    let preset_path = PathBuf::from(required(o, "preset"));
+    let state_dir = PathBuf::from(required(o, "state"));
+    let capacity = capacity_opt(o);
+    let text = std::fs::read_to_string(&preset_path).unwrap_or_else(|e| die(format!("preset {}: cannot read: {e}", preset_path.display())));
+    if state::exists(&state_dir) {
+        let meta = state::read_meta(&state_dir).unwrap_or_else(|e| die(e));
+        if let Some(c) = capacity {
+            let given = load_block_preset(&preset_path, Some(c)).unwrap_or_else(|e| die(e));
+            if given.capacity != meta.capacity {
+                die(format!(
+                    "state {} holds a device of {} bytes; --capacity {} does not match",
+                    state_dir.display(),
+                    meta.capacity,
+                    c
+                ));
+            }
+        }
+        let stored = state::stored_config(&state_dir, &meta).unwrap_or_else(|e| die(e));
+        let stem = preset_path.file_stem().and_then(|s| s.to_str()).unwrap_or("preset");
+        let given = match parse_preset(&text, &preset_path.display().to_string(), stem, Some(meta.capacity)) {
+            Ok(Preset::Block(c)) => c,
+            Ok(Preset::Nandsim { name }) => die(flash_model::config::nandsim_refusal(&name)),
+            Ok(Preset::File { name }) => die(flash_model::config::file_refusal(&name)),
+            Err(e) => die(e),
+        };
+        if given != stored {
+            die(format!(
+                "state {} holds a device made from preset {}; preset {} differs ({})",
+                state_dir.display(),
+                meta.preset_name,
+                preset_path.display(),
+                first_difference(&stored, &given)
+            ));
+        }
+        state::open(&state_dir, &meta).unwrap_or_else(|e| die(e))
+    } else {
+        let cfg = load_block_preset(&preset_path, capacity).unwrap_or_else(|e| die(e));
+        state::create(&state_dir, cfg, &text, seed).unwrap_or_else(|e| die(e))
+    }
+}
+
+fn block_signals() -> libc::sigset_t {
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn unmount(dir: &Path) {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    unsafe {
+        if libc::umount2(c.as_ptr(), 0) == 0 {
+            return;
+        }
+        // Still open (a lab kernel holding the file): detach now; the
+        // connection ends when this process exits.
+        if libc::umount2(c.as_ptr(), libc::MNT_DETACH) == 0 {
+            return;
+        }
+    }
+    for tool in ["fusermount3", "fusermount"] {
+        if std::process::Command::new(tool).args(["-u", "-z"]).arg(dir).status().map_or(false, |s| s.success()) {
+            return;
+        }
+    }
+}
+
+fn serve(args: &[String]) {
+    let o = options(args, &["preset", "state", "mount", "control", "capacity", "pace", "seed"]);
+    let pace = match o.get("pace").map(String::as_str).unwrap_or("real") {
+        "real" => Pace::Real,
+        "none" => Pace::None,
+        p => die(format!("--pace `{p}` must be real or none")),
+    };
+    let seed: u64 = o.get("seed").map_or(1, |s| s.parse().unwrap_or_else(|_| die(format!("--seed `{s}` is not an integer"))));
+    let mount = PathBuf::from(required(&o, "mount"));
+    let mount = std::fs::canonicalize(&mount).unwrap_or(mount);
+    let control = PathBuf::from(required(&o, "control"));
+    let state_dir = PathBuf::from(required(&o, "state"));
+    match std::fs::read_dir(&mount) {
+        Ok(mut it) => {
+            if it.next().is_some() {
+                die(format!("--mount {} is not empty", mount.display()));
+            }
+        }
+        Err(e) => die(format!("--mount {}: {e} (it must be an existing empty directory)", mount.display())),
+    }
+    // Refuse to steal a socket another emulator is serving.
+    if control.exists() {
+        if std::os::unix::net::UnixStream::connect(&control).is_ok() {
+            die(format!("--control {} is in use by another process", control.display()));
+        }
+        let _ = std::fs::remove_file(&control);
+    }
+
+    let sigset = block_signals();
+    let dev = open_or_create(&o, seed);
+    let info = serde_json::json!({
+        "device": mount.join(fusefs::DEVICE_NAME),
+        "capacity_bytes": dev.capacity(),
+        "page_size": dev.cfg.geo.page_size,
+        "map_unit": dev.cfg.unit_bytes(),
+        "erase_block_bytes": dev.cfg.erase_unit_bytes(),
+        "preset": dev.cfg.name,
+        "ftl": dev.cfg.ftl.kind.name(),
+        "pace": if pace == Pace::Real { "real" } else { "none" },
+        "pid": std::process::id(),
+    });
+    let capacity = dev.capacity();
+    let sh = Arc::new(Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity });
+
+    let fail_and_save = |sh: &Shared, msg: String| -> ! {
+        // Nothing was served: leave the state as it was.
+        let d = sh.lock();
+        let _ = state::save(&d, &state_dir);
+        die(msg)
+    };
+
+    let listener = UnixListener::bind(&control).unwrap_or_else(|e| fail_and_save(&sh, format!("--control {}: {e}", control.display())));
+    let (tx, rx) = mpsc::channel();
+    let ctl = Arc::new(Control { sh: sh.clone(), state_dir: state_dir.clone(), events: tx.clone() });
+    std::thread::spawn(move || ctl.serve(listener));
+
+    let sig_tx = tx.clone();
+    std::thread::spawn(move || loop {
+        let mut sig = 0;
+        if unsafe { libc::sigwait(&sigset, &mut sig) } == 0 {
+            let _ = sig_tx.send(Event::Signal);
+        }
+    });
+
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let fs = fusefs::EmuFs { sh: sh.clone(), uid, gid, created: SystemTime::now() };
+    let mut opts = vec![
+        fuser::MountOption::FSName("flashbed-emu".into()),
+        fuser::MountOption::Subtype("flashbed".into()),
+        fuser::MountOption::RW,
+    ];
+    if uid == 0 {
+        opts.push(fuser::MountOption::AllowOther);
+    }
+    let session = fuser::spawn_mount2(fs, &mount, &opts)
+        .unwrap_or_else(|e| fail_and_save(&sh, format!("cannot mount FUSE at {}: {e}", mount.display())));
+
+    // Ready only once the file answers through the mount.
+    let dev_path = mount.join(fusefs::DEVICE_NAME);
+    let ok = (0..200).any(|_| {
+        if std::fs::metadata(&dev_path).map_or(false, |m| m.size() == capacity) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        false
+    });
+    if !ok {
+        unmount(&mount);
+        fail_and_save(&sh, format!("the FUSE mount at {} did not come up", mount.display()));
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "READY {info}");
+        let _ = out.flush();
+    }
+
+    let ev = rx.recv().unwrap_or(Event::Signal);
+    if let Event::Signal = ev {
+        let mut d = sh.lock();
+        if d.powered() {
+            let t = sh.now(&d);
+            if d.shutdown(t).is_err() {
+                let t = sh.now(&d);
+                d.power_cut(t);
+            }
+        }
+        if let Err(e) = state::save(&d, &state_dir) {
+            eprintln!("flashbed-emu: error: {e}");
+        }
+    }
+    // The device is off (cut or stopped): I/O fails from here on.
+    unmount(&mount);
+    let _ = std::fs::remove_file(&control);
+    std::mem::forget(session);
+    std::process::exit(0);
+}

@@ -1,0 +1,258 @@
+"""Process control of ``flashbed-emu``, the flash device emulator.
+
+The emulator serves one emulated flash device as the file ``<mount>/device``
+through FUSE and answers JSON-lines commands on a Unix socket. This module
+starts it, waits for its ``READY`` line, talks to its control socket and
+stops it (cleanly, or by cutting power). Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import FlashbedError
+
+__all__ = ["EmulatorError", "EmulatorSpec", "Emulator", "describe", "find_binary"]
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_BINARY = REPO_ROOT / "emulator" / "target" / "release" / "flashbed-emu"
+ERROR_PREFIX = "flashbed-emu: error: "
+
+
+class EmulatorError(FlashbedError):
+    """The emulator could not be found, started or commanded."""
+
+
+def _stop_with_parent() -> None:
+    # if flashbed dies (even by SIGKILL) the emulator gets SIGTERM: a clean stop
+    # that unmounts its FUSE file instead of leaving a dead mount behind
+    import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def find_binary() -> Path:
+    """The flashbed-emu executable: ``$FLASHBED_EMU`` or the repo's build."""
+    env = os.environ.get("FLASHBED_EMU")
+    if env:
+        path = Path(env)
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise EmulatorError(f"FLASHBED_EMU={env} is not an executable file")
+    if DEFAULT_BINARY.is_file() and os.access(DEFAULT_BINARY, os.X_OK):
+        return DEFAULT_BINARY
+    raise EmulatorError("flashbed-emu is not built: run `make setup`")
+
+
+def _error_line(stderr: str, fallback: str) -> str:
+    """The emulator's own one-line error, without its prefix."""
+    for line in stderr.splitlines():
+        if line.startswith(ERROR_PREFIX):
+            return line[len(ERROR_PREFIX):]
+    lines = [ln for ln in stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else fallback
+
+
+def describe(preset: Path | str, capacity: int | None = None) -> dict[str, Any]:
+    """Geometry and declared rates of a block preset (at ``capacity`` bytes)."""
+    cmd = [str(find_binary()), "describe", "--preset", str(preset)]
+    if capacity is not None:
+        cmd += ["--capacity", str(int(capacity))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise EmulatorError(_error_line(proc.stderr, f"describe failed (exit {proc.returncode})"))
+    return json.loads(proc.stdout)
+
+
+@dataclass(frozen=True)
+class EmulatorSpec:
+    """How to run one emulated device."""
+
+    preset: Path
+    state_dir: Path
+    mount_dir: Path
+    control: Path
+    capacity: int | None = None
+    pace: str = "real"
+    seed: int = 1
+
+
+class Emulator:
+    """One running flashbed-emu process (a context manager)."""
+
+    def __init__(self, spec: EmulatorSpec, *, binary: Path | None = None, ready_timeout: float = 60.0):
+        self.spec = spec
+        self.binary = binary
+        self.ready_timeout = ready_timeout
+        self.info: dict[str, Any] = {}
+        self._proc: subprocess.Popen[str] | None = None
+        self._stderr: list[str] = []
+        self._stderr_thread: threading.Thread | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> "Emulator":
+        if self.running:
+            raise EmulatorError("emulator already running")
+        binary = self.binary or find_binary()
+        spec = self.spec
+        Path(spec.mount_dir).mkdir(parents=True, exist_ok=True)
+        Path(spec.state_dir).parent.mkdir(parents=True, exist_ok=True)
+        Path(spec.control).parent.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            str(binary), "serve",
+            "--preset", str(spec.preset),
+            "--state", str(spec.state_dir),
+            "--mount", str(spec.mount_dir),
+            "--control", str(spec.control),
+            "--pace", spec.pace,
+            "--seed", str(int(spec.seed)),
+        ]
+        if spec.capacity is not None:
+            cmd += ["--capacity", str(int(spec.capacity))]
+        self._stderr = []
+        self._proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_stop_with_parent,
+        )
+        # Collect stderr continuously so a chatty emulator never blocks on it.
+        self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._stderr_thread.start()
+        line = self._read_ready_line()
+        if not line.startswith("READY "):
+            self._proc.kill()
+            self._proc.wait()
+            self._join_stderr()
+            raise EmulatorError(_error_line("".join(self._stderr), f"flashbed-emu did not start: {line.strip() or 'no output'}"))
+        self.info = json.loads(line[len("READY "):])
+        return self
+
+    def _drain_stderr(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        for line in self._proc.stderr:
+            self._stderr.append(line)
+
+    def _join_stderr(self) -> None:
+        if self._stderr_thread is not None:
+            self._stderr_thread.join(timeout=5)
+
+    def _read_ready_line(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        sel = selectors.DefaultSelector()
+        sel.register(self._proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + self.ready_timeout
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return "timed out waiting for READY"
+                if sel.select(timeout=min(left, 0.5)):
+                    return self._proc.stdout.readline()
+                if self._proc.poll() is not None:
+                    return self._proc.stdout.readline()
+        finally:
+            sel.close()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def device_path(self) -> Path:
+        return Path(self.info["device"]) if self.info else Path(self.spec.mount_dir) / "device"
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def _wait_gone(self, timeout: float) -> int:
+        """Waits for the process to exit and its mount to disappear."""
+        assert self._proc is not None
+        try:
+            rc = self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            rc = self._proc.wait()
+        deadline = time.monotonic() + timeout
+        while os.path.ismount(self.spec.mount_dir) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._join_stderr()
+        return rc
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Clean stop: everything written is persisted, then unmounted."""
+        if not self.running:
+            return
+        try:
+            self._request({"cmd": "shutdown"})
+        except EmulatorError:
+            assert self._proc is not None
+            self._proc.send_signal(signal.SIGTERM)
+        rc = self._wait_gone(timeout)
+        if rc != 0:
+            raise EmulatorError(_error_line(self.stderr, f"flashbed-emu exited with {rc}"))
+
+    def cut_power(self, timeout: float = 60.0) -> dict[str, Any]:
+        """Cuts power; returns once the process has exited and unmounted.
+
+        The state directory then holds what a power cut leaves; a new
+        ``Emulator`` on the same spec continues from it.
+        """
+        reply = self._request({"cmd": "cut-power"})
+        self._wait_gone(timeout)
+        return reply
+
+    def __enter__(self) -> "Emulator":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- control socket ----------------------------------------------------
+
+    def _request(self, req: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
+        if not self.running:
+            raise EmulatorError("emulator is not running")
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                s.connect(str(self.spec.control))
+                s.sendall((json.dumps(req) + "\n").encode())
+                buf = b""
+                while not buf.endswith(b"\n"):
+                    chunk = s.recv(1 << 20)
+                    if not chunk:
+                        break
+                    buf += chunk
+        except OSError as e:
+            raise EmulatorError(f"control socket {self.spec.control}: {e}") from e
+        if not buf:
+            raise EmulatorError("control socket closed without a reply")
+        reply = json.loads(buf)
+        if not reply.get("ok"):
+            raise EmulatorError(reply.get("error", "command failed"))
+        return reply
+
+    def stats(self) -> dict[str, Any]:
+        return self._request({"cmd": "stats"})
+
+    def reset_stats(self) -> None:
+        self._request({"cmd": "reset-stats"})
+
+    def inject(self, kind: str, *, block: int, page: int | None = None, bits: int | None = None) -> None:
+        """``inject("bad-block", block=N)`` or ``inject("bit-errors", block=N, page=P, bits=K)``."""
+        req: dict[str, Any] = {"cmd": "inject", "kind": kind, "block": block}
+        if page is not None:
+            req["page"] = page
+        if bits is not None:
+            req["bits"] = bits
+        self._request(req)
