@@ -82,7 +82,7 @@ def preset_rates(names: list[str], capacity: str = "512M", stream=sys.stdout) ->
             w.mkdir()
             figs = _fio_in_lab(kernel, dev, jobs, w)
             seq, iops = figs["seqwrite"]["bandwidth"], figs["randwrite"]["iops"]
-            d_seq, d_iops = declared.get("seq_write_mbps"), declared.get("rand_write_4k_iops")
+            d_seq, d_iops = declared.get("seq_write_mb_s"), declared.get("rand_write_4k_iops")
             print(f"{name}: sequential write {seq:.1f} MB/s (declared {_num(d_seq)}, {_ratio(seq, d_seq)}), "
                   f"random 4 KiB write {iops:.0f} IOPS (declared {_num(d_iops)}, {_ratio(iops, d_iops)})",
                   file=stream)

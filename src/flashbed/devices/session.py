@@ -3,7 +3,10 @@ sparse file, or nandsim inside the lab. Owns the scratch state and removes it.""
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ class DeviceSession:
         self.cut = False
 
     def __enter__(self) -> "DeviceSession":
+        _clear_scratch(self.scratch)  # a killed earlier run may have left one behind
         self.scratch.mkdir(parents=True, exist_ok=True)
         if self.device.kind == "block" and not self.device.emulated:
             with open(self.scratch / "device.img", "wb") as f:
@@ -41,7 +45,7 @@ class DeviceSession:
                 self.emu.stop()
         finally:
             self.emu = None
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            _clear_scratch(self.scratch)
 
     def _start_emulator(self) -> None:
         from . import emulator
@@ -94,6 +98,21 @@ class DeviceSession:
     def restart_if_cut(self) -> None:
         if self.cut:
             self._start_emulator()
+
+
+def _clear_scratch(scratch: Path) -> None:
+    mnt = scratch / "mnt"
+    if os.path.ismount(mnt) or _is_dead_mount(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _is_dead_mount(path: Path) -> bool:
+    try:
+        path.stat()
+        return False
+    except OSError as e:
+        return e.errno == errno.ENOTCONN  # a FUSE server that died
 
 
 def normalize_stats(raw: dict) -> dict:
