@@ -20,20 +20,9 @@ def test_ext4_nojournal_turns_the_journal_off():
     assert "^has_journal" in fscat.get("ext4-nojournal").make_cmd("/dev/ubda")
 
 
-def test_variant_parsing():
-    v = fscat.variant("ext4+noatime+discard")
-    assert v.name == "ext4+noatime+discard"
-    assert v.mount_cmd("/dev/ubda", "/mnt") == "mount -t ext4 -o noatime,discard /dev/ubda /mnt"
-
-
-@pytest.mark.parametrize("spec,words", [
-    ("ext5", "unknown filesystem 'ext5'"),
-    ("ext4+fast", "unknown variant 'fast'"),
-    ("jffs2+discard", "does not apply"),
-])
-def test_bad_names_say_what_is_wrong(spec, words):
-    with pytest.raises(FlashbedError, match=words):
-        fscat.variant(spec)
+def test_unknown_filesystem_says_what_to_choose():
+    with pytest.raises(FlashbedError, match="unknown filesystem 'ext5': choose from ext2"):
+        fscat.get("ext5")
 
 
 def test_ubifs_is_formatted_attached_and_given_a_volume():
