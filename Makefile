@@ -23,6 +23,6 @@ test-unit:
 
 bench: setup
 	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7
-	@if [ -f emulator/Cargo.toml ]; then cargo bench --manifest-path emulator/Cargo.toml; fi
+	emulator/target/release/flashbed-bench all
 	$(PYTHON) -m flashbed.cli bench fuse --runs 5
 	$(PYTHON) -m flashbed.cli bench presets
