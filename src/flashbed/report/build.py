@@ -1,0 +1,83 @@
+"""Assemble the report document of one run: recommendation, run overview, per-device studies."""
+
+from __future__ import annotations
+
+from . import figures as F
+from . import recommend as R
+from . import tables as T
+from . import units
+from .doc import Document, Paragraph, Section
+from .load import RunData
+
+
+def run_meta(run: RunData) -> list[tuple[str, str]]:
+    m = run.manifest
+    ok = sum(c["ok"] for c in run.cell_status.values())
+    total = sum(sum(c.values()) for c in run.cell_status.values())
+    return [
+        ("run", f"`{run.run_id}`"),
+        ("created", str(m.get("created", "?"))),
+        ("profile", run.profile),
+        ("repeats", str(m.get("repeats", "?"))),
+        ("lab kernel", run.kernel),
+        ("devices", "; ".join(run.device_text(d) for d in run.devices())),
+        ("cells", f"{total} ({ok} ok, {total - ok} did not finish)"),
+        ("flashbed", str(m.get("flashbed_version", "?"))),
+    ]
+
+
+def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None) -> Document:
+    recs = recs if recs is not None else R.recommend(run)
+    all_fs = sorted({k[1] for k in run.cell_status}, key=units.natural_key)
+    ctx = F.Ctx(run, F.fs_colors(all_fs))
+    sections = [R.recommendation_section(run, recs)]
+
+    ov = Section("run", "Run")
+    ov.add(Paragraph("Everything in this report comes from the run's cell results (`cells/*.json`) and its "
+                     "manifest; logs and images are not read. Values are means over repeats of the cells that "
+                     "finished; a cell that failed, hung or crashed is shown as such, never filled in."))
+    ov.add(T.overview_table(run))
+    missing = run.missing_studies()
+    if missing:
+        ov.add(Paragraph("Missing studies (not in this run, nothing estimated for them): "
+                         + ", ".join(f"`{s}`" for s in missing) + ".", cls="missing"))
+    for note in run.notes:
+        ov.add(Paragraph(note, cls="missing"))
+    ov.add(T.devices_table(run), T.tools_table(run))
+    ft = T.failures_table(run)
+    if ft:
+        ov.add(ft)
+    sections.append(ov)
+
+    for device in run.devices():
+        ds = Section(units.slug("dev", device), f"Results: {device}")
+        ds.add(Paragraph(f"Device {run.device_text(device)}."))
+        for study in run.studies(device):
+            ss = Section(units.slug("dev", device, study), units.study_title(study))
+            ss.add(*F.study_figures(ctx, device, study))
+            t = T.study_table(run, device, study)
+            if t:
+                ss.add(t)
+            ds.add(ss)
+        wear = F.wear_figure(ctx, device)
+        dt = T.device_stats_table(run, device)
+        if wear or dt:
+            ws = Section(units.slug("dev", device, "wear"), "Flash wear: write amplification and erase counts")
+            if wear:
+                ws.add(wear)
+            if dt:
+                ws.add(dt)
+            ds.add(ws)
+        not_here = [s for s in units.STUDY_ORDER if s not in run.studies(device)]
+        if not_here:
+            ds.add(Paragraph(f"Not run on {device}: " + ", ".join(not_here) + ".", cls="missing"))
+        sections.append(ds)
+
+    ap = Section("weights", "Recommendation weights")
+    ap.add(Paragraph(f"From `{run.weights.path.name}` in the flashbed.report package: a documented, editable "
+                     f"table; the report reads it every time it runs."))
+    ap.add(R.weights_table(run))
+    sections.append(ap)
+    return Document(title=f"flashbed report: {run.run_id}",
+                    subtitle="Which filesystem, with which options, for this flash part and this workload.",
+                    meta=run_meta(run), sections=sections)

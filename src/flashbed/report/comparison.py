@@ -1,0 +1,327 @@
+"""Comparison of two runs: B against A, with ratios B/A (e.g. default vs tuned options, two presets).
+
+Devices are paired by label, then (for different presets) by kind and order; filesystem
+variants by name, then by filesystem family (ext4 -> ext4+noatime), so "default vs tuned"
+runs line up. What only one run has is listed, not compared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FlashbedError
+from . import figures as F
+from . import recommend as R
+from . import units
+from .doc import Cell, Column, Document, ListBlock, Paragraph, Section, Table
+from .load import RunData, Stat, load_run
+from .output import ReportPaths, write_outputs
+from .provenance import fs_families, relevant_tools, tools_text
+from .summary import SUMMARY_SCHEMA, r6, run_info
+
+SAME = 1.05  # within 5 % counts as the same
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: str | None
+    b: str | None
+
+    @property
+    def label(self) -> str:
+        if self.a == self.b:
+            return str(self.a)
+        return f"{self.a or '—'} → {self.b or '—'}"
+
+
+def pair_devices(a: RunData, b: RunData) -> list[Pair]:
+    da, db = a.devices(), b.devices()
+    pairs = [Pair(d, d) for d in da if d in db]
+    left_a = [d for d in da if d not in db]
+    left_b = [d for d in db if d not in da]
+    for d in list(left_a):
+        kind = a.device_info(d).get("kind")
+        cand = [x for x in left_b if b.device_info(x).get("kind") == kind] or \
+            [x for x in left_b if (b.device_info(x).get("kind") == "nand") == (kind == "nand")]
+        if cand:
+            pairs.append(Pair(d, cand[0]))
+            left_a.remove(d)
+            left_b.remove(cand[0])
+    return pairs + [Pair(d, None) for d in left_a] + [Pair(None, d) for d in left_b]
+
+
+def pair_filesystems(fa: list[str], fb: list[str]) -> list[Pair]:
+    pairs = [Pair(f, f) for f in fa if f in fb]
+    left_a = [f for f in fa if f not in fb]
+    left_b = [f for f in fb if f not in fa]
+    for key in (lambda f: f.split("+")[0], lambda f: tuple(fs_families(f))):
+        for f in list(left_a):
+            cand = [x for x in left_b if key(x) == key(f)]
+            if cand:
+                pairs.append(Pair(f, cand[0]))
+                left_a.remove(f)
+                left_b.remove(cand[0])
+    pairs.sort(key=lambda p: units.natural_key(p.a or p.b or ""))
+    return pairs + [Pair(f, None) for f in left_a] + [Pair(None, f) for f in left_b]
+
+
+def verdict(metric_dir: str, ratio: float | None) -> tuple[str, str]:
+    """('better'|'worse'|'same'|'', css class) for B against A."""
+    if ratio is None or metric_dir == units.NEUTRAL:
+        return "", ""
+    if 1 / SAME <= ratio <= SAME:
+        return "same", ""
+    better = ratio > 1 if metric_dir == units.HIGHER else ratio < 1
+    return ("better", "best") if better else ("worse", "bad")
+
+
+def _ratio(sa: Stat | None, sb: Stat | None) -> float | None:
+    if sa is None or sb is None or sa.mean == 0:
+        return None
+    return sb.mean / sa.mean
+
+
+@dataclass
+class Row:
+    dev: Pair
+    fs: Pair
+    study: str
+    case: str
+    metric: str
+    unit: str
+    a: Stat | None
+    b: Stat | None
+    source: str = "measure"  # or "device"
+
+    @property
+    def ratio(self) -> float | None:
+        return _ratio(self.a, self.b)
+
+    @property
+    def direction(self) -> str:
+        return units.device_stat_direction(self.metric) if self.source == "device" else units.direction(self.metric)
+
+
+def comparison_rows(a: RunData, b: RunData, devs: list[Pair]) -> list[Row]:
+    rows: list[Row] = []
+    for dp in devs:
+        if not dp.a or not dp.b:
+            continue
+        studies = sorted(set(a.studies(dp.a)) & set(b.studies(dp.b)), key=units.study_sort_key)
+        for study in studies:
+            fps = [p for p in pair_filesystems(a.filesystems(dp.a, study), b.filesystems(dp.b, study)) if p.a and p.b]
+            cases = a.cases(dp.a, study) + [c for c in b.cases(dp.b, study) if c not in a.cases(dp.a, study)]
+            metrics = a.metrics(dp.a, study) + [m for m in b.metrics(dp.b, study) if m not in a.metrics(dp.a, study)]
+            for fp in fps:
+                for c in cases:
+                    for m in metrics:
+                        sa, sb = a.get(dp.a, fp.a, study, c, m), b.get(dp.b, fp.b, study, c, m)
+                        if sa is None and sb is None:
+                            continue
+                        rows.append(Row(dp, fp, study, c, m, (sa or sb).unit, sa, sb))
+                da, db = a.device_stat(dp.a, fp.a, study), b.device_stat(dp.b, fp.b, study)
+                for k in sorted(set(da) | set(db), key=lambda k: (units.DEVICE_STAT_ORDER + [k]).index(k)):
+                    if k in ("write_amplification", "erase_spread", "nand_erases", "busy_seconds"):
+                        rows.append(Row(dp, fp, study, "(emulator)", k, units.device_stat_unit(k), da.get(k),
+                                        db.get(k), "device"))
+    return rows
+
+
+def _label(r: Row) -> str:
+    return units.device_stat_label(r.metric) if r.source == "device" else units.metric_label(r.metric)
+
+
+def _fmt_stat(st: Stat | None, unit: str) -> Cell:
+    if st is None:
+        return Cell("—", None, cls="missing")
+    txt = units.fmt(st.mean, unit) + (f" ±{units.fmt(st.sd, unit)}" if st.n > 1 else "")
+    return Cell(txt, units.to_display(st.mean, unit), title=f"n={st.n}: " + ", ".join(units.fmt(v, unit)
+                                                                                         for v in st.values))
+
+
+def study_compare_table(dp: Pair, study: str, rows: list[Row]) -> Table:
+    cols = [Column("filesystem (A → B)", numeric=False), Column("case", numeric=False),
+            Column("metric", numeric=False), Column("unit", numeric=False), Column("A"), Column("B"),
+            Column("B / A", "×"), Column("B is", numeric=False)]
+    out = []
+    for r in rows:
+        ratio = r.ratio
+        v, cls = verdict(r.direction, ratio)
+        out.append([Cell(r.fs.label), Cell(r.case), Cell(_label(r)), Cell(units.display_unit(r.unit)),
+                    _fmt_stat(r.a, r.unit), _fmt_stat(r.b, r.unit),
+                    Cell(units.ratio_text(ratio) if ratio is not None else "—",
+                         round(ratio, 6) if ratio is not None else None, cls=cls),
+                    Cell(v or ("only in A" if r.b is None else "only in B" if r.a is None else ""), v, cls=cls)])
+    return Table(units.slug("cmp", dp.label, study), f"{units.study_title(study)} — {dp.label}: B against A",
+                 cols, out, "A, B: mean ± sd over repeats; B / A > 1 means B's value is larger; 'better'/'worse' "
+                            "use the metric's direction, within 5 % is 'same'")
+
+
+def _footer(a: RunData, b: RunData, dp: Pair, fss: list[str], study: str, ns_a: list[int], ns_b: list[int]) -> str:
+    def one(tag: str, run: RunData, dev: str, ns: list[int]) -> str:
+        return (f"{tag}: run {run.run_id} · device {run.device_text(dev)} · kernel {run.kernel} · profile "
+                f"{run.profile} · repeats {run.repeats_text(ns)} · tools: "
+                f"{tools_text(relevant_tools(run, fss, study))}")
+    return one("A", a, dp.a, ns_a) + "\n" + one("B", b, dp.b, ns_b)
+
+
+def ratio_fig(a: RunData, b: RunData, dp: Pair, study: str, rows: list[Row], colors: dict[str, str]):
+    metric = units.PRIMARY_METRIC.get(study)
+    rows = [r for r in rows if r.source == "measure" and r.metric == metric and r.ratio is not None]
+    if not rows:
+        return None
+    groups = []
+    for r in rows:
+        if r.case not in groups:
+            groups.append(r.case)
+    series = []
+    for r in rows:
+        if r.fs.label not in series:
+            series.append(r.fs.label)
+    by = {(r.case, r.fs.label): r.ratio for r in rows}
+    fss = sorted({x for r in rows for x in (r.fs.a, r.fs.b) if x})
+    d = units.direction(metric)
+    hint = {units.HIGHER: " (right = B better)", units.LOWER: " (left = B better)"}.get(d, "")
+    unit = units.display_unit(rows[0].unit)
+    return F.ratio_figure(
+        a, colors, units.slug("fig-cmp", dp.label, study),
+        f"{units.study_title(study)}: {units.metric_label(metric)} B / A — {dp.label}",
+        groups, series, lambda g, s: by.get((g, s)),
+        f"B / A of {units.metric_label(metric)} ({unit}){hint}, log scale",
+        _footer(a, b, dp, fss, study, [r.a.n for r in rows if r.a], [r.b.n for r in rows if r.b]))
+
+
+def provenance_table(a: RunData, b: RunData, devs: list[Pair]) -> Table:
+    cols = [Column("what", numeric=False), Column("A", numeric=False), Column("B", numeric=False),
+            Column("differs", numeric=False)]
+    items = [("run", a.run_id, b.run_id), ("created", str(a.manifest.get("created")), str(b.manifest.get("created"))),
+             ("profile", a.profile, b.profile), ("repeats", str(a.manifest.get("repeats")),
+                                                 str(b.manifest.get("repeats"))),
+             ("lab kernel", a.kernel, b.kernel),
+             ("flashbed", str(a.manifest.get("flashbed_version")), str(b.manifest.get("flashbed_version")))]
+    for dp in devs:
+        items.append((f"device {dp.label}", a.device_text(dp.a) if dp.a else "—", b.device_text(dp.b) if dp.b else "—"))
+    for t in sorted(set(a.tools) | set(b.tools)):
+        items.append((f"tool {t}", a.tools.get(t, "—"), b.tools.get(t, "—")))
+    rows = []
+    for what, x, y in items:
+        diff = "yes" if x != y else ""
+        rows.append([Cell(what), Cell(x), Cell(y), Cell(diff, diff, cls="bad" if diff and what != "run" else "")])
+    return Table("tab-cmp-provenance", "What differs between the runs", cols, rows)
+
+
+def pairs_table(a: RunData, b: RunData, devs: list[Pair]) -> Table:
+    cols = [Column("device (A → B)", numeric=False), Column("filesystem in A", numeric=False),
+            Column("filesystem in B", numeric=False), Column("compared", numeric=False)]
+    rows = []
+    for dp in devs:
+        fps = pair_filesystems(a.filesystems(dp.a) if dp.a else [], b.filesystems(dp.b) if dp.b else [])
+        for fp in fps:
+            ok = bool(fp.a and fp.b and dp.a and dp.b)
+            rows.append([Cell(dp.label), Cell(fp.a or "—"), Cell(fp.b or "—"),
+                         Cell("yes" if ok else ("only in A" if fp.a else "only in B"), cls="" if ok else "missing")])
+    return Table("tab-cmp-pairs", "What is compared with what", cols, rows,
+                 "devices pair by label, else by kind; filesystem variants by name, else by filesystem family")
+
+
+def recommendation_compare(a: RunData, b: RunData, devs: list[Pair], ra: dict, rb: dict) -> Table:
+    cols = [Column("device (A → B)", numeric=False), Column("use case", numeric=False),
+            Column("A: choose", numeric=False), Column("A score", "0–1"), Column("B: choose", numeric=False),
+            Column("B score", "0–1"), Column("changed", numeric=False)]
+    rows = []
+    for dp in devs:
+        if not dp.a or not dp.b:
+            continue
+        for x, y in zip(ra[dp.a], rb[dp.b]):
+            wa, wb = x.winner, y.winner
+            changed = (wa.fs if wa else None) != (wb.fs if wb else None)
+            rows.append([Cell(dp.label), Cell(x.use_case.title),
+                         Cell(wa.fs if wa else "nothing measured"),
+                         Cell(f"{wa.score:.2f}" if wa else "—", round(wa.score, 6) if wa else None),
+                         Cell(wb.fs if wb else "nothing measured"),
+                         Cell(f"{wb.score:.2f}" if wb else "—", round(wb.score, 6) if wb else None),
+                         Cell("yes" if changed else "", "yes" if changed else "", cls="bad" if changed else "")])
+    return Table("tab-cmp-recommendation", "Recommendation in A and in B", cols, rows,
+                 "each run is ranked on its own (scores are relative within a run and device)")
+
+
+def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
+    devs = pair_devices(a, b)
+    if not any(dp.a and dp.b for dp in devs):
+        raise FlashbedError(f"runs {a.run_id} and {b.run_id} have no device in common to compare")
+    rows = comparison_rows(a, b, devs)
+    ra, rb = R.recommend(a), R.recommend(b)
+    all_labels = sorted({r.fs.label for r in rows}, key=units.natural_key)
+    colors = F.fs_colors(all_labels)
+
+    head = Section("compare", "What is compared")
+    head.add(Paragraph(f"**A** = run `{a.run_id}`, **B** = run `{b.run_id}`. Ratios are B / A of the means over "
+                       f"repeats; better/worse follow each metric's direction (within 5 % = same)."))
+    head.add(provenance_table(a, b, devs), pairs_table(a, b, devs))
+    only = [(s, "A") for s in a.studies() if s not in b.studies()] + [(s, "B") for s in b.studies()
+                                                                        if s not in a.studies()]
+    if only:
+        head.add(Paragraph("Studies in one run only (not compared): " +
+                           ", ".join(f"`{s}` (only in {w})" for s, w in only) + ".", cls="missing"))
+    sections = [head]
+
+    rec = Section("cmp-recommendation", "Recommendation: A vs B")
+    rec.add(recommendation_compare(a, b, devs, ra, rb))
+    sections.append(rec)
+
+    # per device pair: the largest changes (directional metrics, one line per filesystem and case)
+    for dp in devs:
+        if not dp.a or not dp.b:
+            continue
+        ds = Section(units.slug("cmp", dp.label), f"Results: {dp.label}")
+        drows = [r for r in rows if r.dev == dp]
+        notable = [r for r in drows if r.ratio and r.direction != units.NEUTRAL and verdict(r.direction, r.ratio)[0]
+                   in ("better", "worse")]
+        notable.sort(key=lambda r: (-abs(math.log(r.ratio)), r.study, r.case, r.metric, r.fs.label))
+        seen: set[tuple] = set()
+        notable = [r for r in notable if not ((r.fs, r.study, r.case) in seen or seen.add((r.fs, r.study, r.case)))]
+        if notable:
+            items = []
+            for r in notable[:8]:
+                v = verdict(r.direction, r.ratio)[0]
+                items.append(f"**{r.fs.label}**, {r.study} {r.case} {_label(r)}: B is {v}, "
+                             f"{units.ratio_text(r.ratio)} A ({units.fmt_unit(r.b.mean, r.unit)} vs "
+                             f"{units.fmt_unit(r.a.mean, r.unit)})")
+            ds.add(Paragraph("Largest differences:"), ListBlock(items))
+        for study in sorted({r.study for r in drows}, key=units.study_sort_key):
+            srows = [r for r in drows if r.study == study]
+            ss = Section(units.slug("cmp", dp.label, study, "sec"), units.study_title(study))
+            fig = ratio_fig(a, b, dp, study, srows, colors)
+            if fig:
+                ss.add(fig)
+            ss.add(study_compare_table(dp, study, srows))
+            ds.add(ss)
+        sections.append(ds)
+
+    doc = Document(title=f"flashbed comparison: {b.run_id} (B) vs {a.run_id} (A)",
+                   subtitle="Differences between two runs, as ratios B / A.",
+                   meta=[("A", f"`{a.run_id}` ({a.profile}, kernel {a.kernel}, "
+                               f"{', '.join(a.devices())})"),
+                         ("B", f"`{b.run_id}` ({b.profile}, kernel {b.kernel}, "
+                               f"{', '.join(b.devices())})")],
+                   sections=sections)
+    summary = {
+        "schema": SUMMARY_SCHEMA, "kind": "comparison", "a": run_info(a), "b": run_info(b),
+        "device_pairs": [{"a": p.a, "b": p.b} for p in devs],
+        "rows": [{"device_a": r.dev.a, "device_b": r.dev.b, "fs_a": r.fs.a, "fs_b": r.fs.b, "study": r.study,
+                  "case": r.case, "metric": r.metric, "source": r.source, "unit": r.unit,
+                  "a": r6(r.a.mean) if r.a else None, "b": r6(r.b.mean) if r.b else None,
+                  "ratio": r6(r.ratio), "verdict": verdict(r.direction, r.ratio)[0]} for r in rows],
+        "recommendation": {"a": R.summary_data(ra), "b": R.summary_data(rb)},
+        "figures": [f.id for f in doc.figures()],
+        "tables": [t.id for t in doc.tables()],
+    }
+    return doc, summary
+
+
+def compare_runs(run_a: Path, run_b: Path, out_dir: Path) -> ReportPaths:
+    a, b = load_run(run_a), load_run(run_b)
+    doc, summary = build_comparison(a, b)
+    return write_outputs(doc, summary, out_dir)

@@ -1,0 +1,353 @@
+"""Read a run directory (manifest.json + cells/*.json only) into aggregated, ordered data.
+
+Nothing else in the run directory is read: logs and images may be deleted and the
+report regenerates identically. Values are aggregated over repeats of ok cells; cells
+that failed (failed, hang, crash, error) are kept as failures and shown as such.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import FlashbedError
+from ..results import CellResult
+from ..store import RunStore
+from . import units
+from .weights import Weights, load_weights
+
+MANIFEST_SCHEMA = 1
+OUTCOME_PREFIXES = ("class:", "outcome:")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One quantity over repeats (values in stored units)."""
+
+    values: tuple[float, ...]
+    unit: str
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(self.values) / len(self.values)
+
+    @property
+    def sd(self) -> float:
+        return statistics.stdev(self.values) if len(self.values) > 1 else 0.0
+
+    @property
+    def lo(self) -> float:
+        return min(self.values)
+
+    @property
+    def hi(self) -> float:
+        return max(self.values)
+
+
+@dataclass(frozen=True)
+class Failure:
+    id: str
+    device: str
+    fs: str
+    study: str
+    case: str  # the cell key's case ("" = the whole study)
+    repeat: int
+    status: str
+    error: str
+
+    def covers(self, case: str) -> bool:
+        return not self.case or case == self.case or case.startswith(self.case + " ")
+
+
+@dataclass
+class RunData:
+    root: Path
+    manifest: dict[str, Any]
+    weights: Weights
+    values: dict[tuple[str, str, str, str, str], Stat] = field(default_factory=dict)
+    # (device, fs, study, key case) -> stat -> Stat over repeats; key case "*" = whole study
+    dstats: dict[tuple[str, str, str, str], dict[str, Stat]] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    n_cells: int = 0
+
+    _memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def _cached(self, key: tuple, make):
+        """Structure queries are asked thousands of times while rendering; the data never changes."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return list(self._memo[key]) if isinstance(self._memo[key], list) else self._memo[key]
+
+    # ---- provenance ----------------------------------------------------------
+    @property
+    def run_id(self) -> str:
+        return str(self.manifest.get("run_id") or self.root.name)
+
+    @property
+    def profile(self) -> str:
+        return str(self.manifest.get("profile", "?"))
+
+    @property
+    def kernel(self) -> str:
+        k = self.manifest.get("kernel") or {}
+        return str(k.get("release") or k.get("source_version") or "?")
+
+    @property
+    def tools(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in sorted((self.manifest.get("tools") or {}).items())}
+
+    def device_info(self, device: str) -> dict[str, Any]:
+        return (self.manifest.get("devices") or {}).get(device) or {}
+
+    def device_text(self, device: str) -> str:
+        """'emmc-8g (preset emmc-8g: emmc, page-mapped FTL, 8 GiB)'."""
+        info = self.device_info(device)
+        bits = [str(info[k]) for k in ("kind",) if info.get(k)]
+        ftl = str(info.get("ftl") or "")
+        if ftl.lower() in ("none", "raw", "no"):
+            bits.append("raw flash, no FTL")
+        elif ftl:
+            bits.append(ftl if "ftl" in ftl.lower() else f"{ftl} FTL")
+        cap = info.get("capacity_bytes")
+        if isinstance(cap, (int, float)) and cap > 0:
+            bits.append(_size_text(cap))
+        preset = info.get("name") or device
+        return f"{device} (preset {preset}" + (f": {', '.join(bits)})" if bits else ")")
+
+    # ---- structure -------------------------------------------------------------
+    def devices(self) -> list[str]:
+        seen = {k[0] for k in self.cell_status}
+        listed = [d for d in (self.manifest.get("devices") or {}) if d in seen]
+        return listed + sorted(seen - set(listed), key=units.natural_key)
+
+    def studies(self, device: str | None = None) -> list[str]:
+        def make():
+            s = {k[2] for k in self.cell_status if device is None or k[0] == device}
+            return sorted(s, key=units.study_sort_key)
+        return self._cached(("studies", device), make)
+
+    def requested_studies(self) -> list[str]:
+        req = self.manifest.get("request") or {}
+        s = req.get("studies") if isinstance(req, dict) else None
+        return [str(x) for x in s] if isinstance(s, list) else []
+
+    def missing_studies(self) -> list[str]:
+        """Known or requested studies with no cell at all in this run."""
+        present = set(self.studies())
+        want = set(units.STUDY_ORDER) | set(self.requested_studies())
+        return sorted(want - present, key=units.study_sort_key)
+
+    def filesystems(self, device: str, study: str | None = None) -> list[str]:
+        def make():
+            s = {k[1] for k in self.cell_status if k[0] == device and (study is None or k[2] == study)}
+            return sorted(s, key=units.natural_key)
+        return self._cached(("filesystems", device, study), make)
+
+    def cases(self, device: str, study: str) -> list[str]:
+        def make():
+            meas = {k[3] for k in self.values if k[0] == device and k[2] == study}
+            failed = {f.case for f in self.failures if f.device == device and f.study == study and f.case
+                      and not any(c == f.case or c.startswith(f.case + " ") for c in meas)}
+            if not meas and any(f.device == device and f.study == study and not f.case for f in self.failures):
+                failed.add("")  # every cell of the study failed as a whole: one row that says so
+            return sorted(meas | failed, key=lambda c: units.case_sort_key(study, c))
+        return self._cached(("cases", device, study), make)
+
+    def metrics(self, device: str, study: str) -> list[str]:
+        def make():
+            s = {k[4] for k in self.values if k[0] == device and k[2] == study}
+            return sorted(s, key=units.metric_sort_key)
+        return self._cached(("metrics", device, study), make)
+
+    def unit(self, device: str, study: str, metric: str) -> str:
+        def make():
+            for k, st in self.values.items():
+                if k[0] == device and k[2] == study and k[4] == metric:
+                    return st.unit
+            return ""
+        return self._cached(("unit", device, study, metric), make)
+
+    def get(self, device: str, fs: str, study: str, case: str, metric: str) -> Stat | None:
+        return self.values.get((device, fs, study, case, metric))
+
+    def failures_for(self, device: str, fs: str, study: str, case: str | None = None) -> list[Failure]:
+        return [f for f in self.failures if f.device == device and f.fs == fs and f.study == study
+                and (case is None or f.covers(case))]
+
+    def device_stat(self, device: str, fs: str, study: str, key_case: str = "*") -> dict[str, Stat]:
+        return self.dstats.get((device, fs, study, key_case), {})
+
+    def device_stat_keys(self, device: str) -> list[str]:
+        s = {k for (d, _f, _s, c), st in self.dstats.items() if d == device and c == "*" for k in st}
+        order = units.DEVICE_STAT_ORDER
+        return sorted(s, key=lambda k: (order.index(k) if k in order else len(order), k))
+
+    def repeats_text(self, ns: list[int] | None = None) -> str:
+        if ns:
+            lo, hi = min(ns), max(ns)
+            return f"{lo}" if lo == hi else f"{lo}–{hi}"
+        return str(self.manifest.get("repeats", "?"))
+
+
+def _size_text(b: float) -> str:
+    for unit, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= f:
+            v = b / f
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
+    run_dir = Path(run_dir)
+    store = RunStore(run_dir)
+    if not run_dir.is_dir():
+        raise FlashbedError(f"{run_dir}: no such run directory")
+    manifest = store.manifest()
+    if not isinstance(manifest, dict):
+        raise FlashbedError(f"{store.manifest_path}: not a flashbed manifest")
+    if manifest.get("schema") != MANIFEST_SCHEMA:
+        raise FlashbedError(f"{store.manifest_path}: manifest schema {manifest.get('schema')!r} is not "
+                            f"{MANIFEST_SCHEMA}; use the flashbed version that made this run")
+    results = list(store.results())
+    if not results:
+        raise FlashbedError(f"{run_dir}: the run has no cell results yet (cells/*.json); "
+                            f"run or resume it with `flashbed run` first")
+    return aggregate(run_dir, manifest, results, weights or load_weights())
+
+
+def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], weights: Weights) -> RunData:
+    data = RunData(root=root, manifest=manifest, weights=weights, n_cells=len(results))
+    vals: dict[tuple[str, str, str, str, str], list[float]] = defaultdict(list)
+    val_units: dict[tuple[str, str, str, str, str], str] = {}
+    # (device, fs, study, key case) -> repeat -> stat dict of that cell
+    cell_ds: dict[tuple[str, str, str, str], dict[int, dict[str, float]]] = defaultdict(dict)
+    status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
+    unclassified: dict[str, set[str]] = defaultdict(set)
+
+    for r in sorted(results, key=lambda r: r.key.id):
+        k = r.key
+        status[(k.device, k.fs, k.study)][r.status] += 1
+        if not r.ok:
+            data.failures.append(Failure(id=k.id, device=k.device, fs=k.fs, study=k.study, case=k.case,
+                                         repeat=k.repeat, status=r.status,
+                                         error=_one_line(r.error or r.headline or r.status)))
+            continue
+        per_case: dict[str, dict[str, tuple[float, str]]] = defaultdict(dict)
+        for m in r.measurements:
+            v = _num(m.value)
+            if v is None:
+                continue
+            per_case[m.case][m.metric] = (v, m.unit)
+        for case, metrics in per_case.items():
+            derived = _survived(k.study, metrics, weights, unclassified)
+            if derived is not None:
+                metrics = {**metrics, "survived": (derived, "%")}
+            for metric, (v, unit) in metrics.items():
+                key = (k.device, k.fs, k.study, case, metric)
+                vals[key].append(v)
+                val_units.setdefault(key, unit)
+        ds = _cell_device_stats(r.device_stats)
+        if ds:
+            cell_ds[(k.device, k.fs, k.study, k.case)][k.repeat] = ds
+
+    data.cell_status = dict(status)
+    data.values = {k: Stat(tuple(v), val_units[k]) for k, v in sorted(vals.items())}
+
+    # device statistics: per key case, and for the whole study (cells of one repeat combined)
+    study_rep: dict[tuple[str, str, str], dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    for (dev, fs, study, case), reps in sorted(cell_ds.items()):
+        data.dstats[(dev, fs, study, case)] = _stats_over(list(reps.values()))
+        for rep, ds in reps.items():
+            study_rep[(dev, fs, study)][rep].append(ds)
+    for (dev, fs, study), reps in sorted(study_rep.items()):
+        data.dstats[(dev, fs, study, "*")] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
+
+    for study, names in sorted(unclassified.items()):
+        data.notes.append(f"{study}: outcome name(s) {', '.join(sorted(names))} are in neither the good nor the "
+                          f"bad list of [outcomes.{study}] in {weights.path.name}, so '{study} survived' is "
+                          f"not computed; add them there")
+    return data
+
+
+def _one_line(s: str) -> str:
+    s = " ".join(str(s).split())
+    return s if len(s) <= 300 else s[:297] + "..."
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _survived(study: str, metrics: dict[str, tuple[float, str]], weights: Weights,
+              unclassified: dict[str, set[str]]) -> float | None:
+    """Percent of outcomes in the study's good list; None when not computable."""
+    spec = weights.outcomes.get(study)
+    outs = {m.split(":", 1)[1]: v for m, (v, _u) in metrics.items() if m.startswith(OUTCOME_PREFIXES)}
+    if spec is None or not outs:
+        return None
+    unknown = {n for n in outs if n not in spec["good"] and n not in spec["bad"]}
+    if unknown:
+        unclassified[study] |= unknown
+        return None
+    total = math.fsum(outs.values())
+    if total <= 0:
+        return None
+    return 100.0 * math.fsum(v for n, v in outs.items() if n in spec["good"]) / total
+
+
+def _cell_device_stats(device_stats: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """One cell's emulator statistics: phase 'workload' if present, else the only/last phase."""
+    if not isinstance(device_stats, dict) or not device_stats:
+        return {}
+    phase = "workload" if "workload" in device_stats else list(device_stats)[-1]
+    raw = device_stats.get(phase)
+    if not isinstance(raw, dict):
+        return {}
+    out = {k: v for k, v in ((k, _num(v)) for k, v in raw.items()) if v is not None}
+    if "erase_count_max" in out and "erase_count_min" in out:
+        out["erase_spread"] = out["erase_count_max"] - out["erase_count_min"]
+    return out
+
+
+def _combine(cells: list[dict[str, float]]) -> dict[str, float]:
+    """Several cells of one study and repeat as one: sums, extremes, write-weighted WA."""
+    out: dict[str, float] = {}
+    keys = sorted({k for c in cells for k in c})
+    for k in keys:
+        xs = [c[k] for c in cells if k in c]
+        if k in ("erase_count_max",):
+            out[k] = max(xs)
+        elif k in ("erase_count_min",):
+            out[k] = min(xs)
+        elif k in ("host_write_bytes", "nand_program_pages", "nand_erases", "busy_seconds", "gc_count"):
+            out[k] = math.fsum(xs)
+        elif k == "write_amplification":
+            pairs = [(c[k], c.get("host_write_bytes")) for c in cells if k in c]
+            if all(h is not None and h > 0 for _w, h in pairs):
+                out[k] = math.fsum(w * h for w, h in pairs) / math.fsum(h for _w, h in pairs)
+            else:
+                out[k] = math.fsum(xs) / len(xs)
+        else:
+            out[k] = math.fsum(xs) / len(xs)
+    if "erase_count_max" in out and "erase_count_min" in out:
+        out["erase_spread"] = out["erase_count_max"] - out["erase_count_min"]
+    return out
+
+
+def _stats_over(reps: list[dict[str, float]]) -> dict[str, Stat]:
+    keys = sorted({k for r in reps for k in r})
+    return {k: Stat(tuple(r[k] for r in reps if k in r), units.device_stat_unit(k)) for k in keys}
+

@@ -1,0 +1,45 @@
+"""What every figure and table states: device preset, kernel, tool versions, profile, repeats."""
+
+from __future__ import annotations
+
+import re
+
+from .load import RunData
+
+# tools a study drives directly (matched against the manifest's tool names)
+STUDY_TOOLS = {"bandwidth": ["fio"], "mixed": ["fio"], "cpu": ["fio"]}
+
+# tool-name fragments per filesystem family (mkfs.ext4, e2fsck, mkfs.ubifs, ubiattach, ...)
+FS_TOOL_HINTS = {
+    "ext2": ["ext2", "ext4", "e2fs"], "ext3": ["ext3", "ext4", "e2fs"], "ext4": ["ext4", "e2fs"],
+    "f2fs": ["f2fs"], "btrfs": ["btrfs"], "xfs": ["xfs"], "nilfs2": ["nilfs"],
+    "vfat": ["fat", "dosfs"], "exfat": ["exfat"], "ubifs": ["ubi", "mtd"], "jffs2": ["jffs2", "mtd"],
+}
+
+
+def fs_families(fs: str) -> list[str]:
+    """'ext2@f2fs' -> ['ext2', 'f2fs']; 'ext4+noatime' -> ['ext4']; 'ext4-nojournal' -> ['ext4']."""
+    return [re.split(r"[+\-]", part)[0] for part in fs.split("@") if part]
+
+
+def relevant_tools(run: RunData, fss: list[str], study: str | None) -> dict[str, str]:
+    tools = run.tools
+    if not tools:
+        return {}
+    hints = [h for fs in fss for fam in fs_families(fs) for h in FS_TOOL_HINTS.get(fam, [fam])]
+    hints += STUDY_TOOLS.get(study or "", [])
+    picked = {k: v for k, v in tools.items() if any(h in k.lower() for h in hints)}
+    return picked or tools
+
+
+def tools_text(tools: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in tools.items()) if tools else "not recorded"
+
+
+def figure_footer(run: RunData, device: str, fss: list[str], study: str | None, ns: list[int]) -> str:
+    """Two lines under every figure (inside the SVG, so it travels with it)."""
+    reps = run.repeats_text(ns)
+    eb = "; error bars: min–max over repeats" if ns and max(ns) > 1 else ""
+    line1 = (f"device {run.device_text(device)} · kernel {run.kernel} · profile {run.profile} · "
+             f"repeats {reps}{eb}")
+    return line1 + "\ntools: " + tools_text(relevant_tools(run, fss, study))

@@ -1,0 +1,335 @@
+"""Recommendation: per device and use case, a ranked list with the figures that decided it.
+
+The criteria and weights live in weights.toml (see its comments for the scoring rule);
+this module only applies them. A criterion nobody measured is listed as not measured;
+a variant without a value for a criterion is not scored on it (and marked incomplete),
+a variant whose cells failed scores 0 on it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from . import units
+from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
+from .load import RunData, Stat
+from .weights import Criterion, UseCase
+
+INFRA_STATUSES = {"error"}
+STRONG = 1.05  # a difference smaller than 5 % is not named as a strength or weakness
+
+
+@dataclass
+class Value:
+    status: str  # "ok" | "failed" | "missing"
+    value: float | None = None  # stored unit
+    unit: str = ""
+    n: int = 0  # repeats behind the value (smallest over matched cases)
+    why: str = ""  # failure status
+
+
+@dataclass
+class Entry:
+    fs: str
+    score: float
+    coverage: float  # share of the measured criteria's weight this variant was scored on
+    values: dict[int, Value]  # criterion index -> value
+    scores: dict[int, float] = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return self.coverage >= 0.999999
+
+
+@dataclass
+class Ranking:
+    device: str
+    use_case: UseCase
+    entries: list[Entry]
+    measured: list[int]  # criterion indexes measured on this device
+    not_measured: list[tuple[int, str]]  # (criterion index, reason)
+
+    @property
+    def winner(self) -> Entry | None:
+        return self.entries[0] if self.entries else None
+
+
+def _geomean(xs: list[float]) -> float:
+    if all(x > 0 for x in xs):
+        return math.exp(math.fsum(math.log(x) for x in xs) / len(xs))
+    return math.fsum(xs) / len(xs)
+
+
+def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
+    if c.source == "device":
+        if c.case in ("*", ""):
+            stats = [run.device_stat(device, fs, c.study).get(c.metric)]
+        else:
+            stats = [st.get(c.metric) for (d, f, s, kc), st in sorted(run.dstats.items())
+                     if d == device and f == fs and s == c.study and kc != "*" and fnmatchcase(kc, c.case)]
+        unit = units.device_stat_unit(c.metric)
+        fails = run.failures_for(device, fs, c.study)
+    else:
+        cases = [k for k in run.cases(device, c.study) if fnmatchcase(k, c.case)]
+        stats = [run.get(device, fs, c.study, k, c.metric) for k in cases]
+        unit = next((s.unit for s in stats if s), "")
+        fails = [f for f in run.failures_for(device, fs, c.study) if any(f.covers(k) for k in cases)
+                 or (not cases and not f.case)]
+    # an "error" cell is an infrastructure failure (retried on resume), not the filesystem's result
+    fails = [f for f in fails if f.status not in INFRA_STATUSES]
+    present: list[Stat] = [s for s in stats if s is not None]
+    if present:
+        return Value("ok", _geomean([s.mean for s in present]), unit, min(s.n for s in present))
+    if fails:
+        return Value("failed", None, unit, why=fails[0].status)
+    return Value("missing")
+
+
+def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
+    fss = run.filesystems(device)
+    vals = {fs: {i: criterion_value(run, device, fs, c) for i, c in enumerate(uc.criteria)} for fs in fss}
+    measured, not_measured = [], []
+    for i, c in enumerate(uc.criteria):
+        if any(vals[fs][i].status != "missing" for fs in fss):
+            measured.append(i)
+        elif c.study not in run.studies():
+            not_measured.append((i, f"study {c.study} is not in this run"))
+        elif c.study not in run.studies(device):
+            not_measured.append((i, f"study {c.study} was not run on {device}"))
+        else:
+            what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
+            not_measured.append((i, f"{c.study} has no {what} on {device}"))
+    entries = []
+    total_w = math.fsum(uc.criteria[i].weight for i in measured)
+    for fs in fss:
+        entries.append(Entry(fs=fs, score=0.0, coverage=0.0, values=vals[fs]))
+    for i in measured:
+        c = uc.criteria[i]
+        oks = [(e, e.values[i].value) for e in entries if e.values[i].status == "ok"]
+        if oks:
+            xs = [v for _e, v in oks]
+            best = max(xs) if c.better == "higher" else min(xs)
+            d = 0.01 * max(abs(x) for x in xs) if best == 0 else 0.0
+            for e, v in oks:
+                if c.better == "higher":
+                    s = v / best if best > 0 else 1.0
+                else:
+                    s = (best + d) / (v + d) if v + d > 0 else 1.0
+                e.scores[i] = min(1.0, max(0.0, s))
+        for e in entries:
+            if e.values[i].status == "failed":
+                e.scores[i] = 0.0
+    for e in entries:
+        w = math.fsum(uc.criteria[i].weight for i in e.scores)
+        e.score = math.fsum(uc.criteria[i].weight * s for i, s in e.scores.items()) / w if w else 0.0
+        e.coverage = w / total_w if total_w else 0.0
+    entries = [e for e in entries if e.scores]
+    entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
+    r = Ranking(device, uc, entries, measured, not_measured)
+    for k, e in enumerate(entries):
+        e.text = _sentence(r, k)
+    return r
+
+
+def _adv(c: Criterion, v: float, rv: float) -> float | None:
+    """How many times better v is than rv (> 1 = better); None when not comparable."""
+    if v is None or rv is None:
+        return None
+    if c.better == "higher":
+        return v / rv if rv > 0 and v > 0 else None
+    return rv / v if v > 0 and rv > 0 else None
+
+
+def _phrase(c: Criterion, v: Value, rv: Value, ref: str, strength: bool) -> str:
+    a, b = units.fmt_unit(v.value, v.unit), units.fmt_unit(rv.value, rv.unit)
+    if units.display_unit(v.unit) == "%":
+        return f"{c.label} {a} vs {b}"
+    if c.better == "higher":
+        r = units.ratio_text(v.value / rv.value)
+        return f"{r} {ref}'s {c.label} ({a} vs {b})" if strength else \
+            f"only {r} {ref}'s {c.label} ({a} vs {b})"
+    if strength:
+        return f"{c.label} {a} vs {b}"
+    return f"{c.label} {units.ratio_text(v.value / rv.value)} {ref}'s ({a} vs {b})"
+
+
+def _sentence(r: Ranking, k: int) -> str:
+    e = r.entries[k]
+    uc = r.use_case
+    head = f"**{e.fs}** (score {e.score:.2f})"
+    if len(r.entries) == 1:
+        body = "the only filesystem measured"
+    else:
+        ref = r.entries[1] if k == 0 else r.entries[0]
+        diffs = []
+        for i in r.measured:
+            c = uc.criteria[i]
+            mine, theirs = e.values[i], ref.values[i]
+            if mine.status == "ok" and theirs.status == "ok":
+                a = _adv(c, mine.value, theirs.value)
+                if a is not None:
+                    diffs.append((c.weight * abs(math.log(a)), a, i))
+        strengths = [d for d in sorted(diffs, reverse=True) if d[1] >= STRONG]
+        weaknesses = [d for d in sorted(diffs, reverse=True) if d[1] <= 1 / STRONG]
+        fails = [(uc.criteria[i], e.values[i]) for i in r.measured if e.values[i].status == "failed"]
+        s_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, True) for _w, _a, i in strengths]
+        w_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, False) for _w, _a, i in weaknesses]
+        f_txt = [f"{c.label}: {v.why} (scores 0)" for c, v in fails]
+        if k == 0:
+            parts = s_txt[:3] or [f"on par with {ref.fs} on every criterion it was measured on"]
+            body = ", ".join(parts)
+            buts = (f_txt + w_txt)[:2]
+        else:
+            parts = (f_txt + w_txt)[:2] or [f"close to {ref.fs} on every criterion it was measured on"]
+            body = ", ".join(parts)
+            buts = []
+            if s_txt:
+                body += f"; better: {s_txt[0]}"
+        if buts:
+            body += "; but " + ", ".join(buts)
+    missing = [uc.criteria[i].label for i in r.measured if e.values[i].status == "missing"]
+    if missing:
+        body += f" (incomplete: not measured on {', '.join(missing)})"
+    return f"{head}: {body}."
+
+
+def recommend(run: RunData) -> dict[str, list[Ranking]]:
+    return {d: [rank(run, d, uc) for uc in run.weights.use_cases] for d in run.devices()}
+
+
+# ---- document blocks -----------------------------------------------------------
+
+def _ranking_table(r: Ranking) -> Table:
+    uc = r.use_case
+    cols = [Column("rank", "", True), Column("filesystem", numeric=False), Column("score", "0–1")]
+    units_of = {}
+    for i in r.measured:
+        u = next((e.values[i].unit for e in r.entries if e.values[i].status == "ok"), "")
+        units_of[i] = u
+        c = uc.criteria[i]
+        cols.append(Column(f"{c.label} [w {c.weight:g}, {c.better}]", units.display_unit(u)))
+    rows = []
+    for k, e in enumerate(r.entries):
+        row = [Cell(str(k + 1), k + 1), Cell(e.fs, e.fs), Cell(f"{e.score:.2f}", round(e.score, 6))]
+        for i in r.measured:
+            v = e.values[i]
+            if v.status == "ok":
+                row.append(Cell(units.fmt(v.value, v.unit), units.to_display(v.value, v.unit),
+                                title=f"score {e.scores.get(i, 0):.2f}",
+                                cls="best" if e.scores.get(i) == 1.0 and len(r.entries) > 1 else ""))
+            elif v.status == "failed":
+                row.append(Cell(v.why, None, title="scores 0", cls="bad"))
+            else:
+                row.append(Cell("not measured", None, cls="missing"))
+        rows.append(row)
+    return Table(units.slug("rec", r.device, uc.id), f"{uc.title} — {r.device}: criteria", cols, rows,
+                 "criterion values (geometric mean over matching cases); hover for the 0–1 criterion score")
+
+
+def ranking_section(run: RunData, r: Ranking) -> Section:
+    uc = r.use_case
+    sec = Section(units.slug("rec", r.device, uc.id, "sec"), uc.title)
+    if uc.summary:
+        sec.add(Paragraph(uc.summary[0].upper() + uc.summary[1:] + ".", cls="note"))
+    if r.entries:
+        w = r.entries[0]
+        ru = r.entries[1] if len(r.entries) > 1 else None
+        line = f"Choose **{w.fs}**" + (f"; runner-up **{ru.fs}** (score {w.score:.2f} vs {ru.score:.2f})."
+                                       if ru else ".")
+        sec.add(Paragraph(line))
+        sec.add(ListBlock([e.text for e in r.entries], ordered=True))
+        sec.add(_ranking_table(r))
+    else:
+        sec.add(Paragraph("No filesystem was measured on any criterion of this use case on this device.",
+                          cls="missing"))
+    if r.not_measured:
+        sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
+            f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
+    return sec
+
+
+def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None = None) -> Section:
+    recs = recs if recs is not None else recommend(run)
+    top = Section("recommendation", "Recommendation")
+    top.add(Paragraph(
+        f"Per use case, filesystems are ranked by a weighted score (1.00 = best on every criterion) over the "
+        f"criteria in `{run.weights.path.name}` (the package's editable weights table; its comments explain "
+        f"the rule). Each line gives the figures that decided it against the runner-up (for the winner) or "
+        f"the winner (for the rest). Filesystems are compared only with others on the same device."))
+    top.add(overview_table(recs))
+    for device, rankings in recs.items():
+        ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
+        for r in rankings:
+            ds.add(ranking_section(run, r))
+        top.add(ds)
+    return top
+
+
+def overview_table(recs: dict[str, list[Ranking]]) -> Table:
+    """One row per device and use case: winner, runner-up, scores, what was not measured."""
+    cols = [Column("device", numeric=False), Column("use case", numeric=False), Column("choose", numeric=False),
+            Column("score", "0–1"), Column("runner-up", numeric=False), Column("runner-up score", "0–1"),
+            Column("criteria measured", "count"), Column("not measured", numeric=False)]
+    rows = []
+    for device, rankings in recs.items():
+        for r in rankings:
+            w = r.winner
+            ru = r.entries[1] if len(r.entries) > 1 else None
+            if r.measured:
+                nm = ", ".join(r.use_case.criteria[i].label for i, _why in r.not_measured)
+            else:
+                nm = f"all {len(r.use_case.criteria)} criteria (none was measured on {device})"
+            rows.append([
+                Cell(device, device), Cell(r.use_case.title, r.use_case.title),
+                Cell(w.fs if w else "nothing measured", w.fs if w else "", cls="" if w else "missing"),
+                Cell(f"{w.score:.2f}" if w else "—", round(w.score, 6) if w else None),
+                Cell(ru.fs if ru else "—", ru.fs if ru else ""),
+                Cell(f"{ru.score:.2f}" if ru else "—", round(ru.score, 6) if ru else None),
+                Cell(f"{len(r.measured)} of {len(r.use_case.criteria)}", len(r.measured)),
+                Cell(nm or "—", nm, cls="missing" if nm else "")])
+    return Table("tab-recommendation", "Recommendation at a glance", cols, rows,
+                 "details, deciding figures and trade-offs per use case below")
+
+
+def weights_table(run: RunData) -> Table:
+    cols = [Column("use case", numeric=False), Column("criterion", numeric=False), Column("weight", "relative"),
+            Column("better", numeric=False), Column("study / case / metric", numeric=False)]
+    rows = []
+    for uc in run.weights.use_cases:
+        for c in uc.criteria:
+            rows.append([Cell(uc.title, uc.title), Cell(c.label, c.label), Cell(f"{c.weight:g}", c.weight),
+                         Cell(c.better, c.better), Cell(c.describe(), c.describe())])
+    return Table("tab-weights", f"Recommendation weights ({run.weights.path.name})", cols, rows,
+                 "edit the TOML file to change them; the report reads it every time it runs")
+
+
+def summary_data(recs: dict[str, list[Ranking]]) -> dict:
+    out: dict = {}
+    for device, rankings in recs.items():
+        d = out.setdefault(device, {})
+        for r in rankings:
+            uc = r.use_case
+            d[uc.id] = {
+                "title": uc.title,
+                "winner": r.winner.fs if r.winner else None,
+                "runner_up": r.entries[1].fs if len(r.entries) > 1 else None,
+                "ranking": [{"fs": e.fs, "score": round(e.score, 4), "coverage": round(e.coverage, 4),
+                             "complete": e.complete, "text": e.text,
+                             "criteria": {uc.criteria[i].label: (
+                                 {"value": _round(e.values[i].value), "unit": e.values[i].unit,
+                                  "score": round(e.scores[i], 4)} if e.values[i].status == "ok"
+                                 else {"status": e.values[i].status, "why": e.values[i].why})
+                                 for i in r.measured}}
+                            for e in r.entries],
+                "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
+            }
+    return out
+
+
+def _round(v: float | None) -> float | None:
+    if v is None:
+        return None
+    return float(f"{v:.6g}")

@@ -1,0 +1,52 @@
+"""summary.json: the report's numbers as data (deterministic: no generation time, rounded floats)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import recommend as R
+from .doc import Document
+from .load import RunData
+
+SUMMARY_SCHEMA = 1
+
+
+def r6(v: float | None) -> float | None:
+    """6 significant digits: stable across platforms, plenty for a report."""
+    return None if v is None else float(f"{v:.6g}")
+
+
+def run_info(run: RunData) -> dict[str, Any]:
+    m = run.manifest
+    return {"run_id": run.run_id, "created": m.get("created"), "flashbed_version": m.get("flashbed_version"),
+            "profile": run.profile, "repeats": m.get("repeats"), "kernel": m.get("kernel"), "tools": run.tools,
+            "devices": m.get("devices") or {}}
+
+
+def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> dict[str, Any]:
+    studies: dict[str, Any] = {}
+    for (_dev, _fs, study), c in sorted(run.cell_status.items()):
+        s = studies.setdefault(study, {"status": "present", "cells": {}})
+        for k, n in sorted(c.items()):
+            s["cells"][k] = s["cells"].get(k, 0) + n
+    for study in run.missing_studies():
+        studies[study] = {"status": "missing", "cells": {}}
+    results = [{"device": d, "fs": f, "study": s, "case": c, "metric": m, "unit": st.unit, "mean": r6(st.mean),
+                "sd": r6(st.sd), "n": st.n, "min": r6(st.lo), "max": r6(st.hi)}
+               for (d, f, s, c, m), st in sorted(run.values.items())]
+    dstats = [{"device": d, "fs": f, "study": s, "cell_case": c, "stat": k, "unit": st.unit, "mean": r6(st.mean),
+               "n": st.n} for (d, f, s, c), stats in sorted(run.dstats.items()) for k, st in sorted(stats.items())]
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "kind": "run",
+        "run": run_info(run),
+        "studies": dict(sorted(studies.items())),
+        "missing_studies": run.missing_studies(),
+        "recommendation": R.summary_data(recs),
+        "failures": [{"id": f.id, "status": f.status, "error": f.error} for f in run.failures],
+        "notes": list(run.notes),
+        "results": results,
+        "device_stats": dstats,
+        "figures": [f.id for f in doc.figures()],
+        "tables": [t.id for t in doc.tables()],
+    }

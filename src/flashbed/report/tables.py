@@ -1,0 +1,173 @@
+"""Tables: one per study and device, plus device statistics, failures and the run overview.
+
+Cells show the mean over repeats (± standard deviation when there are several);
+the tooltip lists every repeat. The best value of a row group is marked when the
+metric has a direction. Units are in every numeric column header.
+"""
+
+from __future__ import annotations
+
+from . import units
+from .doc import Cell, Column, Table
+from .load import RunData, Stat
+
+
+def _stat_cell(st: Stat | None, unit: str, fail: str = "") -> Cell:
+    if st is None:
+        return Cell(fail or "—", None, cls="bad" if fail else "missing")
+    text = units.fmt(st.mean, unit)
+    if st.n > 1:
+        text += f" ±{units.fmt(st.sd, unit)}"
+    tip = f"n={st.n}: " + ", ".join(units.fmt(v, unit) for v in st.values)
+    return Cell(text, units.to_display(st.mean, unit), title=tip)
+
+
+def _mark_best(cells: list[Cell], stats: list[Stat | None], direction: str) -> None:
+    vals = [(s.mean, i) for i, s in enumerate(stats) if s is not None]
+    if direction == units.NEUTRAL or len(vals) < 2:
+        return
+    best = max(vals)[0] if direction == units.HIGHER else min(vals)[0]
+    for v, i in vals:
+        if v == best:
+            cells[i].cls = "best"
+
+
+def _status_text(run: RunData, device: str, fs: str, study: str, case: str) -> Cell:
+    fl = run.failures_for(device, fs, study, case)
+    if not fl:
+        return Cell("ok", "ok")
+    text = ", ".join(sorted({f.status for f in fl})) + f" ({len(fl)} cell{'s' if len(fl) > 1 else ''})"
+    return Cell(text, text, title=" | ".join(f"{f.id}: {f.error}" for f in fl), cls="bad")
+
+
+def study_table(run: RunData, device: str, study: str) -> Table | None:
+    cases = run.cases(device, study)
+    fss = run.filesystems(device, study)
+    metrics = run.metrics(device, study)
+    if not cases or not fss:
+        return None
+    tid = units.slug("tab", device, study)
+    title = f"{units.study_title(study)} — {device}"
+    note = (f"device {run.device_text(device)}; kernel {run.kernel}; profile {run.profile}; mean ± standard "
+            f"deviation over repeats (hover a value for every repeat); best per row group in bold")
+    if len(metrics) == 1 and len(fss) > 1:
+        # one metric: cases down, filesystems across
+        m = metrics[0]
+        unit = run.unit(device, study, m)
+        du = units.display_unit(unit)
+        cols = [Column("case", numeric=False)] + [Column(f"{fs}: {units.metric_label(m)}", du) for fs in fss]
+        rows = []
+        for c in cases:
+            stats = [run.get(device, fs, study, c, m) for fs in fss]
+            cells = [_stat_cell(st, unit, _fail(run, device, fs, study, c)) for st, fs in zip(stats, fss)]
+            _mark_best(cells, stats, units.direction(m))
+            rows.append([Cell(c or "(whole study)", None)] + cells)
+        return Table(tid, title, cols, rows, note)
+    cols = [Column("case", numeric=False), Column("filesystem", numeric=False)]
+    cols += [Column(units.metric_label(m), units.display_unit(run.unit(device, study, m))) for m in metrics]
+    cols.append(Column("cells", numeric=False))
+    rows = []
+    for c in cases:
+        group = []
+        grid: list[list[Stat | None]] = []
+        for fs in fss:
+            stats = [run.get(device, fs, study, c, m) for m in metrics]
+            fail = _fail(run, device, fs, study, c)
+            if all(s is None for s in stats) and not fail:
+                continue  # this filesystem has no such case
+            group.append([Cell(c or "(whole study)", None), Cell(fs, None)] +
+                         [_stat_cell(st, run.unit(device, study, m), fail) for st, m in zip(stats, metrics)] +
+                         [_status_text(run, device, fs, study, c)])
+            grid.append(stats)
+        for j, m in enumerate(metrics):
+            _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.direction(m))
+        rows += group
+    return Table(tid, title, cols, rows, note)
+
+
+def _fail(run: RunData, device: str, fs: str, study: str, case: str) -> str:
+    fl = run.failures_for(device, fs, study, case)
+    return fl[0].status if fl else ""
+
+
+def device_stats_table(run: RunData, device: str) -> Table | None:
+    keys = run.device_stat_keys(device)
+    if not keys:
+        return None
+    cols = [Column("study", numeric=False), Column("filesystem", numeric=False)]
+    cols += [Column(units.device_stat_label(k), units.display_unit(units.device_stat_unit(k))) for k in keys]
+    rows = []
+    for study in run.studies(device):
+        fss = [fs for fs in run.filesystems(device, study) if run.device_stat(device, fs, study)]
+        group = []
+        grid = []
+        for fs in fss:
+            ds = run.device_stat(device, fs, study)
+            stats = [ds.get(k) for k in keys]
+            group.append([Cell(study, None), Cell(fs, None)] +
+                         [_stat_cell(s, units.device_stat_unit(k)) for s, k in zip(stats, keys)])
+            grid.append(stats)
+        for j, k in enumerate(keys):
+            _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.device_stat_direction(k))
+        rows += group
+    return Table(units.slug("tab", device, "device-stats"), f"Flash emulator statistics — {device}", cols, rows,
+                 "whole study per filesystem (its cells' 'workload' phase combined); write amplification = NAND "
+                 "bytes programmed / host bytes written, weighted by host bytes; mean ± sd over repeats")
+
+
+def overview_table(run: RunData) -> Table:
+    cols = [Column("study", numeric=False), Column("what", numeric=False), Column("devices", numeric=False),
+            Column("filesystems", "count"), Column("cells ok", "count"), Column("cells failed", "count"),
+            Column("status", numeric=False)]
+    rows = []
+    present = run.studies()
+    for study in sorted(set(present) | set(run.missing_studies()), key=units.study_sort_key):
+        if study not in present:
+            rows.append([Cell(study, study), Cell(units.study_title(study)), Cell("—"), Cell("—", None, cls="missing"),
+                         Cell("—", None, cls="missing"), Cell("—", None, cls="missing"),
+                         Cell("missing: not in this run", "missing", cls="missing")])
+            continue
+        counts = [(k, c) for k, c in run.cell_status.items() if k[2] == study]
+        ok = sum(c["ok"] for _k, c in counts)
+        failed = sum(sum(c.values()) - c["ok"] for _k, c in counts)
+        devs = sorted({k[0] for k, _c in counts}, key=units.natural_key)
+        nfs = len({(k[0], k[1]) for k, _c in counts})
+        rows.append([Cell(study, study), Cell(units.study_title(study)), Cell(", ".join(devs)), Cell(str(nfs), nfs),
+                     Cell(str(ok), ok), Cell(str(failed), failed, cls="bad" if failed else ""),
+                     Cell("present" if not failed else "present, with failures", "present")])
+    return Table("tab-overview", "Studies in this run", cols, rows,
+                 "a missing study is shown as missing: nothing in the report is estimated for it")
+
+
+def failures_table(run: RunData) -> Table | None:
+    if not run.failures:
+        return None
+    cols = [Column("cell", numeric=False), Column("status", numeric=False), Column("error", numeric=False)]
+    rows = [[Cell(f.id, f.id), Cell(f.status, f.status, cls="bad"), Cell(f.error, f.error)] for f in run.failures]
+    return Table("tab-failures", "Cells that did not finish", cols, rows,
+                 "failed, hang and crash are results (the filesystem did not survive that cell); error is a "
+                 "failure of the lab itself, retried when the run is resumed")
+
+
+def tools_table(run: RunData) -> Table:
+    cols = [Column("tool", numeric=False), Column("version", numeric=False)]
+    rows = [[Cell(k, k), Cell(v, v)] for k, v in run.tools.items()]
+    return Table("tab-tools", "Tool versions (from the run manifest)", cols, rows)
+
+
+def devices_table(run: RunData) -> Table:
+    keys = ["name", "kind", "ftl", "capacity_bytes", "page_size", "erase_block_bytes"]
+    cols = [Column("device", numeric=False), Column("preset", numeric=False), Column("kind", numeric=False),
+            Column("FTL", numeric=False), Column("capacity", "MiB"), Column("page size", "bytes"),
+            Column("erase block", "KiB")]
+    rows = []
+    for d in run.devices():
+        info = run.device_info(d)
+        vals = [info.get(k) for k in keys]
+
+        def num(v, div=1.0):
+            return Cell(units.fmt(v / div) if isinstance(v, (int, float)) else "—",
+                        v if isinstance(v, (int, float)) else None)
+        rows.append([Cell(d, d), Cell(str(vals[0] or d)), Cell(str(vals[1] or "—")), Cell(str(vals[2] or "—")),
+                     num(vals[3], 1048576.0), num(vals[4]), num(vals[5], 1024.0)])
+    return Table("tab-devices", "Devices (from the run manifest)", cols, rows)

@@ -1,0 +1,104 @@
+"""Load and check the recommendation weights (weights.toml beside this module)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import FlashbedError
+
+DEFAULT_WEIGHTS = Path(__file__).with_name("weights.toml")
+
+
+@dataclass(frozen=True)
+class Criterion:
+    label: str
+    study: str
+    metric: str
+    better: str  # "higher" | "lower"
+    weight: float
+    case: str = "*"  # exact case or glob
+    source: str = "measure"  # "measure" | "device"
+
+    def describe(self) -> str:
+        what = f"{self.study} / {self.case} / {self.metric}" if self.source == "measure" else \
+            f"{self.study} / {self.case} / emulator {self.metric}"
+        return what
+
+
+@dataclass(frozen=True)
+class UseCase:
+    id: str
+    title: str
+    summary: str
+    criteria: tuple[Criterion, ...]
+
+
+@dataclass(frozen=True)
+class Weights:
+    path: Path
+    use_cases: tuple[UseCase, ...]
+    # study -> {"good": [...], "bad": [...]} outcome names for the derived "survived" metric
+    outcomes: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+
+
+def load_weights(path: Path | None = None) -> Weights:
+    path = path or DEFAULT_WEIGHTS
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise FlashbedError(f"recommendation weights file {path} is missing") from None
+    except tomllib.TOMLDecodeError as e:
+        raise FlashbedError(f"{path}: not valid TOML ({e})") from None
+
+    def bad(msg: str) -> FlashbedError:
+        return FlashbedError(f"{path}: {msg} (see the comments at the top of the file)")
+
+    outcomes: dict[str, dict[str, tuple[str, ...]]] = {}
+    for study, spec in (data.get("outcomes") or {}).items():
+        if not isinstance(spec, dict):
+            raise bad(f"[outcomes.{study}] must be a table with good = [...] and bad = [...]")
+        good, badl = spec.get("good", []), spec.get("bad", [])
+        if not all(isinstance(x, str) for x in [*good, *badl]):
+            raise bad(f"[outcomes.{study}] good/bad must be lists of names")
+        outcomes[study] = {"good": tuple(good), "bad": tuple(badl)}
+
+    ucs = []
+    seen: set[str] = set()
+    for i, u in enumerate(data.get("use_case") or []):
+        uid = u.get("id")
+        if not isinstance(uid, str) or not uid:
+            raise bad(f"use case #{i + 1} has no id")
+        if uid in seen:
+            raise bad(f"use case '{uid}' appears twice")
+        seen.add(uid)
+        crits = []
+        for j, c in enumerate(u.get("criterion") or []):
+            where = f"use case '{uid}', criterion #{j + 1}"
+            for k in ("label", "study", "metric", "better", "weight"):
+                if k not in c:
+                    raise bad(f"{where}: '{k}' is missing")
+            unknown = set(c) - {"label", "study", "metric", "better", "weight", "case", "source"}
+            if unknown:
+                raise bad(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+            if c["better"] not in ("higher", "lower"):
+                raise bad(f"{where}: better must be \"higher\" or \"lower\", not {c['better']!r}")
+            w = c["weight"]
+            if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+                raise bad(f"{where}: weight must be a positive number, not {w!r}")
+            src = c.get("source", "measure")
+            if src not in ("measure", "device"):
+                raise bad(f"{where}: source must be \"measure\" or \"device\", not {src!r}")
+            if src == "measure" and "case" not in c:
+                raise bad(f"{where}: 'case' is missing")
+            crits.append(Criterion(label=str(c["label"]), study=str(c["study"]), metric=str(c["metric"]),
+                                   better=c["better"], weight=float(w), case=str(c.get("case", "*")),
+                                   source=src))
+        if not crits:
+            raise bad(f"use case '{uid}' has no criteria")
+        ucs.append(UseCase(id=uid, title=str(u.get("title", uid)), summary=str(u.get("summary", "")),
+                           criteria=tuple(crits)))
+    if not ucs:
+        raise bad("no [[use_case]] tables")
+    return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes)

@@ -1,0 +1,268 @@
+"""The HTML report renders in headless Chromium: no console errors, no page errors, no requests
+outside the file itself, every figure and table present and laid out, sortable tables sort.
+
+Talks to Chromium over the DevTools protocol on a pipe (--remote-debugging-pipe: no port, no
+network). Skipped when no Chromium is installed (Debian: `apt-get install chromium`).
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import importlib.util
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from flashbed.report import compare
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-extensions", "--disable-dev-shm-usage", "--mute-audio", "--hide-scrollbars"]
+DEADLINE = 25.0  # seconds for the whole browser session
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+def _make_runs():
+    """tests/fixtures/report/make_runs.py, loaded once per process (it caches generated reports)."""
+    name = "flashbed_report_test_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "make_runs.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+class DevTools:
+    """A minimal Chrome DevTools Protocol client over --remote-debugging-pipe (fds 3 and 4)."""
+
+    def __init__(self, binary: str, profile: Path):
+        to_r, self._to_w = os.pipe()  # we write commands, the browser reads them on fd 3
+        self._from_r, from_w = os.pipe()  # the browser writes replies and events on fd 4
+        # move the browser's ends above 9 so that the redirections below cannot clash with 3 and 4
+        to_r, from_w = (self._high(fd) for fd in (to_r, from_w))
+        shell = f'exec "$@" 3<&{to_r} 4>&{from_w} {to_r}<&- {from_w}>&-'
+        self.proc = subprocess.Popen(
+            ["bash", "-c", shell, "bash", binary, *CHROMIUM_FLAGS, "--remote-debugging-pipe",
+             f"--user-data-dir={profile}", "about:blank"],
+            pass_fds=(to_r, from_w), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True)
+        os.close(to_r)
+        os.close(from_w)
+        self._buf = b""
+        self._id = 0
+        self.events: list[dict] = []
+        self.deadline = time.monotonic() + DEADLINE
+
+    @staticmethod
+    def _high(fd: int) -> int:
+        new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+        os.close(fd)
+        return new
+
+    def _read_message(self) -> dict:
+        while b"\0" not in self._buf:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer from Chromium in time")
+            r, _, _ = select.select([self._from_r], [], [], left)
+            if not r:
+                continue
+            chunk = os.read(self._from_r, 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium closed the DevTools pipe: "
+                                   + self.proc.stderr.read().decode(errors="replace")[-2000:])
+            self._buf += chunk
+        msg, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(msg)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        data = json.dumps(msg).encode() + b"\0"
+        while data:
+            data = data[os.write(self._to_w, data):]
+        while True:
+            m = self._read_message()
+            if m.get("id") == self._id:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m.get("result", {})
+            self.events.append(m)
+
+    def wait_event(self, method: str, session: str | None = None) -> dict:
+        def match(e: dict) -> bool:
+            return e.get("method") == method and (session is None or e.get("sessionId") == session)
+        for e in self.events:
+            if match(e):
+                return e
+        while True:
+            m = self._read_message()
+            self.events.append(m)
+            if match(m):
+                return m
+
+    def close(self) -> None:
+        try:
+            self._id += 1
+            os.write(self._to_w, json.dumps({"id": self._id, "method": "Browser.close"}).encode() + b"\0")
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+        os.close(self._to_w)
+        os.close(self._from_r)
+        self.proc.stderr.close()
+
+
+# in the page: what is there, how big, and whether a header click sorts
+PAGE_PROBE = r"""
+(() => {
+  const figs = [...document.querySelectorAll("figure.fig")].map(f => {
+    const svg = f.querySelector("svg"); const r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    return {id: f.id, w: r.width, h: r.height, texts: svg ? svg.querySelectorAll("text").length : 0};
+  });
+  const tables = [...document.querySelectorAll("table.sortable")].map(t => ({
+    id: t.id, rows: t.tBodies[0].rows.length, cols: t.tHead.rows[0].cells.length,
+    w: t.getBoundingClientRect().width}));
+  // sort the overview table by its first column, descending then ascending
+  const t = document.getElementById(SORT_TABLE);
+  const first = () => [...t.tBodies[0].rows].map(r => r.cells[0].textContent);
+  const before = first();
+  const th = t.tHead.rows[0].cells[0];
+  th.click(); const asc = first(); th.click(); const desc = first();
+  return JSON.stringify({figs, tables, before, asc, desc, sortable: document.documentElement.dataset.sortable,
+                         ariaSort: th.getAttribute("aria-sort"), title: document.title});
+})()
+"""
+
+
+def render_page(html_path: Path, screenshot: Path, width: int = 1280, height: int = 1000,
+                sort_table: str = "tab-overview") -> dict:
+    """Load the page, probe it, screenshot it; collect every console/page/log problem."""
+    binary = _chromium()
+    assert binary
+    with tempfile.TemporaryDirectory(prefix="flashbed-chromium-") as profile:
+        dt = DevTools(binary, Path(profile))
+        try:
+            target = dt.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+            sid = dt.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+            for m in ("Runtime.enable", "Log.enable", "Page.enable", "Network.enable"):
+                dt.send(m, session=sid)
+            dt.send("Emulation.setDeviceMetricsOverride",
+                    {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=sid)
+            dt.send("Page.navigate", {"url": html_path.resolve().as_uri()}, session=sid)
+            dt.wait_event("Page.loadEventFired", session=sid)
+            expr = PAGE_PROBE.replace("SORT_TABLE", json.dumps(sort_table))
+            probe = dt.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=sid)
+            if "exceptionDetails" in probe:
+                raise AssertionError(f"page probe failed: {probe['exceptionDetails']}")
+            shot = dt.send("Page.captureScreenshot", {"format": "png"}, session=sid)
+            screenshot.write_bytes(base64.b64decode(shot["data"]))
+            events = [e for e in dt.events if e.get("sessionId") == sid]
+        finally:
+            dt.close()
+    problems = []
+    for e in events:
+        m, p = e.get("method"), e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            problems.append(f"page error: {p['exceptionDetails'].get('text')} "
+                            f"{(p['exceptionDetails'].get('exception') or {}).get('description', '')}")
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
+            problems.append(f"console {p['type']}: " + " ".join(str(a.get("value", a.get("description")))
+                                                             for a in p.get("args", [])))
+        elif m == "Log.entryAdded" and p["entry"].get("level") in ("error", "warning"):
+            problems.append(f"log {p['entry']['level']}: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+        elif m == "Network.requestWillBeSent":
+            url = p["request"]["url"]
+            if not url.startswith(("file:", "data:", "about:")):
+                problems.append(f"request outside the report: {url}")
+    return {"probe": json.loads(probe["result"]["value"]), "problems": problems}
+
+
+@pytest.fixture(scope="module")
+def report():
+    run = _make_runs().reported_run()
+    return run / "report.html", json.loads((run / "summary.json").read_text())
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_report_renders_in_headless_chromium(report, tmp_path):
+    html, summary = report
+    t0 = time.monotonic()
+    shot = tmp_path / "report.png"
+    res = render_page(html, shot)
+    assert time.monotonic() - t0 < 30
+    assert res["problems"] == []
+    probe = res["probe"]
+    assert probe["title"].startswith("flashbed report")
+    # every figure and table of summary.json is on the page and laid out
+    fig_ids = [f["id"] for f in probe["figs"]]
+    assert fig_ids == summary["figures"]
+    for f in probe["figs"]:
+        assert f["w"] > 200 and f["h"] > 100, f
+        assert f["texts"] > 5, f  # titles, labels, provenance footer
+    assert [t["id"] for t in probe["tables"]] == summary["tables"]
+    for t in probe["tables"]:
+        assert t["rows"] > 0 and t["cols"] > 1 and t["w"] > 0, t
+    assert int(probe["sortable"]) == len(summary["tables"])
+    # clicking a header sorts (ascending, then descending)
+    assert probe["asc"] == sorted(probe["before"], key=str.lower)
+    assert probe["desc"] == list(reversed(probe["asc"]))
+    assert probe["ariaSort"] == "descending"
+    # the screenshot is a real picture of the page
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (w, h) == (1280, 1000)
+    assert len(png) > 20_000  # not a blank page
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_comparison_renders_in_headless_chromium(tmp_path):
+    gen = _make_runs()
+    a = gen.reported_run()
+    b = gen.make_run(tmp_path / "b", variant="tuned")
+    paths = compare(a, b, tmp_path / "cmp")
+    summary = json.loads(paths.summary.read_text())
+    res = render_page(paths.html, tmp_path / "cmp.png", sort_table="tab-cmp-provenance")
+    assert res["problems"] == []
+    assert [f["id"] for f in res["probe"]["figs"]] == summary["figures"]
+    assert [t["id"] for t in res["probe"]["tables"]] == summary["tables"]
+    assert all(f["w"] > 200 and f["h"] > 100 for f in res["probe"]["figs"])
+    assert res["probe"]["asc"] == sorted(res["probe"]["before"], key=str.lower)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_page_errors_are_caught(tmp_path):
+    """The harness itself: a page that throws and logs an error must be reported."""
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><html><head><title>bad</title></head><body>"
+                    "<table class='sortable' id='tab-overview'><thead><tr><th>x</th></tr></thead>"
+                    "<tbody><tr><td>a</td></tr></tbody></table>"
+                    "<script>console.error('boom'); undefinedFunction();</script></body></html>")
+    res = render_page(page, tmp_path / "bad.png", 400, 300)
+    text = "\n".join(res["problems"])
+    assert "boom" in text and "undefinedFunction" in text

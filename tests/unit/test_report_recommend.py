@@ -1,0 +1,231 @@
+"""Recommendation: the weights file, scoring, ranking, sentences, missing and failed studies."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashbed.errors import FlashbedError
+from flashbed.report import recommendation_text
+from flashbed.report import weights as W
+from flashbed.report.load import load_run
+from flashbed.report.recommend import rank, recommend
+from flashbed.report.units import STUDY_ORDER
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
+
+
+def _generator():
+    """tests/fixtures/report/make_runs.py, loaded once per process (it caches generated reports)."""
+    name = "flashbed_report_test_fixtures"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, FIXTURES / "make_runs.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+gen = _generator()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return gen.make_run(tmp_path_factory.mktemp("rec") / "run")
+
+
+@pytest.fixture(scope="module")
+def recs(run_dir):
+    return recommend(load_run(run_dir))
+
+
+def _by_id(rankings):
+    return {r.use_case.id: r for r in rankings}
+
+
+# ---- the weights file --------------------------------------------------------------
+
+def test_packaged_weights_cover_the_five_use_cases():
+    w = W.load_weights()
+    assert [u.id for u in w.use_cases] == ["boot", "rootfs", "logging", "media", "database"]
+    for u in w.use_cases:
+        assert u.title and u.summary
+        for c in u.criteria:
+            assert c.study in STUDY_ORDER, c
+            assert c.better in ("higher", "lower") and c.weight > 0
+    assert set(w.outcomes) == {"powercut", "corruption"}
+    assert "clean" in w.outcomes["powercut"]["good"] and "hang" in w.outcomes["powercut"]["bad"]
+
+
+def test_weights_file_documents_itself():
+    text = W.DEFAULT_WEIGHTS.read_text()
+    header = text.split("[outcomes", 1)[0]
+    for word in ("label", "study", "case", "metric", "source", "better", "weight", "not measured", "survived"):
+        assert word in header, word
+
+
+@pytest.mark.parametrize("body, message", [
+    ("", "no [[use_case]]"),
+    ("[[use_case]]\nid='x'\n", "has no criteria"),
+    ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='up'\n"
+     "weight=1\n", "better must be"),
+    ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='higher'\n"
+     "weight=-1\n", "weight must be a positive number"),
+    ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\nmetric='m'\nbetter='higher'\nweight=1\n",
+     "'case' is missing"),
+    ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='higher'\n"
+     "weight=1\nwieght=2\n", "unknown field"),
+    ("this is = not toml [", "not valid TOML"),
+])
+def test_bad_weights_file_is_one_clear_line(tmp_path, body, message):
+    p = tmp_path / "w.toml"
+    p.write_text(body)
+    with pytest.raises(FlashbedError) as e:
+        W.load_weights(p)
+    assert message in str(e.value) and str(p) in str(e.value)
+
+
+# ---- scoring -------------------------------------------------------------------------
+
+def _weights(tmp_path, criteria: str) -> W.Weights:
+    p = tmp_path / "w.toml"
+    p.write_text("[[use_case]]\nid = 'db'\ntitle = 'DB'\nsummary = 's'\n" + criteria)
+    return W.load_weights(p)
+
+
+CRIT = """
+[[use_case.criterion]]
+label = "sync write rate"
+study = "bandwidth"
+case = "randwrite 4k direct"
+metric = "iops"
+better = "higher"
+weight = {w1}
+
+[[use_case.criterion]]
+label = "mount time"
+study = "mount"
+case = "*"
+metric = "mount"
+better = "lower"
+weight = {w2}
+"""
+
+
+def _small_run(tmp_path, extra=()):
+    return gen.write_run(tmp_path / "run", [
+        gen.cell("ext4", "bandwidth", [("randwrite 4k direct", "iops", 100.0, "IO/s")]),
+        gen.cell("f2fs", "bandwidth", [("randwrite 4k direct", "iops", 250.0, "IO/s")]),
+        gen.cell("ext4", "mount", [("1024MB fill60 clean", "mount", 0.1, "s")]),
+        gen.cell("f2fs", "mount", [("1024MB fill60 clean", "mount", 0.3, "s")]),
+        *extra,
+    ])
+
+
+def test_scores_are_weighted_ratios_to_the_best(tmp_path):
+    w = _weights(tmp_path, CRIT.format(w1=3, w2=1))
+    run = load_run(_small_run(tmp_path), w)
+    r = rank(run, "emmc-1g", w.use_cases[0])
+    assert [e.fs for e in r.entries] == ["f2fs", "ext4"]
+    f2fs, ext4 = r.entries
+    assert f2fs.score == pytest.approx((3 * 1.0 + 1 * (0.1 / 0.3)) / 4)
+    assert ext4.score == pytest.approx((3 * 0.4 + 1 * 1.0) / 4)
+    # the deciding figures and the trade-off, in one sentence
+    assert f2fs.text.startswith("**f2fs** (score")
+    assert "2.5× ext4's sync write rate (250 IO/s vs 100 IO/s)" in f2fs.text
+    assert "but mount time 3.0× ext4's (0.300 s vs 0.100 s)" in f2fs.text
+    assert "only 0.4× f2fs's sync write rate" in ext4.text
+
+
+def test_weights_decide(tmp_path):
+    w = _weights(tmp_path, CRIT.format(w1=1, w2=5))
+    run = load_run(_small_run(tmp_path), w)
+    assert rank(run, "emmc-1g", w.use_cases[0]).winner.fs == "ext4"
+
+
+def test_failed_scores_zero_and_missing_is_not_scored(tmp_path):
+    w = _weights(tmp_path, CRIT.format(w1=1, w2=1))
+    extra = [gen.cell("btrfs", "bandwidth", [], status="hang", error="fio timed out"),
+             gen.cell("btrfs", "mount", [("1024MB fill60 clean", "mount", 0.2, "s")]),
+             gen.cell("xfs", "bandwidth", [("randwrite 4k direct", "iops", 250.0, "IO/s")])]
+    run = load_run(_small_run(tmp_path, extra), w)
+    r = rank(run, "emmc-1g", w.use_cases[0])
+    by = {e.fs: e for e in r.entries}
+    assert by["btrfs"].values[0].status == "failed" and by["btrfs"].scores[0] == 0.0
+    assert by["btrfs"].complete and by["btrfs"].score == pytest.approx((0 + 0.1 / 0.2) / 2)
+    assert "sync write rate: hang (scores 0)" in by["btrfs"].text
+    # xfs has no mount cell: scored on what it has, marked incomplete, ranked after complete variants
+    assert by["xfs"].values[1].status == "missing" and 1 not in by["xfs"].scores
+    assert not by["xfs"].complete and "incomplete" in by["xfs"].text
+    assert by["xfs"].score == pytest.approx(1.0)
+    assert [e.fs for e in r.entries] == ["ext4", "f2fs", "btrfs", "xfs"]
+
+
+def test_a_missing_study_is_listed_never_guessed(tmp_path):
+    w = _weights(tmp_path, CRIT.format(w1=1, w2=1) + """
+[[use_case.criterion]]
+label = "corruption survived"
+study = "corruption"
+case = "*"
+metric = "survived"
+better = "higher"
+weight = 10
+""")
+    run = load_run(_small_run(tmp_path), w)
+    r = rank(run, "emmc-1g", w.use_cases[0])
+    assert [(i, why) for i, why in r.not_measured] == [(2, "study corruption is not in this run")]
+    assert all(2 not in e.scores for e in r.entries)
+    assert all(e.complete for e in r.entries)
+
+
+def test_fixture_recommendation(recs):
+    emmc = _by_id(recs["emmc-8g"])
+    assert emmc["database"].winner.fs == "f2fs+discard"
+    assert emmc["logging"].winner.fs == "f2fs+discard"
+    # btrfs hung in the sync power-cut cell: it scores 0 there and says so
+    btrfs = next(e for e in emmc["logging"].entries if e.fs == "btrfs")
+    assert "hang" in btrfs.text
+    # corruption did not run: listed as not measured for the root filesystem
+    assert any("corruption" in why for _i, why in emmc["rootfs"].not_measured)
+    # on the raw NAND device only mount/boot ran: ubifs vs jffs2, the rest is not measured
+    nand = _by_id(recs["nand-mlc-2g"])
+    assert nand["boot"].winner.fs == "ubifs"
+    assert nand["database"].entries == [] and len(nand["database"].not_measured) == 6
+
+
+def test_recommendation_text(run_dir):
+    md = recommendation_text(run_dir)
+    assert md.startswith("## Recommendation\n")
+    for title in ("Read-only / boot partition", "Root filesystem", "Data logging (small sync writes)",
+                  "Media recording (big sequential writes)", "Database (random sync writes)"):
+        assert f"#### {title}" in md
+    assert "Choose **f2fs+discard**" in md
+    assert "Not measured (not scored for anyone): corruption survived" in md
+    assert "\n1. **" in md and "×" in md
+
+
+def test_weights_are_read_at_run_time(run_dir, tmp_path, monkeypatch):
+    """Editing the TOML changes the recommendation without touching code."""
+    text = W.DEFAULT_WEIGHTS.read_text()
+    before = _by_id(recommend(load_run(run_dir))["emmc-8g"])["boot"].winner.fs
+    edited = tmp_path / "weights.toml"
+    # make "space used when empty" dominate the boot partition use case: btrfs (3.6 MiB) wins
+    edited.write_text(text.replace('label = "space used when empty"\n  study = "mkfs"\n  case = "empty"\n'
+                                   '  metric = "used"\n  better = "lower"\n  weight = 1',
+                                   'label = "space used when empty"\n  study = "mkfs"\n  case = "empty"\n'
+                                   '  metric = "used"\n  better = "lower"\n  weight = 100'))
+    monkeypatch.setattr(W, "DEFAULT_WEIGHTS", edited)
+    after = _by_id(recommend(load_run(run_dir))["emmc-8g"])["boot"].winner.fs
+    assert before != "btrfs" and after == "btrfs"
+
+
+def test_an_infrastructure_error_is_not_held_against_the_filesystem(tmp_path):
+    w = _weights(tmp_path, CRIT.format(w1=1, w2=1))
+    extra = [gen.cell("btrfs", "bandwidth", [], status="error", error="emulator did not start"),
+             gen.cell("btrfs", "mount", [("1024MB fill60 clean", "mount", 0.1, "s")])]
+    run = load_run(_small_run(tmp_path, extra), w)
+    btrfs = next(e for e in rank(run, "emmc-1g", w.use_cases[0]).entries if e.fs == "btrfs")
+    assert btrfs.values[0].status == "missing" and 0 not in btrfs.scores and not btrfs.complete
