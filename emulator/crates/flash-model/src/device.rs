@@ -59,6 +59,10 @@ pub struct Device {
     pub clock: u64,
     busy_base: u64,
     tmp: Vec<u8>,
+    /// Where the last read / write ended: a request that starts there
+    /// continues the same multi-block command (see `command_overhead`).
+    read_end: u64,
+    write_end: u64,
 }
 
 impl From<FtlError> for IoError {
@@ -92,6 +96,8 @@ impl Device {
             clock: 0,
             busy_base: 0,
             tmp: vec![0; unit as usize],
+            read_end: u64::MAX,
+            write_end: u64::MAX,
             cfg,
             media,
             ftl,
@@ -162,11 +168,24 @@ impl Device {
         }
     }
 
+    /// Firmware time charged for a request. A host stack between the
+    /// filesystem and the device may cut one large transfer into many small
+    /// requests (UML's ubd issues one pread/pwrite per 4 KiB page); a request
+    /// that starts exactly where the previous one of its kind ended is the same
+    /// multi-block command continuing (eMMC/SD stream it as one), so only the
+    /// first pays the per-command overhead.
+    fn command_overhead(end: &mut u64, off: u64, len: u64, ns: u64) -> u64 {
+        let continues = *end == off;
+        *end = off.saturating_add(len);
+        if continues { 0 } else { ns }
+    }
+
     /// Host read of `buf.len()` bytes at `off`, arriving at `t` (ns).
     pub fn read(&mut self, t: u64, off: u64, buf: &mut [u8]) -> Result<u64, IoError> {
         self.begin(t, off, buf.len() as u64)?;
         let arrival = t;
-        let t = self.media.tl.command(t, self.cfg.timing.read_overhead_ns);
+        let ovh = Self::command_overhead(&mut self.read_end, off, buf.len() as u64, self.cfg.timing.read_overhead_ns);
+        let t = self.media.tl.command(t, ovh);
         let keeps = self.media.keeps_data();
         let mut done = t;
         let mut pos = 0usize;
@@ -293,7 +312,8 @@ impl Device {
     pub fn write(&mut self, t: u64, off: u64, data: &[u8]) -> Result<u64, IoError> {
         self.begin(t, off, data.len() as u64)?;
         let arrival = t;
-        let t = self.media.tl.command(t, self.cfg.timing.write_overhead_ns);
+        let ovh = Self::command_overhead(&mut self.write_end, off, data.len() as u64, self.cfg.timing.write_overhead_ns);
+        let t = self.media.tl.command(t, ovh);
         match self.write_inner(t, off, data) {
             Ok(done) => {
                 self.host.writes += 1;
