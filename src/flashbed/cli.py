@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
                    help="override a study parameter, e.g. bigfile.size=256M")
+    r.add_argument("--iterations", type=int, help="power cuts / corruption runs per cell (powercut, corruption)")
     r.add_argument("--jobs", type=int, help="cells at once (default: cores)")
     r.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
     r.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
@@ -143,6 +144,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
+ITERATION_STUDIES = ("powercut", "corruption")
+
+
 def _split(values: list[str] | None) -> tuple[str, ...]:
     return tuple(x.strip() for v in (values or []) for x in v.split(",") if x.strip())
 
@@ -175,16 +179,26 @@ def _run(args: argparse.Namespace) -> int:
     from .run import execute
     from .store import RunStore, resolve_run
     if args.resume:
-        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed") if getattr(args, o)]
+        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations") if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
         req = PlanRequest(**{k: tuple(v) if isinstance(v, list) else v
                              for k, v in store.manifest()["request"].items()})
     else:
+        overrides = _overrides(args.set)
+        studies = _split(args.study)
+        if args.iterations is not None:
+            looping = [s for s in studies if s in ITERATION_STUDIES]
+            if args.iterations < 1:
+                raise FlashbedError("--iterations must be at least 1")
+            if not looping:
+                raise FlashbedError("--iterations applies to --study " + " or ".join(ITERATION_STUDIES))
+            for s in looping:
+                overrides.setdefault(s, {})["iterations"] = args.iterations
         req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
-                          studies=_split(args.study), repeat=args.repeat if args.repeat is not None else 1,
-                          seed=args.seed if args.seed is not None else 1, overrides=_overrides(args.set))
+                          studies=studies, repeat=args.repeat if args.repeat is not None else 1,
+                          seed=args.seed if args.seed is not None else 1, overrides=overrides)
         store = RunStore(args.out or Path("runs") / req.run_id())
     if args.jobs is not None and args.jobs < 1:
         raise FlashbedError("--jobs must be at least 1")

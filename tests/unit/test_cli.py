@@ -11,3 +11,15 @@ def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["run", "--study", "mkfs", "--iterations", "5"], "--iterations applies to --study powercut or corruption"),
+    (["run", "--resume", "x", "--fs", "ext4"], "--resume finishes the run's own plan; drop --fs"),
+    (["run", "--set", "bigfile"], "bad --set 'bigfile'"),
+    (["run", "--device", "emmc-9g", "--study", "mkfs"], "unknown device preset 'emmc-9g'"),
+])
+def test_bad_run_options_are_one_line(argv, words, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
