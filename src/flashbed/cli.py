@@ -133,7 +133,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "report":
         return _report(args)
     if args.command == "bench":
-        from . import bench
+        from .bench import devices as bench
         if args.bench_cmd == "fuse":
             if args.runs < 1:
                 raise FlashbedError("--runs must be at least 1")

@@ -72,6 +72,7 @@ fn main() {
         Some("describe") => describe(&args[1..]),
         Some("presets-check") => presets_check(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => println!("{USAGE}"),
+        Some("-V") | Some("--version") => println!("flashbed-emu {}", env!("CARGO_PKG_VERSION")),
         Some(other) => die(format!("unknown command `{other}`\n{USAGE}")),
         None => die(USAGE),
     }

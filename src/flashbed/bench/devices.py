@@ -13,12 +13,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .devices import presets
-from .devices.session import DeviceSession
-from .errors import FlashbedError
-from .lab.kernel import KernelInfo, ensure_kernel
-from .lab.uml import BootSpec, Step, boot
-from .studies import fio
+from ..devices import presets
+from ..devices.session import DeviceSession
+from ..errors import FlashbedError
+from ..lab.kernel import KernelInfo, ensure_kernel
+from ..lab.uml import BootSpec, Step, boot
+from ..studies import fio
 
 MiB = 1 << 20
 
