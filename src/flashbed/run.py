@@ -7,6 +7,7 @@ rerun of the same command after a crash or Ctrl-C completes only the rest.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -75,7 +76,8 @@ def execute(plan: Plan, store: RunStore, jobs: int | None = None, executor: str 
     run_id = store.root.name
     if store.exists():
         old = store.manifest()
-        if old.get("request") != asdict(plan.request):
+        # compare as stored: JSON has lists where the request has tuples
+        if old.get("request") != json.loads(json.dumps(asdict(plan.request))):
             raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new run, "
                                 f"or `flashbed run --resume {run_id}` to finish that one")
     else:

@@ -40,7 +40,10 @@ class Bandwidth(Study):
         p = spec.params
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "bw.$filenum",
                   "size": p["size"], "nrfiles": p["nrfiles"], "numjobs": 1, "runtime": p["runtime"],
-                  "iodepth": 1}
+                  "iodepth": 1,
+                  # lay files out with real writes: fallocated (unwritten) extents read
+                  # back as zeroes without touching the device
+                  "fallocate": "none"}
         steps = make_and_mount(spec.variant)
         fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "write", "bs": "1M", "create_only": 1}}, common)
         steps.append(Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800))

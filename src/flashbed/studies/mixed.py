@@ -30,7 +30,10 @@ class Mixed(Study):
         per_job = p["size"] // len(JOBS)
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "mixed.$jobname.$filenum",
                   "size": per_job, "nrfiles": max(1, p["nrfiles"] // len(JOBS)), "runtime": p["runtime"],
-                  "direct": p.get("direct", 1), "iodepth": 1, "randseed": spec.seed}
+                  "direct": p.get("direct", 1), "iodepth": 1,
+                  # lay files out with real writes: fallocated (unwritten) extents read
+                  # back as zeroes without touching the device
+                  "fallocate": "none", "randseed": spec.seed}
         fio.job_file(run_dir / "mixed-layout.fio",
                      {n: {"rw": "write", "bs": "1M", "create_only": 1} for n in JOBS}, common)
         fio.job_file(run_dir / "mixed.fio", JOBS, common)
