@@ -135,8 +135,8 @@ def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
 MTD_UNDER_TEST = 1
 
 
-def ubi_attach_cmd(mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
-    return f"ubiattach -m {mtd} -d {ubi}"
+def ubi_attach_cmd(mtd: int = MTD_UNDER_TEST, ubi: int = 0, vid_offset: int | None = None) -> str:
+    return f"ubiattach -m {mtd} -d {ubi}" + (f" -O {vid_offset}" if vid_offset else "")
 
 
 def ubi_make_volume_cmd(ubi: int = 0) -> str:
@@ -152,8 +152,10 @@ def raw_device(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
     return f"ubi{ubi}:{UBI_VOLUME}" if fs.fstype == "ubifs" else f"mtd{mtd}"
 
 
-def raw_make_cmds(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> list[str]:
+def raw_make_cmds(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0,
+                  vid_offset: int | None = None) -> list[str]:
     """Format the MTD device for this filesystem (and attach UBI for UBIFS)."""
     if fs.fstype == "ubifs":
-        return [fs.make_cmd(f"/dev/mtd{mtd}"), ubi_attach_cmd(mtd, ubi), ubi_make_volume_cmd(ubi)]
+        fmt = shlex.join([*fs.mkfs, *(["-O", str(vid_offset)] if vid_offset else []), f"/dev/mtd{mtd}"])
+        return [fmt, ubi_attach_cmd(mtd, ubi, vid_offset), ubi_make_volume_cmd(ubi)]
     return [shlex.join([*fs.mkfs, f"/dev/mtd{mtd}", "0", "0"])]

@@ -90,7 +90,7 @@ def make_plan(req: PlanRequest) -> Plan:
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
                                               variant=v, params=params, seed=r.seed + rep))
         if not placed:
-            kinds = "raw NAND (e.g. nand-mlc-2g)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
+            kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
     if not cells:
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together")

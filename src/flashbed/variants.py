@@ -59,6 +59,7 @@ class FsVariant:
     lower: Filesystem | None = None  # layered: the filesystem holding the image file
     mkfs_extra: tuple[str, ...] = ()
     mount_extra: tuple[str, ...] = ()
+    ubi_vid_offset: int | None = None  # UBI VID header offset (no sub-pages), from the device
 
     @property
     def media(self) -> str:
@@ -75,7 +76,7 @@ class FsVariant:
     def _base_make(self) -> list[str]:
         b = self.base
         if b.media == "mtd":
-            return fscat.raw_make_cmds(b)
+            return fscat.raw_make_cmds(b, vid_offset=self.ubi_vid_offset)
         extra = () if self.lower else self.mkfs_extra
         return [shlex.join([*b.mkfs, *extra, "/dev/ubda"])]
 
@@ -102,6 +103,9 @@ class FsVariant:
             return [f"mountpoint -q {LOWER_MNT} || " + self.lower.mount_cmd(self._base_mount_dev(), LOWER_MNT),
                     self.fs.mount_cmd(IMAGE, mnt, ("loop", *self.mount_extra))]
         return [self.fs.mount_cmd(self._base_mount_dev(), mnt, self.mount_extra)]
+
+    def ubi_attach_cmd(self) -> str:
+        return fscat.ubi_attach_cmd(vid_offset=self.ubi_vid_offset)
 
     def umount_cmds(self, mnt: str = "/mnt") -> list[str]:
         return [f"umount {mnt}"] + ([f"umount {LOWER_MNT}"] if self.lower else [])
@@ -141,8 +145,9 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             mount_extra += mo
         else:
             mount_extra += MOUNT_TAGS[t]
+    vid = (device.info.get("ubi") or {}).get("vid_hdr_offset") if device is not None else None
     return FsVariant(spec=spec, fs=fs, lower=lower, mkfs_extra=tuple(mkfs_extra),
-                     mount_extra=tuple(mount_extra))
+                     mount_extra=tuple(mount_extra), ubi_vid_offset=vid)
 
 
 def check_device(v: FsVariant, dev: Device) -> None:
@@ -152,6 +157,10 @@ def check_device(v: FsVariant, dev: Device) -> None:
         raise FlashbedError(
             f"{v.spec} needs a {'raw NAND (nandsim)' if want == 'nandsim' else 'block'} device, "
             f"but {dev.label} is {'raw NAND' if dev.kind == 'nandsim' else 'a block device'}")
+    if v.base.media == "mtd" and dev.info.get("cell") in ("mlc", "tlc"):
+        raise FlashbedError(
+            f"{v.spec}: the kernel's {v.base.name} refuses {dev.info['cell'].upper()} NAND ({dev.label}); "
+            f"use an SLC preset with the same geometry, e.g. nand-2g-4k")
     if dev.capacity < v.min_size:
         raise FlashbedError(f"{v.spec} needs at least {v.min_size // (1 << 20)} MiB, "
                             f"but {dev.label} has {dev.capacity // (1 << 20)} MiB: use --capacity")

@@ -42,9 +42,9 @@ def test_bad_requests_fail_before_any_cell_runs(req, words):
 
 
 def test_raw_and_block_filesystems_go_to_their_own_devices():
-    plan = make_plan(PlanRequest(fs=("ext4", "ubifs"), devices=(PLAIN, "nand-mlc-2g@128M"), studies=("mkfs",)))
+    plan = make_plan(PlanRequest(fs=("ext4", "ubifs"), devices=(PLAIN, "nand-2g-4k@128M"), studies=("mkfs",)))
     placed = {(c.key.fs, c.key.device) for c in plan.cells}
-    assert placed == {("ext4", PLAIN), ("ubifs", "nand-mlc-2g@128M")}
+    assert placed == {("ext4", PLAIN), ("ubifs", "nand-2g-4k@128M")}
 
 
 def result(key, status="ok"):

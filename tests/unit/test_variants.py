@@ -59,3 +59,15 @@ def test_device_kind_and_size_are_checked():
                    erase_block=1 << 20, preset_capacity=64 << 20)
     with pytest.raises(FlashbedError, match="xfs needs at least"):
         variants.check_device(variants.parse("xfs"), small)
+
+
+def test_raw_nand_filesystems_refuse_mlc_and_take_the_ubi_layout_from_the_device():
+    from flashbed.devices import presets
+    with pytest.raises(FlashbedError, match="refuses MLC NAND .* nand-2g-4k"):
+        variants.check_device(variants.parse("ubifs"), presets.load_spec("nand-mlc-2g@128M"))
+    dev = presets.load_spec("nand-2g-4k@128M")
+    v = variants.parse("ubifs", dev)
+    variants.check_device(v, dev)
+    cmds = v.make_cmds()
+    assert cmds[0] == "ubiformat -y -q -O 4096 /dev/mtd1" and cmds[1].endswith("-O 4096")
+    assert v.ubi_attach_cmd() == "ubiattach -m 1 -d 0 -O 4096"

@@ -137,6 +137,7 @@ def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
                             f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}")
     info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
             "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),
-            "description": data.get("description", ""), "nandsim": dict(data["nandsim"])}
+            "description": data.get("description", ""), "nandsim": dict(data["nandsim"]),
+            "ubi": dict(data.get("ubi", {}))}
     return Device(name=name, path=path, kind="nandsim", capacity=cap, page_size=page, erase_block=eb,
                   preset_capacity=chip, info=info)

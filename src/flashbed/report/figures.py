@@ -245,7 +245,7 @@ def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: 
         return _finish(ctx, fig, fig_id, title, device, fss, study, ns)
 
 
-_MOUNT_RE = re.compile(r"^(\d+)\s*MB\s+fill(\d+)\s+(clean|unclean)$")
+_MOUNT_RE = re.compile(r"^(\d+)\s*Mi?B\s+fill(\d+)\s+(clean|unclean)$")
 
 
 def mount_figures(ctx: Ctx, device: str) -> list[Figure]:

@@ -28,7 +28,7 @@ class Mount(Study):
         return [(f"fill{pct}", {**p, "fill": pct}) for pct in p["fills"]]
 
     def label(self, spec: CellSpec, clean: bool) -> str:
-        return f"{spec.device.capacity // 1_000_000}MB fill{spec.params['fill']} {'clean' if clean else 'unclean'}"
+        return f"{spec.device.capacity >> 20}MiB fill{spec.params['fill']} {'clean' if clean else 'unclean'}"
 
     def _fill(self, spec: CellSpec) -> list[Step]:
         pct = spec.params["fill"]
@@ -54,7 +54,7 @@ class Mount(Study):
             Step("umount", f"umount {MNT}", timeout=600),
             Step("detach", "ubidetach -d 0", timeout=600),
             drop_caches(),
-            Step("attach-clean", "ubiattach -m 1 -d 0", timeout=600),
+            Step("attach-clean", v.ubi_attach_cmd(), timeout=600),
             Step("mount-clean", f"mount -t ubifs ubi0:flashbed {MNT}", timeout=600),
             Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
                  timeout=600),
@@ -69,7 +69,7 @@ class Mount(Study):
             Step("umount-cut", f"umount {MNT}", timeout=600, may_fail=True),
             Step("detach-cut", "ubidetach -d 0", timeout=600),
             drop_caches("drop-caches-cut"),
-            Step("attach-unclean", "ubiattach -m 1 -d 0", timeout=600),
+            Step("attach-unclean", v.ubi_attach_cmd(), timeout=600),
             Step("mount-unclean", f"mount -t ubifs ubi0:flashbed {MNT}", timeout=600),
             Step("umount-unclean", f"umount {MNT}", timeout=600),
         ]
