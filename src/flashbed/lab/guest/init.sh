@@ -12,13 +12,15 @@ fail() { echo "FLASHBED-INIT FAILED: $*"; exec /usr/bin/python3 -S -I -c 'import
 mount -t proc proc /proc || fail "mount /proc"
 mount -t sysfs sysfs /sys || fail "mount /sys"
 mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev || fail "mount /dev"
-mount -t tmpfs -o mode=0755,size=256m run /run || fail "mount /run"
-for d in etc var root; do
+mount -t tmpfs -o mode=0755,size=1g run /run || fail "mount /run"
+# /tmp too is an overlay, not a bare tmpfs: flashbed itself (and the files the
+# agent runs) may live under the host's /tmp, e.g. in a fresh clone
+for d in etc var root tmp; do
     mkdir -p /run/.ov/$d/upper /run/.ov/$d/work
     mount -t overlay overlay -o lowerdir=/$d,upperdir=/run/.ov/$d/upper,workdir=/run/.ov/$d/work /$d \
         || fail "overlay on /$d"
 done
-mount -t tmpfs -o mode=1777 tmp /tmp || fail "mount /tmp"
+chmod 1777 /tmp
 mkdir -p /dev/pts /dev/shm /dev/mqueue
 mount -t devpts devpts /dev/pts
 mount -t tmpfs -o mode=1777 shm /dev/shm
