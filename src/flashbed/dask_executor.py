@@ -14,6 +14,8 @@ from .progress import Progress
 from .store import RunStore
 from .studies.base import CellSpec
 
+WORKER_WAIT = 60.0  # seconds
+
 
 def run_dask(todo: list[CellSpec], kernel: KernelInfo, store: RunStore, prov: dict, scheduler: str,
              progress: Progress) -> None:
@@ -28,8 +30,12 @@ def run_dask(todo: list[CellSpec], kernel: KernelInfo, store: RunStore, prov: di
     except OSError as e:
         raise FlashbedError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
     with client:
-        if not client.scheduler_info().get("workers"):
-            raise FlashbedError(f"the Dask scheduler at {scheduler} has no workers: start `dask worker {scheduler}`")
+        try:
+            # a worker started just before may still be registering
+            client.wait_for_workers(1, timeout=WORKER_WAIT)
+        except TimeoutError:
+            raise FlashbedError(f"the Dask scheduler at {scheduler} has no workers after {WORKER_WAIT:.0f}s: "
+                                f"start `dask worker {scheduler}`") from None
         futures = {}
         for spec in todo:
             # pure=False: a rerun of the same cell is real work, not a cached value
