@@ -32,6 +32,15 @@ PROFILES: dict[str, dict[str, Any]] = {
         "boot": {"mb": 15},
         "mkfs": {},
         "cpu": {"size": 32 * MiB},
+        # failure studies (not in MAIN_STUDIES: run them with --study)
+        "powercut": {"iterations": 20, "modes": ["sync", "async"], "cut_min": 0.5, "cut_max": 3.0,
+                     "max_file": 1 * MiB, "max_files": 64, "nand_cut_min": 4, "nand_cut_max": 120},
+        "corruption": {"iterations": 15, "modes": ["after", "alternate"], "features": ["corrupt", "drop"],
+                       "corrupt_after": 10, "tail": 3, "alternate_seconds": 5, "round_seconds": 1.0,
+                       "big_mb": 30, "many_count": 30, "many_mb": 1},
+        "badblocks": {"iterations": 5, "files": 8, "file_size": 1 * MiB, "file_blocks": 8, "random_blocks": 32,
+                      "raw_cases": ["badblocks", "weakblocks", "weakpages", "bitflips"], "nand_bad": 8,
+                      "nand_bitflips": 4},
     },
     "paper": {
         "device": "emmc-8g",
@@ -47,6 +56,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         "boot": {"mb": 15},
         "mkfs": {},
         "cpu": {"size": 256 * MiB},
+        "powercut": {"iterations": 226, "modes": ["sync", "async"], "cut_min": 0.5, "cut_max": 3.0,
+                     "max_file": 1 * MiB, "max_files": 64, "nand_cut_min": 4, "nand_cut_max": 120},
+        "corruption": {"iterations": 15, "modes": ["after", "alternate"], "features": ["corrupt", "drop"],
+                       "corrupt_after": 10, "tail": 3, "alternate_seconds": 5, "round_seconds": 1.0,
+                       "big_mb": 30, "many_count": 30, "many_mb": 1},
+        "badblocks": {"iterations": 5, "files": 8, "file_size": 1 * MiB, "file_blocks": 8, "random_blocks": 32,
+                      "raw_cases": ["badblocks", "weakblocks", "weakpages", "bitflips"], "nand_bad": 8,
+                      "nand_bitflips": 4},
     },
 }
 

@@ -19,7 +19,7 @@ from .studies.base import CellSpec
 
 
 def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None) -> CellResult:
+             provenance: dict[str, Any] | None = None, pace: str = "real") -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
     study = STUDIES[spec.key.study]
@@ -29,7 +29,7 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
     prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
                  "kernel": kernel.release, "variant": spec.variant.spec, "params": spec.params, "seed": spec.seed})
     try:
-        with DeviceSession(spec.device, scratch, seed=spec.seed) as dev:
+        with DeviceSession(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()
 
             def host(call: str, args: dict) -> Any:
@@ -61,7 +61,8 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                 dev.restart_if_cut()
                 study.before_boot(spec, i, logs)
                 bspec = BootSpec(run_dir=logs / f"boot{i}" if len(steps_per_boot) > 1 else logs,
-                                 steps=tuple(steps), disks=dev.disks(), nandsim=dev.nandsim(),
+                                 steps=tuple(steps), disks=dev.disks(),
+                                 nandsim=study.nandsim(spec, dev.nandsim()),
                                  mem_mb=dev.mem_mb(), timeout=_budget(steps))
                 if bspec.run_dir != logs:
                     _share(logs, bspec.run_dir)
@@ -75,8 +76,10 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                     break
         outcome = study.parse(spec, boots, logs)
         status = outcome.status
-        hang = next((b for b in boots if b.status == "hang"), None)
-        crash = next((b for b in boots if b.status == "crash"), None)
+        # an iteration study counts a hung or crashed boot among its results
+        judged = [] if study.continue_after_failure else boots
+        hang = next((b for b in judged if b.status == "hang"), None)
+        crash = next((b for b in judged if b.status == "crash"), None)
         if hang:
             status = "hang"
         elif crash:

@@ -1,16 +1,20 @@
 """The published studies, one module each; STUDIES maps a name to its study."""
 
 from .appio import AppIO
+from .badblocks import BadBlocks
 from .bandwidth import Bandwidth
 from .base import Study
 from .bigfile import BigFile
 from .boot import Boot
+from .corruption import Corruption
 from .cpu import Cpu
 from .mixed import Mixed
 from .mkfs import Mkfs
 from .mount import Mount
 from .overwrite import Overwrite
+from .powercut import PowerCut
 from .smallfiles import SmallFiles
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
-    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu())}
+    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu(), PowerCut(),
+    Corruption(), BadBlocks())}

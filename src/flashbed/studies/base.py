@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices.presets import Device
-from ..lab.uml import AGENT, BootResult, Step
+from ..lab.uml import AGENT, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
 from ..variants import FsVariant
 
@@ -62,6 +62,10 @@ class Study:
 
     def before_boot(self, spec: "CellSpec", index: int, run_dir: Path) -> None:
         """Hook run on the host before boot `index` (e.g. to prepare its files)."""
+
+    def nandsim(self, spec: "CellSpec", nand: "Nandsim | None") -> "Nandsim | None":
+        """The raw NAND the lab gets (e.g. with bad blocks or bit flips in `extra`)."""
+        return nand
 
     def cases(self, profile: dict[str, Any], device: Device) -> list[tuple[str, dict[str, Any]]]:
         """Split into cells: [(case name, params)]; one unnamed case by default."""

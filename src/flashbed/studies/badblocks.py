@@ -1,0 +1,254 @@
+"""`badblocks`: unreadable blocks, failing erases and programs, bit flips:
+which filesystems notice, which return errors, which lose data silently.
+
+Block devices, case `dust` (one lab boot per iteration): the filesystem is
+made on dm-dust (passing everything through), files are written and synced,
+the filesystem is unmounted; then seeded bad blocks are added (some under the
+files' data, found with FIEMAP, some anywhere in the used part of the device)
+and dm-dust is enabled: reading a bad block fails with EIO, writing it
+"remaps" it (as a drive would). Mount, read every file, probe a write,
+unmount; then remove dm-dust, mount the bare device and read every file again
+(did the filesystem damage anything while the blocks were bad?), and run the
+read-only checker.
+
+Raw NAND, cases `badblocks` (factory-marked bad blocks), `weakblocks` (blocks
+whose erase fails after a few erases: grown bad blocks), `weakpages` (pages
+whose program fails after a few writes) and `bitflips` (random bit flips on
+reads, beyond what ECC corrects at times), all nandsim module parameters on
+the lab's kernel command line, seeded per iteration: make the filesystem,
+write and sync the files, unmount (and detach UBI), re-attach, mount, read
+every file; the kernel log says whether the stack noticed.
+
+Outcomes (metric "outcome:<name>", counts), per case:
+  per iteration: mounts / read-only / unmountable / hang / error (set-up
+  failed, e.g. mkfs refused the device); noticed (the filesystem, or UBI
+  under it, logged the fault: an error, corruption, checksum, ECC, bad block,
+  scrub or torture message of its own; the block layer's generic I/O error
+  lines do not count), needs-fsck (block:
+  the checker found damage after the bad blocks were gone)
+  per file while the fault is present: intact / io-error / zeroed / truncated /
+  silently-corrupted / missing; per file afterwards (block only):
+  after:intact / after:damaged (damage that outlived the bad blocks).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import re
+from pathlib import Path
+
+from .. import filesystems as fscat
+from ..lab.uml import BootResult, Nandsim, Step
+from ..results import Measurement
+from .base import MNT, CellSpec, MiB, Outcome, Study, m, step_json
+from .corruption import FILE_OUTCOMES, HANG, on_dm
+from .powercut import PCW, RUN
+
+DUST_NAME = "fbdust"
+DM = f"/dev/mapper/{DUST_NAME}"
+DMSETUP = "dmsetup --noudevsync"
+SECTORS = "$(blockdev --getsz /dev/ubda)"
+RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
+ITER_OUTCOMES = ("mounts", "read-only", "unmountable", "hang")
+# kernel lines in which the filesystem (or UBI under it) says it met the fault
+FS_PREFIX = {"ext2": r"EXT2-fs", "ext3": r"EXT[34]-fs", "ext4": r"EXT4-fs", "xfs": r"XFS", "btrfs": r"BTRFS",
+             "f2fs": r"F2FS-fs", "nilfs2": r"NILFS", "vfat": r"FAT-fs", "exfat": r"exFAT-fs",
+             "ubifs": r"UBIFS|ubi\d", "jffs2": r"jffs2|JFFS2"}
+FAULT_WORDS = r"error|corrupt|bad|fail|crc|checksum|ecc|bit-?flip|scrub|tortur|i/o|uncorrectable"
+# statistics lines that name those words without reporting a fault
+BENIGN = r"PEBs: \d|I/O unit sizes|bad PEB handling|errors=|error_remount|Quota mode"
+
+
+def noticed(kmsg: str, fstype: str) -> bool:
+    prefix = FS_PREFIX.get(fstype, fstype)
+    return any(re.search(prefix, line) and re.search(FAULT_WORDS, line, re.IGNORECASE) and not re.search(BENIGN, line)
+               for line in kmsg.splitlines())
+
+
+def nand_faults(case: str, seed: int, blocks: int, pages_per_block: int, p: dict) -> dict[str, str]:
+    """nandsim parameters for one iteration (seeded)."""
+    rng = random.Random(f"badblocks/{case}/{seed}")
+    lo = 2  # keep the first blocks good: UBI/JFFS2 need somewhere to start
+    n = int(p.get("nand_bad", 8))
+    pick = sorted(rng.sample(range(lo, blocks), min(n, blocks - lo)))
+    if case == "badblocks":
+        return {"badblocks": ",".join(map(str, pick))}
+    if case == "weakblocks":
+        return {"weakblocks": ",".join(f"{b}:{rng.randint(0, 3)}" for b in pick)}
+    if case == "weakpages":
+        pages = sorted(rng.sample(range(lo * pages_per_block, blocks * pages_per_block), n))
+        return {"weakpages": ",".join(f"{pg}:{rng.randint(0, 3)}" for pg in pages)}
+    if case == "bitflips":
+        return {"bitflips": str(int(p.get("nand_bitflips", 4)))}
+    raise ValueError(f"unknown badblocks case {case}")
+
+
+class BadBlocks(Study):
+    name = "badblocks"
+    description = "bad/weak blocks and bit flips (dm-dust, nandsim): noticed, errors, silent loss"
+    device_stats = False
+    continue_after_failure = True
+
+    def cases(self, profile, device):
+        p = dict(profile.get(self.name, {}))
+        if device.kind == "nandsim":
+            names = p.get("raw_cases", list(RAW_CASES))
+            names = names.split(",") if isinstance(names, str) else names
+            return [(c, {**p, "fault": c}) for c in names]
+        return [("dust", {**p, "fault": "dust"})]
+
+    def _files(self, spec: CellSpec, i: int) -> str:
+        p = spec.params
+        count = int(p.get("files", 8))
+        size = int(p.get("file_size", 1 * MiB))
+        if spec.variant.media == "mtd":
+            size = min(size, spec.device.capacity // (4 * count))
+        return f"--count {count} --size {size} --seed {spec.seed * 1000 + i}"
+
+    def _n(self, spec: CellSpec) -> int:
+        return int(spec.params.get("iterations", 5))
+
+    def nandsim(self, spec: CellSpec, nand: Nandsim | None) -> Nandsim | None:
+        if nand is None:
+            return None
+        i = getattr(self, "_boot_index", {}).get(spec.key, 0)
+        blocks = spec.device.capacity // spec.device.erase_block
+        ppb = spec.device.erase_block // spec.device.page_size
+        faults = nand_faults(spec.params["fault"], spec.seed * 1000 + i, blocks, ppb, spec.params)
+        return dataclasses.replace(nand, extra={**nand.extra, **faults})
+
+    def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
+        # the nandsim faults differ per iteration; nandsim() is asked right after this
+        if not hasattr(self, "_boot_index"):
+            self._boot_index = {}
+        self._boot_index[spec.key] = index
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        return [self._raw(spec, i) if spec.variant.media == "mtd" else self._dust(spec, i)
+                for i in range(self._n(spec))]
+
+    def _dust(self, spec: CellSpec, i: int) -> list[Step]:
+        v = spec.variant
+        p = spec.params
+        t = float(p.get("step_timeout", 120))
+        files = self._files(spec, i)
+        steps = [
+            Step("dm-create", f"{DMSETUP} create {DUST_NAME} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && "
+                              f"{{ [ -b {DM} ] || dmsetup mknodes; }} && dmsetup message {DUST_NAME} 0 quiet",
+                 timeout=60),
+            *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), DM))],
+            *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
+            Step("write", f"{PCW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
+            Step("place", f"{PCW} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
+                          f"--file-blocks {int(p.get('file_blocks', 8))} "
+                          f"--random-blocks {int(p.get('random_blocks', 32))} > {RUN}/dust.json; "
+                          f"rc=$?; cat {RUN}/dust.json; exit $rc", timeout=120),
+            *[Step(f"umount{j}" if j else "umount", c, timeout=t) for j, c in enumerate(v.umount_cmds(MNT))],
+            Step("enable", f"sync; echo 3 > /proc/sys/vm/drop_caches; dmsetup message {DUST_NAME} 0 enable",
+                 timeout=60),
+            Step("kmsg-clear", "dmesg -C", timeout=30, may_fail=True),
+            *[Step(f"mount-bad{j}" if j else "mount-bad", c, timeout=t, may_fail=True)
+              for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
+            Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
+                 may_fail=True),
+            Step("umount-bad", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
+                 may_fail=True),
+            Step("kmsg", "dmesg", timeout=30, may_fail=True),
+            Step("dm-remove", f"{DMSETUP} remove {DUST_NAME}", timeout=60, may_fail=True),
+            *[Step(f"remount{j}" if j else "remount", c, timeout=t, may_fail=True)
+              for j, c in enumerate(v.mount_cmds(MNT))],
+            Step("inspect-after", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}",
+                 timeout=t, may_fail=True),
+            Step("umount2", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
+                 may_fail=True),
+        ]
+        if v.check_cmd():
+            steps.append(Step("fsck", v.check_cmd(), timeout=float(p.get("fsck_timeout", 300)), may_fail=True))
+        return steps
+
+    def _raw(self, spec: CellSpec, i: int) -> list[Step]:
+        v = spec.variant
+        fs = v.base
+        t = float(spec.params.get("step_timeout", 120))
+        files = self._files(spec, i)
+        mount = v.mount_cmds(MNT)
+        remount = ([fscat.ubi_detach_cmd(), "dmesg -C", fscat.ubi_attach_cmd()] if fs.fstype == "ubifs"
+                   else ["dmesg -C"])
+        return [
+            *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(v.make_cmds())],
+            *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(mount)],
+            Step("write", f"{PCW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600, may_fail=True),
+            Step("umount", f"umount {MNT}", timeout=t, may_fail=True),
+            *[Step(f"reattach{j}", c, timeout=t, may_fail=True) for j, c in enumerate(remount)],
+            *[Step(f"mount-bad{j}" if j else "mount-bad", c, timeout=t, may_fail=True) for j, c in enumerate(mount)],
+            Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
+                 may_fail=True),
+            Step("umount-bad", f"! mountpoint -q {MNT} || umount {MNT}", timeout=t, may_fail=True),
+            Step("kmsg", "dmesg", timeout=30, may_fail=True),
+        ]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        case = spec.key.case
+        n = self._n(spec)
+        counts: dict[str, int] = {o: 0 for o in (*ITER_OUTCOMES, "noticed", *FILE_OUTCOMES)}
+        records = []
+        for i in range(n):
+            res = boots[i] if i < len(boots) else None
+            outcome, why = self._classify(res, spec)
+            counts[outcome] = counts.get(outcome, 0) + 1
+            rec = {"i": i, "outcome": outcome, "why": why}
+            if outcome == "hang" and res is not None:
+                rec["console"] = res.console_log
+            if res is not None and outcome not in ("error",):
+                kmsg = res.step("kmsg")
+                seen = noticed(kmsg.stdout if kmsg else "", spec.variant.base.fstype)
+                rec["noticed"] = seen
+                counts["noticed"] += seen
+                for key, step in (("", "inspect"), ("after:", "inspect-after")):
+                    got = (step_json(res, step) or {}).get("counts", {})
+                    for k, c in got.items():
+                        k = "silently-corrupted" if k == "stale" else k
+                        if key:
+                            k = "after:intact" if k == "intact" else "after:damaged"
+                        counts[k] = counts.get(k, 0) + c
+                    rec[key + "files"] = got
+                fsck = res.step("fsck")
+                if fsck is not None and fsck.status not in HANG and fsck.rc not in spec.variant.base.check_clean:
+                    counts["needs-fsck"] = counts.get("needs-fsck", 0) + 1
+                    rec["needs_fsck"] = True
+                rec["dust"] = step_json(res, "place")
+            records.append(rec)
+        meas: list[Measurement] = m(case, "iterations", n, "count")
+        for k, c in counts.items():
+            meas += m(case, f"outcome:{k}", c, "count")
+        errors = [r for r in records if r["outcome"] == "error"]
+        head = ", ".join(f"{c} {k}" for k, c in counts.items() if c)
+        return Outcome(meas, f"{n} runs: {head}", extra={"iterations": records},
+                       status="failed" if errors and len(errors) == n else "ok",
+                       error=f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}"
+                       if errors else "")
+
+    def _classify(self, res: BootResult | None, spec: CellSpec) -> tuple[str, str]:
+        if res is None:
+            return "error", "the boot did not happen"
+        for s in res.steps:
+            if s.status in HANG:
+                return "hang", f"step '{s.name}' did not return"
+        if res.status == "hang":
+            return "hang", res.error
+        failed = next((s for s in res.steps if s.status != "ok"), None)
+        if (spec.variant.media == "mtd" and failed is not None and failed.name.startswith("mount")
+                and not failed.name.startswith("mount-bad")):
+            # raw NAND carries its faults from power-on: the first mount meets them too
+            return "unmountable", f"mount with the faults present failed: {(failed.stderr or '').strip()[-200:]}"
+        if res.status not in ("done",) and not any(s.name.startswith("mount-bad") for s in res.steps):
+            return "error", (f"step '{failed.name}': {(failed.stderr or failed.stdout).strip()[-200:]}"
+                             if failed else f"lab {res.status}: {res.error}")
+        mb = [s for s in res.steps if s.name.startswith(("mount-bad", "reattach"))]
+        if not mb or any(s.status != "ok" for s in mb):
+            return "unmountable", "mount with the faults present failed"
+        insp = step_json(res, "inspect") or {}
+        if insp.get("ro") or insp.get("probe") == "EROFS":
+            return "read-only", "read-only with the faults present"
+        return "mounts", ""

@@ -1,0 +1,210 @@
+"""`corruption`: dm-flakey between the filesystem and the device, then a
+normal remount and a look at what the filesystem made of it.
+
+One lab boot per iteration: the filesystem is made and mounted on a plain
+device-mapper mapping of the device; just before the workload the mapping is
+reloaded as dm-flakey (so its clock starts with the workload); modes:
+  after      (case "after-10s")    writes pass for `corrupt_after` s (10), then every write is hit
+  alternate  (case "1s-on-1s-off") writes pass 1 s, are hit 1 s, and so on
+with `corrupt_bio_byte 1 w 0 0` (byte 0 of each written bio becomes 0x00) or,
+as the `drop` feature, `drop_writes` (writes are acknowledged and thrown away).
+Workloads: one 30 MB file, or 30 files of 1 MB, rewritten with new random
+content and `sync`ed round after round (at most one round a second, by default)
+until `tail` s after the corruption started (after-10s) or for
+`alternate_seconds` (1s-on-1s-off). Then: unmount, remove dm-flakey, mount the
+bare device normally, read every file, unmount, run the read-only checker.
+
+Outcomes per case ("<mode> <workload>", plus " drop" for drop_writes), metric
+"outcome:<name>", counts:
+  per iteration (exactly one): mounts (mounted read-write, checker clean or
+  none), read-only (the filesystem turned read-only during the workload, or
+  came back read-only), needs-fsck (the checker found damage), unmountable,
+  hang (a step did not return: the lab is killed, the console log kept);
+  `error` when the iteration could not be set up (never a filesystem's fault).
+  per file, over the iterations that mounted: intact, zeroed (a 4 KiB block of
+  zeros where data was), truncated (shorter), io-error (reading failed: the
+  filesystem noticed), silently-corrupted (other bytes, no error; includes
+  stale: an older round's content after its newer write was acknowledged by
+  sync), and missing (the name is gone) when it happens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..lab.uml import BootResult, Step
+from ..results import Measurement
+from ..variants import FsVariant
+from .base import MB, MNT, CellSpec, Outcome, Study, m, step_json
+from .powercut import PCW, RUN
+
+DM_NAME = "fbflakey"
+DM = f"/dev/mapper/{DM_NAME}"
+DMSETUP = "dmsetup --noudevsync"
+SECTORS = "$(blockdev --getsz /dev/ubda)"
+MODES = ("after", "alternate")
+FEATURES = {"corrupt": "5 corrupt_bio_byte 1 w 0 0", "drop": "1 drop_writes"}
+MOUNT_OUTCOMES = ("mounts", "read-only", "needs-fsck", "unmountable", "hang")
+FILE_OUTCOMES = ("intact", "zeroed", "truncated", "io-error", "silently-corrupted")
+HANG = ("hang", "timeout")
+
+
+def on_dm(cmds: list[str], dm: str = DM) -> list[str]:
+    """The variant's commands on a device-mapper target stacked on the device."""
+    return [c.replace("/dev/ubda", dm) for c in cmds]
+
+
+def mode_label(mode: str, p: dict) -> str:
+    if mode == "after":
+        return f"after-{float(p.get('corrupt_after', 10)):g}s"
+    if mode == "alternate":
+        return "1s-on-1s-off"
+    raise ValueError(f"unknown corruption mode '{mode}': choose from {', '.join(MODES)}")
+
+
+def workloads(p: dict) -> dict[str, tuple[int, int]]:
+    """name -> (file count, file size)."""
+    big, many, size = int(p.get("big_mb", 30)), int(p.get("many_count", 30)), int(p.get("many_mb", 1))
+    return {f"one-{big}MB": (1, big * MB), f"many-{size}MB": (many, size * MB)}
+
+
+def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[str, str]:
+    """Mount-level outcome of one iteration boot."""
+    if res is None:
+        return "error", "the boot did not happen"
+    for s in res.steps:
+        if s.status in HANG:
+            return "hang", f"step '{s.name}' did not return"
+    if res.status == "hang":
+        return "hang", res.error
+    names = {s.name: s for s in res.steps}
+    setup = [n for n in names if n.startswith(("dm-create", "mkfs", "mount", "arm"))]
+    bad = [n for n in setup if names[n].status != "ok"]
+    if bad or "work" not in names:
+        return "error", f"setup step '{bad[0] if bad else 'work'}' failed"
+    rm = [n for n in names if n.startswith("remount")]
+    if not rm or any(names[n].status != "ok" for n in rm):
+        return "unmountable", "normal mount failed"
+    work = step_json(res, "work") or {}
+    insp = step_json(res, "inspect") or {}
+    if work.get("ro") or insp.get("ro") or insp.get("probe") == "EROFS":
+        return "read-only", "the filesystem turned read-only"
+    fsck = names.get("fsck")
+    if has_check and fsck is not None and fsck.rc not in clean_codes:
+        return "needs-fsck", f"checker exit {fsck.rc}"
+    return "mounts", ""
+
+
+def file_outcomes(res: BootResult | None) -> dict[str, int]:
+    insp = step_json(res, "inspect") if res is not None else None
+    counts: dict[str, int] = {}
+    for name, n in (insp or {}).get("counts", {}).items():
+        key = "silently-corrupted" if name == "stale" else name
+        counts[key] = counts.get(key, 0) + n
+    return counts
+
+
+class Corruption(Study):
+    name = "corruption"
+    description = "dm-flakey corrupts or drops writes; remount and inspect every file"
+    media = ("block",)
+    device_stats = False
+    continue_after_failure = True
+
+    def cases(self, profile, device):
+        p = dict(profile.get(self.name, {}))
+        features = p.get("features", ["corrupt"])
+        features = features.split(",") if isinstance(features, str) else features
+        modes = p.get("modes", list(MODES))
+        modes = modes.split(",") if isinstance(modes, str) else modes
+        out = []
+        for feat in features:
+            for mode in modes:
+                for wl in workloads(p):
+                    case = f"{mode_label(mode, p)} {wl}" + ("" if feat == "corrupt" else f" {feat}")
+                    out.append((case, {**p, "mode": mode, "workload": wl, "feature": feat}))
+        return out
+
+    def min_capacity(self, params):
+        count, size = workloads(params)[params["workload"]]
+        return 3 * count * size
+
+    def _table(self, spec: CellSpec) -> tuple[str, float]:
+        """dm-flakey table and how long the workload runs."""
+        p = spec.params
+        if p["mode"] == "after":
+            after = float(p.get("corrupt_after", 10))
+            up, down, duration = int(after), 10_000_000, after + float(p.get("tail", 3))
+        elif p["mode"] == "alternate":
+            up, down, duration = 1, 1, float(p.get("alternate_seconds", 5))
+        else:
+            raise ValueError(f"unknown corruption mode {p['mode']}")
+        feat = FEATURES[p["feature"]]
+        return f"0 {SECTORS} flakey /dev/ubda 0 {up} {down} {feat}", duration
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        v: FsVariant = spec.variant
+        p = spec.params
+        count, size = workloads(p)[p["workload"]]
+        table, duration = self._table(spec)
+        t = float(p.get("step_timeout", 120))
+        check = v.check_cmd()
+        out = []
+        for i in range(int(p.get("iterations", 15))):
+            seed = spec.seed * 1000 + i
+            files = f"--count {count} --size {size} --seed {seed}"
+            steps = [
+                Step("dm-create", f"{DMSETUP} create {DM_NAME} --table \"0 {SECTORS} linear /dev/ubda 0\" && "
+                                  f"{{ [ -b {DM} ] || dmsetup mknodes; }}", timeout=60),
+                *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds()))],
+                *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT)))],
+                Step("arm", f"{DMSETUP} reload {DM_NAME} --table \"{table}\" && {DMSETUP} resume {DM_NAME}",
+                     timeout=60),
+                Step("work", f"{PCW} cwork {MNT}/cw {RUN}/cwork.json {files} --duration {duration} "
+                             f"--round {float(p.get('round_seconds', 1.0))}", timeout=duration + 600, may_fail=True),
+                *[Step(f"umount{j}" if j else "umount", c, timeout=t, may_fail=True)
+                  for j, c in enumerate(v.umount_cmds(MNT))],
+                Step("dm-remove", f"{DMSETUP} remove {DM_NAME}", timeout=60, may_fail=True),
+                *[Step(f"remount{j}" if j else "remount", c, timeout=t, may_fail=True)
+                  for j, c in enumerate(v.mount_cmds(MNT))],
+                Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/cw {RUN}/cwork.json {files}",
+                     timeout=t + size * count / 1e6, may_fail=True),
+                Step("umount2", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
+                     may_fail=True),
+            ]
+            if check:
+                steps.append(Step("fsck", check, timeout=float(p.get("fsck_timeout", 300)), may_fail=True))
+            out.append(steps)
+        return out
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        case = spec.key.case
+        n = int(spec.params.get("iterations", 15))
+        has_check = spec.variant.check_cmd() is not None
+        clean = spec.variant.base.check_clean
+        mount_counts = {o: 0 for o in MOUNT_OUTCOMES}
+        file_counts = {o: 0 for o in FILE_OUTCOMES}
+        records = []
+        for i in range(n):
+            res = boots[i] if i < len(boots) else None
+            outcome, why = classify_iteration(res, has_check, clean)
+            mount_counts[outcome] = mount_counts.get(outcome, 0) + 1
+            files = file_outcomes(res) if outcome not in ("error", "hang", "unmountable") else {}
+            for k, c in files.items():
+                file_counts[k] = file_counts.get(k, 0) + c
+            work = (step_json(res, "work") or {}) if res is not None else {}
+            records.append({"i": i, "outcome": outcome, "why": why, "files": files,
+                            "rounds": work.get("rounds"), "errors": work.get("errors", [])[:3],
+                            **({"console": res.console_log} if outcome == "hang" and res is not None else {})})
+        meas: list[Measurement] = m(case, "iterations", n, "count")
+        for name, c in {**mount_counts, **file_counts}.items():
+            if c or name in MOUNT_OUTCOMES or name in FILE_OUTCOMES:
+                meas += m(case, f"outcome:{name}", c, "count")
+        errors = [r for r in records if r["outcome"] == "error"]
+        status = "failed" if errors and len(errors) == n else "ok"
+        head_m = ", ".join(f"{c} {k}" for k, c in mount_counts.items() if c)
+        head_f = ", ".join(f"{c} {k}" for k, c in file_counts.items() if c)
+        return Outcome(meas, f"{n} runs: {head_m}; files: {head_f or 'none read'}",
+                       extra={"iterations": records, "table": self._table(spec)[0]}, status=status,
+                       error=f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}"
+                       if errors else "")

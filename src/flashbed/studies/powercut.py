@@ -1,0 +1,431 @@
+"""`powercut`: write and fsync files, cut power at a seeded random moment,
+recover, and check every file against the log of what was acknowledged.
+
+Block devices, per iteration k (two lab boots):
+  boot 2k   : mount the filesystem the previous iteration left (or make a new
+              one when it was left unusable, or too full), run the workload
+              (pcwork work), which asks the host to cut power cut_at[k] s after
+              its own start, until the cut.
+              The emulator drops what was not durable (cache, torn programs,
+              per its preset); a plain file only loses the lab's page cache.
+  boot 2k+1 : mount (timed: journal/log recovery happens here), verify every
+              file against the workload's log, probe a write, unmount, run the
+              checker (read-only check, repair when it is not clean), and when
+              the first mount failed, mount and verify again after the repair.
+Raw NAND (UBIFS, JFFS2): nandsim's flash lives in the lab's memory, so every
+iteration runs in one boot: UBI's power-cut emulation stops all writes after
+the Nth UBI header write (N seeded), then the volume is unmounted, detached,
+re-attached and mounted (attach and mount timed apart) and verified. JFFS2
+has no cut switch below it: at the seeded moment every writer is stopped (the
+workload and JFFS2's GC thread; a write in progress completes, none starts),
+the flash is dumped (data pages), the filesystem is unmounted, the flash is
+erased and the dump written back (erased pages stay erased; blocks lose
+their clean markers, which JFFS2 handles by erasing them again), and the
+mount (JFFS2's scan) is timed.
+
+The workload's log lives in the cell's log directory (the run directory the
+lab shares), outside the device under test; the host copies it into the
+recovery boot's run directory (before_boot).
+
+Classes (every iteration is in exactly one; checked in this order):
+  error        the iteration did not run as planned: no cut happened (workload
+               failed or ended first) or the recovery left no facts
+  hang         a mount, unmount, check or the verifier did not return in time
+  crash        the lab kernel died during the recovery
+  unmountable  the filesystem did not mount, even after its repair tool ran
+  data-loss    acknowledged (fsynced) data missing, truncated or different, or
+               an acknowledged delete undone
+  garbage      data that was never written to that file at that place (not old,
+               not new, not absent, not an unwritten zero block)
+  read-only    mounted read-only, or turned read-only (a probe write failed EROFS)
+  fsck-failed  data intact, but the checker found damage its repair did not fix
+  fsck-fixed   data intact after the checker found and fixed damage (or the
+               first mount failed and the repair made it mountable)
+  recovered    data intact; the kernel replayed its journal/log at mount
+  clean        data intact; no recovery was reported
+Metrics per case (sync / async): iterations, class:<name> (the first eight
+classes always, error/crash/fsck-failed when they occur), mount:<state>
+(ok / recovery / read-only / warning / failed / hang), fsck:<result> (clean /
+fixed / failed / n/a), recovery (s, median of mount + check (+ repair, + second
+mount) after a cut; raw NAND: attach + mount), and for raw NAND attach and
+mount (s, medians). extra holds cut_at (the seeded cut delays in seconds, or
+for UBIFS the UBI header write after which the power is cut) and one record
+per iteration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+import shlex
+import shutil
+import statistics
+from pathlib import Path
+from typing import Any
+
+from .. import filesystems as fscat
+from ..lab.uml import AGENT, BootResult, Step
+from ..variants import FsVariant
+from .base import MNT, PY, CellSpec, Outcome, Study, m, step_json
+
+PCWORK = AGENT.parent / "pcwork.py"
+PCW = f"{PY} {shlex.quote(str(PCWORK))}"
+RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
+WORKDIR = f"{MNT}/pc"
+UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
+
+CLASSES = ("clean", "recovered", "fsck-fixed", "data-loss", "garbage", "unmountable", "read-only", "hang")
+EXTRA_CLASSES = ("fsck-failed", "crash", "error")
+MOUNT_STATES = ("ok", "recovery", "warning", "read-only", "failed", "hang")
+FSCK_RESULTS = ("clean", "fixed", "failed", "n/a")
+HANG_STATES = ("hang", "timeout")
+
+# kernel messages that say a mount replayed a journal or log (or found the fs dirty)
+RECOVERY = {
+    "ext3": r"recovery complete|orphan|recovering journal",
+    "ext4": r"recovery complete|orphan|recovering journal",
+    "xfs": r"Starting recovery|Ending recovery",
+    "btrfs": r"log replay|replaying log",
+    "f2fs": r"[Rr]ecover|roll.?forward",
+    "nilfs2": r"recovery complete|[Rr]ecover",
+    "ubifs": r"recovery needed|completing recovery|recovery completed",
+    "jffs2": r"^$x",  # never: JFFS2 scans, it has no replay to report
+}
+DIRTY = r"not properly unmounted|mounting unchecked|dirty"
+
+
+def boot_dir(run_dir: Path, index: int) -> Path:
+    """The run directory of boot `index` (the runner's layout for multi-boot cells)."""
+    return run_dir / f"boot{index}"
+
+
+def cut_points(seed: int, n: int, lo: float, hi: float) -> list[float]:
+    """The seeded cut delays: the same seed gives the same cuts."""
+    rng = random.Random(f"powercut/{seed}")
+    return [round(rng.uniform(lo, hi), 3) for _ in range(n)]
+
+
+def nand_cut_points(seed: int, n: int, lo: int, hi: int) -> list[int]:
+    rng = random.Random(f"powercut-nand/{seed}")
+    return [rng.randint(lo, hi) for _ in range(n)]
+
+
+def work_seed(seed: int, k: int) -> int:
+    return seed * 100_003 + k
+
+
+def case_variant(v: FsVariant, mode: str) -> FsVariant:
+    if mode == "sync" and "sync" not in v.mount_extra:
+        return dataclasses.replace(v, mount_extra=(*v.mount_extra, "sync"))
+    return v
+
+
+def _j(obj: Any) -> str:
+    return shlex.quote(json.dumps(obj, separators=(",", ":")))
+
+
+# --- classification (host side, pure: unit-tested with fake facts) ------------------------
+
+def cut_hit_workload(w: BootResult) -> bool:
+    """The emulator cuts power before the lab is killed: in between, the workload
+    can meet the vanished device (EIO, or EROFS once the filesystem gives up) and
+    the lab end on its own. That is the cut too."""
+    s = w.step("work")
+    return bool(s is not None and s.status == "failed" and re.search(r"Errno (5|30)\]", s.stderr))
+
+
+def mount_state(facts: dict, fstype: str) -> str:
+    m1 = facts.get("mount1")
+    if not m1:
+        return "hang" if facts.get("hang") else "failed"
+    if m1.get("status") in ("hang", "timeout"):
+        return "hang"
+    if m1.get("status") != "ok":
+        return "failed"
+    if m1.get("ro"):
+        return "read-only"
+    msgs = "\n".join(m1.get("kmsg", []) + facts.get("mount1-attach", {}).get("kmsg", []))
+    if re.search(RECOVERY.get(fstype, r"[Rr]ecover|replay"), msgs, re.MULTILINE):
+        return "recovery"
+    if re.search(DIRTY, msgs):
+        return "warning"
+    return "ok"
+
+
+def classify(facts: dict | None, *, cut: bool, recover_status: str = "ok", boot_status: str = "done",
+             fstype: str = "") -> tuple[str, str]:
+    """(class, reason) of one iteration from the recovery's facts."""
+    if not cut:
+        return "error", "no power cut happened (the workload failed or ended before it)"
+    if recover_status in ("hang", "timeout") or (facts or {}).get("hang"):
+        return "hang", (facts or {}).get("hang") or f"recovery step {recover_status}"
+    if boot_status == "crash":
+        return "crash", "the lab kernel died during the recovery"
+    if not facts or facts.get("phase") != "done":
+        return "error", "the recovery left no facts" if not facts else f"recovery stopped at {facts.get('phase')}"
+    if not facts.get("mounted"):
+        return "unmountable", "mount failed" + (" after the repair" if facts.get("fsck", {}).get("result")
+                                                not in (None, "n/a") else "")
+    v = facts.get("verify", {})
+    if v.get("n_loss"):
+        return "data-loss", "; ".join(v.get("loss", [])[:3])
+    if v.get("n_garbage"):
+        return "garbage", "; ".join(v.get("garbage", [])[:3])
+    m_used = facts.get(facts.get("verified_by", "mount1"), {})
+    if m_used.get("ro") or v.get("ro_after") or v.get("probe") == "EROFS":
+        return "read-only", "mounted or turned read-only"
+    fsck = facts.get("fsck", {}).get("result")
+    if fsck == "failed":
+        return "fsck-failed", "checker found damage its repair did not fix"
+    if fsck == "fixed" or facts.get("verified_by") == "mount2":
+        return "fsck-fixed", "checker found and fixed damage"
+    if mount_state(facts, fstype) == "recovery":
+        return "recovered", "journal/log replayed at mount"
+    return "clean", ""
+
+
+def recovery_seconds(facts: dict | None) -> float | None:
+    """Mount (and attach) + check (+ repair, + second mount) after a cut; None if it never mounted."""
+    if not facts or not facts.get("mounted"):
+        return None
+    total = 0.0
+    for tag in ("mount1-attach", "mount1", "mount2-attach", "mount2"):
+        total += float(facts.get(tag, {}).get("seconds") or 0.0)
+    total += float(facts.get("fsck", {}).get("seconds") or 0.0)
+    return total
+
+
+def summarize(case: str, records: list[dict]) -> list:
+    """Measurements of one case from its per-iteration records."""
+    out = m(case, "iterations", len(records), "count")
+    classes = [r["class"] for r in records]
+    for c in CLASSES:
+        out += m(case, f"class:{c}", classes.count(c), "count")
+    for c in EXTRA_CLASSES:
+        if classes.count(c):
+            out += m(case, f"class:{c}", classes.count(c), "count")
+    for s in MOUNT_STATES:
+        n = sum(r.get("mount") == s for r in records)
+        if n:
+            out += m(case, f"mount:{s}", n, "count")
+    for s in FSCK_RESULTS:
+        n = sum(r.get("fsck") == s for r in records)
+        if n:
+            out += m(case, f"fsck:{s}", n, "count")
+    rec = [r["recovery"] for r in records if r.get("recovery") is not None]
+    out += m(case, "recovery", statistics.median(rec) if rec else None, "s")
+    return out
+
+
+def headline(per_case: dict[str, list[dict]]) -> str:
+    parts = []
+    for case, recs in per_case.items():
+        counts: dict[str, int] = {}
+        for r in recs:
+            counts[r["class"]] = counts.get(r["class"], 0) + 1
+        text = ", ".join(f"{n} {c}" for c, n in sorted(counts.items(), key=lambda x: -x[1]))
+        parts.append(f"{case}: {text}")
+    return "; ".join(parts)
+
+
+# --- the study ------------------------------------------------------------------------
+
+class PowerCut(Study):
+    name = "powercut"
+    description = "power cuts at seeded random moments: recovery, fsck, data vs fsync log"
+    device_stats = False
+    continue_after_failure = True
+
+    def cases(self, profile, device):
+        p = dict(profile.get(self.name, {}))
+        modes = p.get("modes", ["sync", "async"])
+        modes = modes.split(",") if isinstance(modes, str) else modes  # --set powercut.modes=async
+        return [(mode, {**p, "mode": mode}) for mode in modes]
+
+    # -- plan ----------------------------------------------------------------------
+    def _n(self, spec: CellSpec) -> int:
+        return int(spec.params.get("iterations", 20))
+
+    def cuts(self, spec: CellSpec) -> list:
+        p = spec.params
+        if spec.variant.base.fstype == "ubifs":
+            return nand_cut_points(spec.seed, self._n(spec), int(p.get("nand_cut_min", 4)),
+                                   int(p.get("nand_cut_max", 120)))
+        return cut_points(spec.seed, self._n(spec), float(p.get("cut_min", 0.5)), float(p.get("cut_max", 3.0)))
+
+    def _work(self, spec: CellSpec, k: int, log: str, stop_after: float, cut_in: float | None = None) -> str:
+        p = spec.params
+        return (f"{PCW} work {WORKDIR}/{k} {log} --seed {work_seed(spec.seed, k)} "
+                f"--max-bytes {self._max_bytes(spec)} "
+                f"--max-files {int(p.get('max_files', 64))} --max-file {int(p.get('max_file', 1 << 20))} "
+                f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else ""))
+
+    def _max_bytes(self, spec: CellSpec) -> int:
+        return int(spec.params.get("max_bytes", spec.device.capacity // 8))
+
+    def _space(self, spec: CellSpec, v: FsVariant) -> dict:
+        """A reused filesystem with less free space than twice the workload's live
+        data is made afresh (the workload must never meet ENOSPC)."""
+        return {"mnt": MNT, "umount": v.umount_cmds(MNT), "min_free": 2 * self._max_bytes(spec)}
+
+    def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> dict:
+        base = v.base
+        t = float(spec.params.get("step_timeout", 120))
+        return {"mnt": MNT, "dir": f"{WORKDIR}/{k}", "log": log, "out": out, "timeout": t,
+                "fsck_timeout": float(spec.params.get("fsck_timeout", 300)),
+                "mount": v.mount_cmds(MNT), "umount": v.umount_cmds(MNT),
+                "check": v.check_cmd(), "repair": v.repair_cmd(),
+                "clean": list(base.check_clean), "fixed": list(base.repair_fixed),
+                "sabotage": bool(spec.params.get("sabotage", False))}
+
+    def _recover_timeout(self, rs: dict) -> float:
+        return 6 * rs["timeout"] + 2 * rs["fsck_timeout"] + 120
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        if spec.variant.media == "mtd":
+            return [self._nand_boot(spec)]
+        v = case_variant(spec.variant, spec.params["mode"])
+        t = float(spec.params.get("step_timeout", 120))
+        boots = []
+        for k, cut in enumerate(self.cuts(spec)):
+            prep = {"previous": f"{RUN}/previous.json" if k else None, "mkfs": v.make_cmds(),
+                    "mount": v.mount_cmds(MNT), "timeout": max(t, 600.0), **self._space(spec, v)}
+            boots.append([
+                Step("prepare", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60),
+                # the workload asks for the cut itself ("cut-power-in" host call) once it has
+                # started, so the cut lands cut_at[k] s into it whatever the start-up took
+                Step("work", self._work(spec, k, f"{RUN}/pclog.jsonl", cut + 30, cut_in=cut), timeout=cut + 60),
+            ])
+            rs = self._recover_spec(spec, v, k, f"{RUN}/pclog.jsonl", f"{RUN}/pc-recover.json")
+            boots.append([Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                               may_fail=True)])
+        return boots
+
+    def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
+        """Hand the previous boot's log (or verdict) to this boot through its run directory."""
+        if spec.variant.media == "mtd" or index == 0:
+            return
+        here, prev = boot_dir(run_dir, index), boot_dir(run_dir, index - 1)
+        here.mkdir(parents=True, exist_ok=True)
+        src, dst = (("pclog.jsonl", "pclog.jsonl") if index % 2 else ("pc-recover.json", "previous.json"))
+        (here / dst).unlink(missing_ok=True)
+        if (prev / src).exists():
+            shutil.copyfile(prev / src, here / dst)
+
+    def _nand_boot(self, spec: CellSpec) -> list[Step]:
+        v = case_variant(spec.variant, spec.params["mode"])
+        fs = v.base
+        t = float(spec.params.get("step_timeout", 120))
+        steps: list[Step] = []
+        if fs.fstype == "ubifs":
+            make = [fscat.ubi_detach_cmd() + " 2>/dev/null || true", *v.make_cmds()]
+        else:
+            make = v.make_cmds()
+        mount_cmd = v.mount_cmds(MNT)
+        for k, n in enumerate(self.cuts(spec)):
+            log, out = f"{RUN}/pclog{k}.jsonl", f"{RUN}/pc-recover{k}.json"
+            prep = {"previous": f"{RUN}/pc-recover{k - 1}.json" if k else None, "mkfs": make, "mount": mount_cmd,
+                    "timeout": max(t, 600.0), **self._space(spec, v)}
+            steps.append(Step(f"prepare{k}", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60,
+                              may_fail=True))
+            if fs.fstype != "ubifs":
+                # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
+                snap = {"work": self._work(spec, k, log, n + 60), "work_log": f"{RUN}/work{k}.log", "cut": n,
+                        "mtd": v.device_path(), "snapshot": "/tmp/flash.snap", "umount": v.umount_cmds(MNT),
+                        "timeout": t}
+                steps.append(Step(f"work{k}", f"{PCW} snapcut {_j(snap)}", timeout=n + 3 * t + 60, may_fail=True))
+                rs = self._recover_spec(spec, v, k, log, out)
+                rs.update(check=None, repair=None)
+                steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                                  may_fail=True))
+                continue
+            # UBI stops every write after the (n+1)th EC/VID header write from here
+            steps.append(Step(f"arm{k}", f"echo {n} > {UBI_DBG}/tst_emulate_power_cut_min && "
+                                          f"echo {n} > {UBI_DBG}/tst_emulate_power_cut_max && "
+                                          f"echo 3 > {UBI_DBG}/tst_emulate_power_cut", timeout=60, may_fail=True))
+            steps.append(Step(f"work{k}", self._work(spec, k, log, 60), timeout=120, may_fail=True))
+            rs = self._recover_spec(spec, v, k, log, out)
+            rs.update(teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[fscat.ubi_attach_cmd()],
+                      check=None, repair=None)
+            steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                              may_fail=True))
+        return steps
+
+    # -- reading ---------------------------------------------------------------------
+    def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[dict | None, str]:
+        if res is None:
+            return None, "missing"
+        s = res.step(step)
+        facts = step_json(res, step) if s is not None else None
+        if facts is None and s is not None and s.stdout.strip():
+            try:
+                facts = json.loads(s.stdout.strip().splitlines()[-1])
+            except ValueError:
+                facts = None
+        if facts is None and path.exists():
+            try:
+                facts = json.loads(path.read_text())
+            except ValueError:
+                facts = None
+        status = s.status if s is not None else ("hang" if res.status == "hang" else "missing")
+        return facts, status
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        cuts = self.cuts(spec)
+        fstype = spec.variant.base.fstype
+        raw = spec.variant.media == "mtd"
+        records = []
+        w = None
+        for k, cut_at in enumerate(cuts):
+            if raw:
+                res = boots[0] if boots else None
+                work = res.step(f"work{k}") if res else None
+                facts, rstatus = self._facts(res, f"recover{k}", run_dir / f"pc-recover{k}.json")
+                if fstype == "ubifs":
+                    # the cut: UBI went read-only under the workload (it fails with EROFS or EIO)
+                    cut = bool(work is not None and work.status == "failed"
+                               and re.search(r"Errno (30|5)\]", work.stderr))
+                else:
+                    cut = bool((step_json(res, f"work{k}") or {}).get("cut")) if res else False
+                if res is not None and res.status == "hang" and work is not None and work.status in HANG_STATES:
+                    cut, rstatus = True, "hang"
+                bstatus = res.status if res and res.step(f"recover{k}") is None else "done"
+            else:
+                w = boots[2 * k] if 2 * k < len(boots) else None
+                res = boots[2 * k + 1] if 2 * k + 1 < len(boots) else None
+                cut = w is not None and (w.status == "killed" or cut_hit_workload(w))
+                facts, rstatus = self._facts(res, "recover", boot_dir(run_dir, 2 * k + 1) / "pc-recover.json")
+                bstatus = res.status if res else "missing"
+            cls, why = classify(facts, cut=cut, recover_status=rstatus, boot_status=bstatus, fstype=fstype)
+            if cls == "error" and not raw and w is not None and not cut:
+                ws = w.step("work") or w.step("prepare")
+                detail = (ws.stderr or ws.stdout).strip().splitlines()[-1:] if ws else [w.error]
+                why += f": {w.status} {' '.join(detail)}"[:300]
+            f = facts or {}
+            rec = {"k": k, "cut_at": cut_at, "class": cls, "why": why[:300],
+                   "mount": mount_state(f, fstype) if cut and facts else None,
+                   "fsck": f.get("fsck", {}).get("result"),
+                   "recovery": recovery_seconds(facts) if cls != "hang" else None,
+                   "acks": f.get("verify", {}).get("acks"), "ops": f.get("verify", {}).get("ops"),
+                   "ok": f.get("verify", {}).get("ok")}
+            if raw:
+                rec["attach"] = f.get("mount1-attach", {}).get("seconds") if f.get("mounted") else None
+                rec["mount_seconds"] = f.get("mount1", {}).get("seconds") if f.get("mounted") else None
+            if cls in ("hang", "crash") and res is not None:
+                rec["console"] = res.console_log  # the kernel's own account of the hang
+            if f.get("sabotaged") is not None or "sabotaged" in f:
+                rec["sabotaged"] = f.get("sabotaged")
+            records.append(rec)
+        case = spec.params["mode"]
+        meas = summarize(case, records)
+        if raw:
+            for key, field in (("attach", "attach"), ("mount", "mount_seconds")):
+                vals = [r[field] for r in records if r.get(field) is not None]
+                meas += m(case, key, statistics.median(vals) if vals else None, "s")
+        errors = [r for r in records if r["class"] == "error"]
+        status = "failed" if records and len(errors) == len(records) else "ok"
+        err = f"{len(errors)} of {len(records)} iterations did not run: {errors[0]['why']}" if errors else ""
+        return Outcome(meas, f"{len(records)} cuts: {headline({case: records}).split(': ', 1)[1]}",
+                       extra={"cut_at": cuts, "iterations": records}, status=status, error=err[:400])

@@ -1,0 +1,249 @@
+"""Power-cut classification, plan and parse on fake boots: no kernel."""
+import json
+from pathlib import Path
+
+import pytest
+
+from flashbed import variants
+from flashbed.devices import presets
+from flashbed.lab.uml import BootResult, StepResult
+from flashbed.results import CellKey
+from flashbed.studies import STUDIES
+from flashbed.studies.base import CellSpec
+from flashbed.studies.powercut import CLASSES, EXTRA_CLASSES, classify, cut_points, mount_state
+
+ALL = CLASSES + EXTRA_CLASSES
+
+
+def facts(**kw):
+    f = {"phase": "done", "mounted": True,
+         "mount1": {"status": "ok", "rc": 0, "seconds": 0.1, "kmsg": [], "ro": False},
+         "verify": {"n_loss": 0, "n_garbage": 0, "loss": [], "garbage": [], "probe": "ok", "ro_after": False},
+         "verified_by": "mount1", "fsck": {"result": "clean", "seconds": 0.05}}
+    for k, v in kw.items():
+        if isinstance(v, dict) and isinstance(f.get(k), dict):
+            f[k] = {**f[k], **v}
+        else:
+            f[k] = v
+    return f
+
+
+@pytest.mark.parametrize("f, kw, want", [
+    (facts(), {}, "clean"),
+    (facts(mount1={"kmsg": ["EXT4-fs (ubda): recovery complete"]}), {"fstype": "ext4"}, "recovered"),
+    (facts(mount1={"kmsg": ["XFS (ubda): Ending recovery (logdev: internal)"]}), {"fstype": "xfs"}, "recovered"),
+    (facts(fsck={"result": "fixed"}), {}, "fsck-fixed"),
+    (facts(fsck={"result": "failed"}), {}, "fsck-failed"),
+    (facts(verified_by="mount2", mount1={"status": "failed"}, mount2={"status": "ok"}, fsck={"result": "fixed"}),
+     {}, "fsck-fixed"),
+    (facts(mounted=False, mount1={"status": "failed"}), {}, "unmountable"),
+    (facts(verify={"n_loss": 2, "loss": ["f1: acked file missing"]}), {}, "data-loss"),
+    (facts(verify={"n_garbage": 1, "garbage": ["f2: unknown"]}), {}, "garbage"),
+    (facts(verify={"n_loss": 1, "n_garbage": 1}), {}, "data-loss"),
+    (facts(mount1={"ro": True}), {}, "read-only"),
+    (facts(verify={"probe": "EROFS"}), {}, "read-only"),
+    (facts(hang="umount1 did not return", phase="hang"), {}, "hang"),
+    (facts(), {"recover_status": "timeout"}, "hang"),
+    (None, {"recover_status": "hang"}, "hang"),
+    (None, {"boot_status": "crash", "recover_status": "missing"}, "crash"),
+    (None, {}, "error"),
+    (facts(), {"cut": False}, "error"),
+])
+def test_classify(f, kw, want):
+    kw = {"cut": True, **kw}
+    cls, _why = classify(f, **kw)
+    assert cls == want and cls in ALL
+
+
+def test_mount_states():
+    assert mount_state(facts(), "ext4") == "ok"
+    assert mount_state(facts(mount1={"status": "timeout"}), "ext4") == "hang"
+    assert mount_state(facts(mount1={"status": "failed"}), "ext4") == "failed"
+    assert mount_state(facts(mount1={"kmsg": ["FAT-fs (ubda): Volume was not properly unmounted."]}),
+                       "vfat") == "warning"
+
+
+def test_cut_points_are_seeded():
+    assert cut_points(3, 50, 0.5, 3.0) == cut_points(3, 50, 0.5, 3.0)
+    assert cut_points(3, 50, 0.5, 3.0) != cut_points(4, 50, 0.5, 3.0)
+    assert all(0.5 <= c <= 3.0 for c in cut_points(1, 200, 0.5, 3.0))
+
+
+def spec(fs="ext4", device="plain-file@256M", **params):
+    dev = presets.load_spec(device)
+    v = variants.parse(fs, dev)
+    p = {"iterations": 4, "mode": "async", "cut_min": 0.5, "cut_max": 1.0, **params}
+    return CellSpec(key=CellKey(dev.label, fs, "powercut", p["mode"]), device=dev, variant=v, params=p, seed=9)
+
+
+def test_plan_two_boots_per_iteration_with_a_seeded_cut(tmp_path):
+    st = STUDIES["powercut"]
+    s = spec()
+    boots = st.boots(s, tmp_path)
+    assert len(boots) == 8
+    cuts = [float(b[1].cmd.split("--cut-in ")[1]) for b in boots[::2]]
+    assert cuts == st.cuts(s) == cut_points(9, 4, 0.5, 1.0)
+    assert [st.name for st in boots[0]] == ["prepare", "work"]
+    assert [st.name for st in boots[1]] == ["recover"] and boots[1][0].may_fail
+    sync = st.boots(spec(mode="sync"), tmp_path)
+    assert "sync" in sync[0][0].cmd and "sync" not in boots[0][0].cmd.replace("fsync", "")
+
+
+def test_cases_from_profile_and_from_a_set_string():
+    st = STUDIES["powercut"]
+    dev = presets.load_spec("plain-file@256M")
+    assert [c for c, _ in st.cases({"powercut": {"modes": ["sync", "async"]}}, dev)] == ["sync", "async"]
+    assert [c for c, _ in st.cases({"powercut": {"modes": "async"}}, dev)] == ["async"]
+
+
+def boot(status, steps):
+    return BootResult(status=status, steps=[StepResult(n, "", st, rc, 0.1, out, err) for n, st, rc, out, err in steps],
+                      boot_seconds=0.4, total_seconds=1.0, console_log="", exit_code=0, kernel_release="x")
+
+
+def test_parse_counts_every_iteration_exactly_once(tmp_path):
+    st = STUDIES["powercut"]
+    s = spec(iterations=6)
+    ok = json.dumps(facts())
+    loss = json.dumps(facts(verify={"n_loss": 1, "loss": ["f1: acked content differs"]}))
+    boots = [
+        boot("killed", [("prepare", "ok", 0, "{}", "")]), boot("done", [("recover", "ok", 0, ok, "")]),
+        boot("killed", []), boot("done", [("recover", "ok", 0, loss, "")]),
+        boot("step-failed", [("prepare", "failed", 1, "", "mkfs: no")]), boot("done", [("recover", "ok", 0, ok, "")]),
+        boot("killed", []), boot("hang", [("recover", "hang", None, "", "")]),
+        boot("killed", []), boot("crash", []),
+        # the sixth iteration's boots are missing altogether (the cell was cut short)
+    ]
+    out = st.parse(s, boots, tmp_path)
+    vals = {mm.metric: mm.value for mm in out.measurements}
+    assert vals["iterations"] == 6
+    assert sum(v for k, v in vals.items() if k.startswith("class:")) == 6
+    assert vals["class:clean"] == 1 and vals["class:data-loss"] == 1 and vals["class:hang"] == 1
+    assert vals["class:crash"] == 1 and vals["class:error"] == 2
+    assert out.extra["cut_at"] == st.cuts(s)
+    assert [r["class"] for r in out.extra["iterations"]] == ["clean", "data-loss", "error", "hang", "crash", "error"]
+    for c in CLASSES:  # the documented classes are always there, for tables that line up
+        assert f"class:{c}" in vals
+
+
+def test_parse_reads_facts_left_on_disk_when_the_step_hung(tmp_path):
+    st = STUDIES["powercut"]
+    s = spec(iterations=1)
+    d = tmp_path / "boot1"
+    d.mkdir()
+    (d / "pc-recover.json").write_text(json.dumps(facts(phase="verify (mount1)")))
+    out = st.parse(s, [boot("killed", []), boot("hang", [("recover", "timeout", None, "", "")])], tmp_path)
+    assert out.extra["iterations"][0]["class"] == "hang"
+
+
+def test_before_boot_hands_the_log_and_the_verdict_on(tmp_path):
+    st = STUDIES["powercut"]
+    s = spec()
+    (tmp_path / "boot0").mkdir()
+    (tmp_path / "boot0" / "pclog.jsonl").write_text("L")
+    st.before_boot(s, 1, tmp_path)
+    assert (tmp_path / "boot1" / "pclog.jsonl").read_text() == "L"
+    (tmp_path / "boot1" / "pc-recover.json").write_text("V")
+    st.before_boot(s, 2, tmp_path)
+    assert (tmp_path / "boot2" / "previous.json").read_text() == "V"
+
+
+def test_badblocks_noticed_ignores_statistics_lines():
+    from flashbed.studies.badblocks import noticed
+    quiet = ("[1.6] ubi0: min./max. I/O unit sizes: 2048/2048, sub-page size 512\n"
+             "[1.6] ubi0: good PEBs: 504, bad PEBs: 8, corrupted PEBs: 0\n"
+             "[1.6] ubi0: available PEBs: 0, total reserved PEBs: 504, PEBs reserved for bad PEB handling: 32\n"
+             "[1.7] EXT4-fs (dm-0): mounted filesystem r/w with ordered data mode. Quota mode: disabled.")
+    assert not noticed(quiet, "ubifs") and not noticed(quiet, "ext4")
+    assert noticed(quiet + "\n[1.8] ubi0: fixable bit-flip detected at PEB 172", "ubifs")
+    assert noticed("[2.0] EXT4-fs error (device dm-0): ext4_find_entry:1570: inode #2: comm cat: reading directory "
+                   "lblock 0", "ext4")
+    assert not noticed("[2.0] Buffer I/O error on dev dm-0, logical block 9", "ext4")
+
+
+def test_corruption_iteration_outcomes():
+    from flashbed.studies.corruption import classify_iteration
+    ok = [("dm-create", "ok", 0, "", ""), ("mkfs", "ok", 0, "", ""), ("mount", "ok", 0, "", ""),
+          ("arm", "ok", 0, "", ""), ("work", "ok", 0, '{"rounds": 3, "ro": false}', "")]
+    tail = [("umount", "ok", 0, "", ""), ("dm-remove", "ok", 0, "", ""), ("remount", "ok", 0, "", ""),
+            ("inspect", "ok", 0, '{"counts": {"intact": 1}, "ro": false, "probe": "ok"}', ""),
+            ("umount2", "ok", 0, "", "")]
+    assert classify_iteration(boot("done", ok + tail + [("fsck", "ok", 0, "", "")]), True)[0] == "mounts"
+    assert classify_iteration(boot("done", ok + tail + [("fsck", "failed", 4, "", "")]), True)[0] == "needs-fsck"
+    assert classify_iteration(boot("done", ok + tail[:2] + [("remount", "failed", 32, "", "")]), True)[0] \
+        == "unmountable"
+    assert classify_iteration(boot("hang", ok + [("umount", "hang", None, "", "")]), True)[0] == "hang"
+    ro = ok[:-1] + [("work", "ok", 0, '{"rounds": 2, "ro": true}', "")]
+    assert classify_iteration(boot("done", ro + tail), True)[0] == "read-only"
+    assert classify_iteration(boot("step-failed", ok[:1] + [("mkfs", "failed", 1, "", "")]), True)[0] == "error"
+
+
+def test_nandsim_faults_are_seeded_and_per_iteration():
+    from flashbed.studies.badblocks import nand_faults
+    a = nand_faults("badblocks", 7, 512, 64, {})
+    assert a == nand_faults("badblocks", 7, 512, 64, {}) != nand_faults("badblocks", 8, 512, 64, {})
+    blocks = [int(b) for b in a["badblocks"].split(",")]
+    assert len(blocks) == 8 and all(2 <= b < 512 for b in blocks)
+    assert all(":" in x for x in nand_faults("weakblocks", 1, 512, 64, {})["weakblocks"].split(","))
+    assert nand_faults("bitflips", 1, 512, 64, {"nand_bitflips": 3}) == {"bitflips": "3"}
+
+
+def test_badblocks_study_passes_faults_to_nandsim_per_boot(tmp_path):
+    from flashbed.lab.uml import Nandsim
+    st = STUDIES["badblocks"]
+    dev = presets.load_spec("nand-slc-256m@64M")
+    v = variants.parse("ubifs", dev)
+    s = CellSpec(key=CellKey(dev.label, "ubifs", "badblocks", "weakpages"), device=dev, variant=v,
+                 params={"fault": "weakpages", "iterations": 2}, seed=1)
+    base = Nandsim(id_bytes=(1, 2))
+    st.before_boot(s, 0, tmp_path)
+    first = st.nandsim(s, base)
+    st.before_boot(s, 1, tmp_path)
+    second = st.nandsim(s, base)
+    assert "weakpages" in first.extra and first.extra != second.extra
+    assert any(a.startswith("nandsim.weakpages=") for a in first.cmdline())
+    assert st.nandsim(s, None) is None
+
+
+def test_corruption_cases_and_tables():
+    st = STUDIES["corruption"]
+    dev = presets.load_spec("plain-file@256M")
+    prof = {"corruption": {"modes": ["after", "alternate"], "features": ["corrupt", "drop"], "corrupt_after": 10,
+                           "big_mb": 30, "many_count": 30, "many_mb": 1}}
+    names = [c for c, _ in st.cases(prof, dev)]
+    assert names[:4] == ["after-10s one-30MB", "after-10s many-1MB", "1s-on-1s-off one-30MB",
+                         "1s-on-1s-off many-1MB"]
+    assert names[4] == "after-10s one-30MB drop" and len(names) == 8
+    params = dict(st.cases(prof, dev))
+    s = CellSpec(key=CellKey(dev.label, "ext4", "corruption", names[0]), device=dev,
+                 variant=variants.parse("ext4", dev), params={**params[names[0]], "iterations": 2}, seed=1)
+    boots = st.boots(s, Path("/nonexistent"))
+    assert len(boots) == 2
+    arm = next(x for x in boots[0] if x.name == "arm")
+    assert "flakey /dev/ubda 0 10 10000000 5 corrupt_bio_byte 1 w 0 0" in arm.cmd
+    drop = CellSpec(key=s.key, device=dev, variant=s.variant, params={**params[names[7]], "iterations": 1})
+    assert "1 1 1 drop_writes" in next(x for x in st.boots(drop, Path("/x"))[0] if x.name == "arm").cmd
+
+
+def test_a_workload_that_met_the_cut_device_counts_as_cut(tmp_path):
+    st = STUDIES["powercut"]
+    s = spec(iterations=1)
+    ok = json.dumps(facts())
+    w = boot("step-failed", [("prepare", "ok", 0, "{}", ""), ("cut-power-in", "ok", 0, "null", ""),
+                             ("work", "failed", 1, "", "OSError: [Errno 30] Read-only file system: 'f1'")])
+    out = st.parse(s, [w, boot("done", [("recover", "ok", 0, ok, "")])], tmp_path)
+    assert out.extra["iterations"][0]["class"] == "clean"
+    w2 = boot("step-failed", [("work", "failed", 1, "", "ValueError: bug")])
+    out = st.parse(s, [w2, boot("done", [("recover", "ok", 0, ok, "")])], tmp_path)
+    assert out.extra["iterations"][0]["class"] == "error"
+
+
+def test_badblocks_raw_first_mount_failing_is_unmountable_not_error():
+    st = STUDIES["badblocks"]
+    dev = presets.load_spec("nand-slc-256m@64M")
+    s = CellSpec(key=CellKey(dev.label, "jffs2", "badblocks", "bitflips"), device=dev,
+                 variant=variants.parse("jffs2", dev), params={"fault": "bitflips", "iterations": 1}, seed=1)
+    b = boot("step-failed", [("mkfs", "ok", 0, "", ""), ("mount", "failed", 32, "", "can't read superblock")])
+    assert st._classify(b, s)[0] == "unmountable"
+    b = boot("step-failed", [("mkfs", "failed", 1, "", "no")])
+    assert st._classify(b, s)[0] == "error"
