@@ -81,12 +81,13 @@ def test_plan_two_boots_per_iteration_with_a_seeded_cut(tmp_path):
     s = spec()
     boots = st.boots(s, tmp_path)
     assert len(boots) == 8
-    cuts = [float(b[1].cmd.split("--cut-in ")[1]) for b in boots[::2]]
+    cuts = [float(b[0].cmd.split("--cut-in ")[1].split()[0]) for b in boots[::2]]
     assert cuts == st.cuts(s) == cut_points(9, 4, 0.5, 1.0)
-    assert [st.name for st in boots[0]] == ["prepare", "work"]
+    assert [st.name for st in boots[0]] == ["work"] and "--prepare" in boots[0][0].cmd
     assert [st.name for st in boots[1]] == ["recover"] and boots[1][0].may_fail
     sync = st.boots(spec(mode="sync"), tmp_path)
-    assert "sync" in sync[0][0].cmd and "sync" not in boots[0][0].cmd.replace("fsync", "")
+    assert "sync" in sync[0][0].cmd.split("--prepare")[1]
+    assert "sync" not in boots[0][0].cmd.split("--prepare")[1].replace("fsync", "")
 
 
 def test_cases_from_profile_and_from_a_set_string():
@@ -107,9 +108,9 @@ def test_parse_counts_every_iteration_exactly_once(tmp_path):
     ok = json.dumps(facts())
     loss = json.dumps(facts(verify={"n_loss": 1, "loss": ["f1: acked content differs"]}))
     boots = [
-        boot("killed", [("prepare", "ok", 0, "{}", "")]), boot("done", [("recover", "ok", 0, ok, "")]),
+        boot("killed", [("work", "ok", 0, "{}", "")]), boot("done", [("recover", "ok", 0, ok, "")]),
         boot("killed", []), boot("done", [("recover", "ok", 0, loss, "")]),
-        boot("step-failed", [("prepare", "failed", 1, "", "mkfs: no")]), boot("done", [("recover", "ok", 0, ok, "")]),
+        boot("step-failed", [("work", "failed", 1, "", "prepare failed: mkfs: no")]), boot("done", [("recover", "ok", 0, ok, "")]),
         boot("killed", []), boot("hang", [("recover", "hang", None, "", "")]),
         boot("killed", []), boot("crash", []),
         # the sixth iteration's boots are missing altogether (the cell was cut short)

@@ -255,12 +255,14 @@ class PowerCut(Study):
                                    int(p.get("nand_cut_max", 120)))
         return cut_points(spec.seed, self._n(spec), float(p.get("cut_min", 0.5)), float(p.get("cut_max", 3.0)))
 
-    def _work(self, spec: CellSpec, k: int, log: str, stop_after: float, cut_in: float | None = None) -> str:
+    def _work(self, spec: CellSpec, k: int, log: str, stop_after: float, cut_in: float | None = None,
+              prepare: dict | None = None) -> str:
         p = spec.params
         return (f"{PCW} work {WORKDIR}/{k} {log} --seed {work_seed(spec.seed, k)} "
                 f"--max-bytes {self._max_bytes(spec)} "
                 f"--max-files {int(p.get('max_files', 64))} --max-file {int(p.get('max_file', 1 << 20))} "
-                f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else ""))
+                f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else "")
+                + (f" --prepare {_j(prepare)}" if prepare else ""))
 
     def _max_bytes(self, spec: CellSpec) -> int:
         return int(spec.params.get("max_bytes", spec.device.capacity // 8))
@@ -292,12 +294,11 @@ class PowerCut(Study):
         for k, cut in enumerate(self.cuts(spec)):
             prep = {"previous": f"{RUN}/previous.json" if k else None, "mkfs": v.make_cmds(),
                     "mount": v.mount_cmds(MNT), "timeout": max(t, 600.0), **self._space(spec, v)}
-            boots.append([
-                Step("prepare", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60),
-                # the workload asks for the cut itself ("cut-power-in" host call) once it has
-                # started, so the cut lands cut_at[k] s into it whatever the start-up took
-                Step("work", self._work(spec, k, f"{RUN}/pclog.jsonl", cut + 30, cut_in=cut), timeout=cut + 60),
-            ])
+            # one step: mount (or make) the filesystem, then the workload, which asks for the
+            # cut itself ("cut-power-in" host call) once it has started, so the cut lands
+            # cut_at[k] s into it whatever the start-up took
+            boots.append([Step("work", self._work(spec, k, f"{RUN}/pclog.jsonl", cut + 30, cut_in=cut, prepare=prep),
+                               timeout=2 * max(t, 600.0) + cut + 120)])
             rs = self._recover_spec(spec, v, k, f"{RUN}/pclog.jsonl", f"{RUN}/pc-recover.json")
             boots.append([Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
                                may_fail=True)])
@@ -400,7 +401,7 @@ class PowerCut(Study):
                 bstatus = res.status if res else "missing"
             cls, why = classify(facts, cut=cut, recover_status=rstatus, boot_status=bstatus, fstype=fstype)
             if cls == "error" and not raw and w is not None and not cut:
-                ws = w.step("work") or w.step("prepare")
+                ws = w.step("work")
                 detail = (ws.stderr or ws.stdout).strip().splitlines()[-1:] if ws else [w.error]
                 why += f": {w.status} {' '.join(detail)}"[:300]
             f = facts or {}
