@@ -101,7 +101,7 @@ def test_powercut_on_raw_nand_ubifs_in_one_boot(kernel, tmp_path):
 
 
 def test_powercut_on_raw_nand_jffs2_freezes_snapshots_and_restores(kernel, tmp_path):
-    spec = cell("powercut", "jffs2", "async", {"iterations": 2, "cut_min": 0.5, "cut_max": 1.0},
+    spec = cell("powercut", "jffs2", "async", {"iterations": 2, "cut_min": 1.5, "cut_max": 2.5},
                 device="nand-slc-256m@64M")
     res = run(spec, kernel, tmp_path)
     its = res.extra["iterations"]

@@ -10,23 +10,6 @@ export PATH
 fail() { echo "FLASHBED-INIT FAILED: $*"; exec /usr/bin/python3 -S -I -c 'import ctypes; ctypes.CDLL(None).reboot(0x4321fedc)'; }
 
 mount -t proc proc /proc || fail "mount /proc"
-mount -t sysfs sysfs /sys || fail "mount /sys"
-mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev || fail "mount /dev"
-mount -t tmpfs -o mode=0755,size=1g run /run || fail "mount /run"
-# /tmp too is an overlay, not a bare tmpfs: flashbed itself (and the files the
-# agent runs) may live under the host's /tmp, e.g. in a fresh clone
-for d in etc var root tmp; do
-    mkdir -p /run/.ov/$d/upper /run/.ov/$d/work
-    mount -t overlay overlay -o lowerdir=/$d,upperdir=/run/.ov/$d/upper,workdir=/run/.ov/$d/work /$d \
-        || fail "overlay on /$d"
-done
-chmod 1777 /tmp
-mkdir -p /dev/pts /dev/shm /dev/mqueue
-mount -t devpts devpts /dev/pts
-mount -t tmpfs -o mode=1777 shm /dev/shm
-mount -t mqueue mqueue /dev/mqueue
-mount -t debugfs debugfs /sys/kernel/debug
-
 run= agent=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
@@ -35,6 +18,28 @@ for arg in $(cat /proc/cmdline); do
     esac
 done
 [ -n "$run" ] && [ -n "$agent" ] || fail "flashbed.run= or flashbed.agent= missing from the kernel command line"
+guest=${agent%/*}
+mount -t sysfs sysfs /sys || fail "mount /sys"
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev || fail "mount /dev"
+mount -t tmpfs -o mode=0755,size=256m run /run || fail "mount /run"
+# keep flashbed's guest files reachable at their host path even when that path
+# is under /tmp (a checkout there, e.g. a fresh clone), which a tmpfs covers below
+mkdir -p /run/.guest && mount --bind "$guest" /run/.guest || fail "bind $guest"
+for d in etc var root; do
+    mkdir -p /run/.ov/$d/upper /run/.ov/$d/work
+    mount -t overlay overlay -o lowerdir=/$d,upperdir=/run/.ov/$d/upper,workdir=/run/.ov/$d/work /$d \
+        || fail "overlay on /$d"
+done
+mount -t tmpfs -o mode=1777 tmp /tmp || fail "mount /tmp"
+case "$guest" in
+    /tmp/*) mkdir -p "$guest" && mount --bind /run/.guest "$guest" || fail "bind $guest under /tmp" ;;
+esac
+mkdir -p /dev/pts /dev/shm /dev/mqueue
+mount -t devpts devpts /dev/pts
+mount -t tmpfs -o mode=1777 shm /dev/shm
+mount -t mqueue mqueue /dev/mqueue
+mount -t debugfs debugfs /sys/kernel/debug
+
 mkdir -p /run/flashbed
 mount -t hostfs -o "$run" hostfs /run/flashbed || fail "mount run directory $run"
 hostname flashbed-lab
