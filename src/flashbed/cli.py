@@ -144,7 +144,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise AssertionError(args.command)
 
 
-ITERATION_STUDIES = ("powercut", "corruption")
+ITERATION_STUDIES = ("powercut", "corruption", "badblocks")
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["run", "--study", "mkfs", "--iterations", "5"], "--iterations applies to --study powercut or corruption"),
+    (["run", "--study", "mkfs", "--iterations", "5"], "--iterations applies to --study powercut or corruption or badblocks"),
     (["run", "--resume", "x", "--fs", "ext4"], "--resume finishes the run's own plan; drop --fs"),
     (["run", "--set", "bigfile"], "bad --set 'bigfile'"),
     (["run", "--device", "emmc-9g", "--study", "mkfs"], "unknown device preset 'emmc-9g'"),
