@@ -2,32 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+
+from tests.report_fixtures import generator
 
 from flashbed.errors import FlashbedError
 from flashbed.report import compare
 from flashbed.report.comparison import Pair, pair_filesystems, verdict
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
-
-
-def _generator():
-    """tests/fixtures/report/make_runs.py, loaded once per process (it caches generated reports)."""
-    name = "flashbed_report_test_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "make_runs.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-gen = _generator()
+gen = generator()
 
 
 @pytest.fixture(scope="module")
