@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -33,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--jobs", type=int, help="lab kernels at once (default: cores)")
     bb = lsub.add_parser("bench-boot", help="benchmark: boot to agent-ready and halt")
     bb.add_argument("--boots", type=int, default=7)
+    bb.add_argument("--compare-pinning", action="store_true",
+                    help="also boot without pinning the lab to one CPU, interleaved, and print the ratio")
     ex = lsub.add_parser("exec", help="run shell commands in one lab boot and print their output")
     ex.add_argument("--disk", type=Path, action="append", default=[], help="host file for /dev/ubdX")
     ex.add_argument("--timeout", type=float, default=300)
@@ -247,20 +250,32 @@ def _lab(args: argparse.Namespace) -> int:
             raise FlashbedError("--boots must be at least 1")
         from .lab.kernel import ensure_kernel
         kernel = ensure_kernel()
-        ready, total = [], []
+        from . import cpus
+        modes = ["pinned", "unpinned"] if args.compare_pinning else ["pinned" if cpus.enabled() else "unpinned"]
+        ready: dict[str, list[float]] = {m: [] for m in modes}
+        total: dict[str, list[float]] = {m: [] for m in modes}
         with tempfile.TemporaryDirectory(prefix="flashbed-boot-") as tmp:
             for i in range(args.boots):
-                r = uml.boot(uml.BootSpec(run_dir=Path(tmp) / f"b{i}", steps=(uml.Step("noop", "true"),),
-                                          timeout=60), kernel)
-                if not r.ok or r.boot_seconds is None:
-                    raise FlashbedError(f"boot {i} failed: {r.status} {r.error} (console: {r.console_log})")
-                ready.append(r.boot_seconds)
-                total.append(r.total_seconds)
-                print(f"boot {i + 1}/{args.boots}: agent ready {r.boot_seconds:.3f}s, halted {r.total_seconds:.3f}s",
-                      file=sys.stderr)
-        print(f"boot to agent-ready: median {statistics.median(ready):.3f}s (min {min(ready):.3f}, max {max(ready):.3f})")
-        print(f"boot to halt:        median {statistics.median(total):.3f}s (min {min(total):.3f}, max {max(total):.3f})")
-        print(f"kernel {kernel.release}, {args.boots} boots")
+                for mode in modes:  # interleaved, so both see the same host
+                    with contextlib.ExitStack() as stack:
+                        if mode == "unpinned":
+                            stack.enter_context(cpus.unpinned())
+                        r = uml.boot(uml.BootSpec(run_dir=Path(tmp) / f"b{i}-{mode}", steps=(uml.Step("noop", "true"),),
+                                                  timeout=60), kernel)
+                    if not r.ok or r.boot_seconds is None:
+                        raise FlashbedError(f"boot {i} failed: {r.status} {r.error} (console: {r.console_log})")
+                    ready[mode].append(r.boot_seconds)
+                    total[mode].append(r.total_seconds)
+                    print(f"boot {i + 1}/{args.boots} {mode}: agent ready {r.boot_seconds:.3f}s, "
+                          f"halted {r.total_seconds:.3f}s", file=sys.stderr)
+        for mode in modes:
+            rd, tt = ready[mode], total[mode]
+            print(f"{mode:8} boot to agent-ready: median {statistics.median(rd):.3f}s (min {min(rd):.3f}, max {max(rd):.3f})")
+            print(f"{mode:8} boot to halt:        median {statistics.median(tt):.3f}s (min {min(tt):.3f}, max {max(tt):.3f})")
+        if len(modes) == 2:
+            ratio = statistics.median(ready["unpinned"]) / statistics.median(ready["pinned"])
+            print(f"unpinned / pinned boot-to-ready: {ratio:.2f}x")
+        print(f"kernel {kernel.release}, {args.boots} boots per mode")
         return 0
     if args.lab_cmd == "exec":
         with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import cpus
 from ..errors import FlashbedError
 
 __all__ = ["EmulatorError", "EmulatorSpec", "Emulator", "describe", "find_binary"]
@@ -120,9 +121,10 @@ class Emulator:
         if spec.capacity is not None:
             cmd += ["--capacity", str(int(spec.capacity))]
         self._stderr = []
+        cpu = cpus.current()  # beside the lab that uses it
         self._proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=_stop_with_parent,
+            preexec_fn=lambda: (_stop_with_parent(), cpus.pin_child(cpu)),
         )
         # Collect stderr continuously so a chatty emulator never blocks on it.
         self._stderr_thread = threading.Thread(target=self._drain_stderr, daemon=True)

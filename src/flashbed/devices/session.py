@@ -3,6 +3,7 @@ sparse file, or nandsim inside the lab. Owns the scratch state and removes it.""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import shutil
@@ -10,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from .. import cpus
 from ..errors import FlashbedError
 from ..lab.uml import BlockDevice, Nandsim
 from .presets import Device
@@ -30,6 +32,17 @@ class DeviceSession:
         self.cut = False
 
     def __enter__(self) -> "DeviceSession":
+        # the emulator and every lab of this session share one host CPU
+        self._cpu = contextlib.ExitStack()
+        self._cpu.enter_context(cpus.lease())
+        try:
+            self._open()
+        except BaseException:
+            self._cpu.close()
+            raise
+        return self
+
+    def _open(self) -> None:
         _clear_scratch(self.scratch)  # a killed earlier run may have left one behind
         self.scratch.mkdir(parents=True, exist_ok=True)
         if self.device.kind == "block" and not self.device.emulated:
@@ -37,7 +50,6 @@ class DeviceSession:
                 f.truncate(self.device.capacity)
         elif self.device.emulated:
             self._start_emulator()
-        return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
@@ -46,6 +58,7 @@ class DeviceSession:
         finally:
             self.emu = None
             _clear_scratch(self.scratch)
+            self._cpu.close()
 
     def _start_emulator(self) -> None:
         from . import emulator

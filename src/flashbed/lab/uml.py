@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import cpus
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
 
@@ -170,8 +171,15 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
 
     `host(call, args)` answers the guest's host steps; its return value goes
     back to the guest as JSON. Setting `kill` kills the lab at once (a power
-    cut): the result's status is then "killed".
+    cut): the result's status is then "killed". The lab runs on one leased host
+    CPU (see flashbed.cpus), the one of the calling thread's device if it has one.
     """
+    with cpus.lease() as cpu:
+        return _boot(spec, kernel, host, kill, cpu)
+
+
+def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
+          kill: threading.Event | None, cpu: int | None) -> BootResult:
     kernel = kernel or ensure_kernel()
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -197,7 +205,7 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
         console.flush()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                preexec_fn=_die_with_parent)
+                                preexec_fn=lambda: (_die_with_parent(), cpus.pin_child(cpu)))
         with _LIVE_LOCK:
             _LIVE.add(proc)
 

@@ -1,0 +1,68 @@
+"""CPU leases: one CPU per lab, spread across threads and processes, re-entrant."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from flashbed import cpus
+
+
+@pytest.fixture(autouse=True)
+def _own_lock_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLASHBED_CACHE", str(tmp_path))
+    monkeypatch.delenv("FLASHBED_PIN", raising=False)
+
+
+def test_a_lease_is_one_of_the_allowed_cpus_and_nests():
+    with cpus.lease() as cpu:
+        assert cpu in os.sched_getaffinity(0)
+        assert cpus.current() == cpu
+        with cpus.lease() as inner:
+            assert inner == cpu
+    assert cpus.current() is None
+
+
+def test_two_threads_get_different_cpus_when_there_are_two():
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs")
+    got: list[int | None] = []
+    inside = threading.Barrier(2)
+
+    def hold() -> None:
+        with cpus.lease() as cpu:
+            got.append(cpu)
+            inside.wait(timeout=10)
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(got)) == 2
+
+
+def test_a_released_cpu_can_be_leased_again():
+    with cpus.lease() as first:
+        pass
+    with cpus.lease() as again:
+        assert again == first  # same process id, same starting CPU, lock free again
+
+
+def test_pinning_can_be_switched_off(monkeypatch):
+    with cpus.unpinned(), cpus.lease() as cpu:
+        assert cpu is None
+    monkeypatch.setenv("FLASHBED_PIN", "0")
+    with cpus.lease() as cpu:
+        assert cpu is None
+
+
+def test_a_child_started_in_a_lease_runs_on_that_cpu_only():
+    with cpus.lease() as cpu:
+        out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                             preexec_fn=lambda: cpus.pin_child(cpu), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str([cpu])
