@@ -26,3 +26,4 @@ bench: setup
 	emulator/target/release/flashbed-bench all
 	$(PYTHON) -m flashbed.cli bench fuse --runs 5
 	$(PYTHON) -m flashbed.cli bench presets
+	$(PYTHON) -m flashbed.cli bench powercut --cycles 20

@@ -62,6 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", choices=["local", "dask"])
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    r.add_argument("--pace", help="emulator clock: real (default) or none, which skips the device's delays "
+                   "(for failure studies, whose results do not depend on timing)")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -69,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     bf.add_argument("--runs", type=int, default=5)
     bp = bsub.add_parser("presets", help="presets' measured write rates vs their declarations")
     bp.add_argument("--device", action="append", help="preset (default: emmc-8g, sd-class10, usb-stick)")
+    bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
+    bpc.add_argument("--device", default="emmc-8g@64M")
+    bpc.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
+    bpc.add_argument("--cycles", type=int, default=10)
+    bpc.add_argument("--pace", default="none", choices=["none", "real"])
+    bpc.add_argument("--mode", default="async", choices=["async", "sync"])
+    bpc.add_argument("--seed", type=int, default=1)
 
     res = sub.add_parser("results", help="print a run's results as a table")
     res.add_argument("run", help="run id under runs/ or a run directory")
@@ -137,6 +146,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _report(args)
     if args.command == "bench":
         from .bench import devices as bench
+        if args.bench_cmd == "powercut":
+            from .bench import powercut
+            if args.cycles < 1:
+                raise FlashbedError("--cycles must be at least 1")
+            powercut.bench(args.device, list(_split([args.fs])), args.cycles, args.pace, args.mode, args.seed)
+            return 0
         if args.bench_cmd == "fuse":
             if args.runs < 1:
                 raise FlashbedError("--runs must be at least 1")
@@ -182,7 +197,8 @@ def _run(args: argparse.Namespace) -> int:
     from .run import execute
     from .store import RunStore, resolve_run
     if args.resume:
-        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations") if getattr(args, o)]
+        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace")
+                 if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -201,7 +217,8 @@ def _run(args: argparse.Namespace) -> int:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
-                          seed=args.seed if args.seed is not None else 1, overrides=overrides)
+                          seed=args.seed if args.seed is not None else 1, overrides=overrides,
+                          pace=args.pace or "real")
         store = RunStore(args.out or Path("runs") / req.run_id())
     if args.jobs is not None and args.jobs < 1:
         raise FlashbedError("--jobs must be at least 1")

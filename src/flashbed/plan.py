@@ -28,6 +28,7 @@ class PlanRequest:
     repeat: int = 1
     seed: int = 1
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-study parameter changes
+    pace: str = "real"  # "none": the emulator skips its sleeps (timings then mean nothing)
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -36,13 +37,15 @@ class PlanRequest:
             fs=self.fs or profiles.BLOCK_FILESYSTEMS,
             devices=self.devices or (prof["device"],),
             studies=self.studies or tuple(prof["studies"]),
-            repeat=self.repeat, seed=self.seed, overrides=self.overrides)
+            repeat=self.repeat, seed=self.seed, overrides=self.overrides, pace=self.pace)
 
     def run_id(self) -> str:
         """Same request, same id: rerunning a command resumes its run."""
-        r = self.resolved()
-        digest = hashlib.sha256(json.dumps(asdict(r), sort_keys=True).encode()).hexdigest()[:8]
-        return f"{r.profile}-{digest}"
+        r = asdict(self.resolved())
+        if r["pace"] == "real":
+            del r["pace"]  # runs from before --pace keep their ids
+        digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
+        return f"{r['profile']}-{digest}"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Plan:
 def make_plan(req: PlanRequest) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
+    if req.pace not in ("real", "none"):
+        raise FlashbedError(f"--pace must be real or none (got '{req.pace}')")
     r = req.resolved()
     prof = profiles.get(r.profile)
     for s in r.studies:
@@ -88,7 +93,7 @@ def make_plan(req: PlanRequest) -> Plan:
                             f"has {format_size(dev.capacity)}: give a larger --device SIZE or a smaller profile")
                     for rep in range(r.repeat):
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
-                                              variant=v, params=params, seed=r.seed + rep))
+                                              variant=v, params=params, seed=r.seed + rep, pace=r.pace))
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")

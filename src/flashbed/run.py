@@ -76,8 +76,11 @@ def execute(plan: Plan, store: RunStore, jobs: int | None = None, executor: str 
     run_id = store.root.name
     if store.exists():
         old = store.manifest()
-        # compare as stored: JSON has lists where the request has tuples
-        if old.get("request") != json.loads(json.dumps(asdict(plan.request))):
+        # compare as stored: JSON has lists where the request has tuples; a field
+        # added since the run was made counts as its default
+        wanted = json.loads(json.dumps(asdict(plan.request)))
+        stored = {**json.loads(json.dumps(asdict(type(plan.request)()))), **(old.get("request") or {})}
+        if stored != wanted:
             raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new run, "
                                 f"or `flashbed run --resume {run_id}` to finish that one")
     else:

@@ -19,15 +19,17 @@ from .studies.base import CellSpec
 
 
 def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None, pace: str = "real") -> CellResult:
+             provenance: dict[str, Any] | None = None, pace: str | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
+    pace = pace or spec.pace
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
     phases: dict[str, dict[str, Any]] = {}
     prov = dict(provenance or {})
     prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
-                 "kernel": kernel.release, "variant": spec.variant.spec, "params": spec.params, "seed": spec.seed})
+                 "kernel": kernel.release, "variant": spec.variant.spec, "params": spec.params, "seed": spec.seed,
+                 "pace": pace})
     try:
         with DeviceSession(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()

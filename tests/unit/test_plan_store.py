@@ -25,6 +25,14 @@ def test_same_request_same_run_id_and_different_request_different_id():
     assert a.run_id() != PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",), seed=2).run_id()
 
 
+def test_pace_none_is_a_different_run_and_reaches_every_cell():
+    real = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",))
+    fast = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mkfs",), pace="none")
+    assert real.run_id() != fast.run_id()
+    assert {c.pace for c in make_plan(fast).cells} == {"none"}
+    assert {c.pace for c in make_plan(real).cells} == {"real"}
+
+
 @pytest.mark.parametrize("req,words", [
     (PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("nosuch",)), "unknown study 'nosuch'"),
     (PlanRequest(fs=("zfs",), devices=(PLAIN,)), "unknown filesystem 'zfs'"),
@@ -35,6 +43,7 @@ def test_same_request_same_run_id_and_different_request_different_id():
     (PlanRequest(fs=("ubifs",), devices=(PLAIN,), studies=("mkfs",)), "ubifs has no device to run on"),
     (PlanRequest(fs=("ext4",), devices=(PLAIN,), repeat=0), "--repeat must be at least 1"),
     (PlanRequest(profile="slow", fs=("ext4",), devices=(PLAIN,)), "unknown profile 'slow'"),
+    (PlanRequest(fs=("ext4",), devices=(PLAIN,), pace="fast"), "--pace must be real or none"),
 ])
 def test_bad_requests_fail_before_any_cell_runs(req, words):
     with pytest.raises(FlashbedError, match=words):

@@ -35,6 +35,7 @@ class CellSpec:
     variant: FsVariant
     params: dict[str, Any] = field(default_factory=dict)
     seed: int = 1
+    pace: str = "real"  # the emulator's clock: "real" timing, or "none" (as fast as it goes)
 
 
 @dataclass
