@@ -7,6 +7,8 @@ import sys
 from collections import defaultdict
 
 from .store import RunStore
+from .studies import STUDIES
+from .studies.base import OutcomeTable
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
@@ -29,15 +31,67 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             head = "; ".join(sorted({r.headline for r in rs}))[:150]
             mark = "" if not bad else f" [{len(bad)} not ok: {bad[0].status}]"
             print(f"  {dev:18} {fs:22} {head}{mark}", file=stream)
-        print_measurements(by_study[study], stream)
+        tables = STUDIES[study].outcome_tables if study in STUDIES else ()
+        if tables:
+            print_outcome_tables(by_study[study], tables, stream)
+            # what the tables do not show (times, iteration counts)
+            rest = {t.prefix for t in tables}
+            print_measurements(by_study[study], stream, skip=lambda metric: metric.startswith(tuple(rest)))
+        else:
+            print_measurements(by_study[study], stream)
 
 
-def print_measurements(results: list, stream) -> None:
+def outcome_rows(results: list, table: OutcomeTable, claimed: set[str] = frozenset()) -> dict:
+    """{case: {(device, fs): {name: count, ..., "iterations": n}}}, summed over repeats.
+
+    Names with the table's prefix that no table of the study claims are added
+    as extra columns, so no count is ever left out."""
+    out: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    for r in results:
+        for m in r.measurements:
+            if m.value is None:
+                continue
+            row = out[m.case][(r.key.device, r.key.fs)]
+            if m.metric == "iterations":
+                row["iterations"] += int(m.value)
+            elif m.metric.startswith(table.prefix):
+                name = m.metric[len(table.prefix):]
+                if name in table.names or (table.per_iteration and name not in claimed):
+                    row[name] += int(m.value)
+    return out
+
+
+def print_outcome_tables(results: list, tables: tuple[OutcomeTable, ...], stream) -> None:
+    for table in tables:
+        claimed = {n for t in tables if t.prefix == table.prefix for n in t.names}
+        for case, rows in sorted(outcome_rows(results, table, claimed).items()):
+            names = list(table.names) + sorted({n for row in rows.values() for n in row
+                                                if n != "iterations" and n not in table.names})
+            shown = names
+            widths = {n: max(5, len(n)) for n in shown}
+            fs_w = max(8, *(len(fs) for _, fs in rows))
+            head = f"  {case or 'all'}: {table.title}"
+            print(f"\n{head}", file=stream)
+            print(f"    {'fs':{fs_w}} " + " ".join(f"{n:>{widths[n]}}" for n in shown)
+                  + (f" {'total':>6}" if table.per_iteration else ""), file=stream)
+            for (dev, fs), row in sorted(rows.items(), key=lambda kv: kv[0][1]):
+                line = f"    {fs:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in shown)
+                if table.per_iteration:
+                    total = sum(row.get(n, 0) for n in names)
+                    line += f" {total:>6d}"
+                    if total != row.get("iterations", total):
+                        line += f"  (!= {row['iterations']} iterations)"
+                print(line, file=stream)
+
+
+def print_measurements(results: list, stream, skip=lambda metric: False) -> None:
     """case × metric rows, one column per filesystem (median over repeats)."""
     cols = sorted({(r.key.device, r.key.fs) for r in results})
     vals: dict[tuple[str, str, str], dict] = defaultdict(lambda: defaultdict(list))
     for r in results:
         for m in r.measurements:
+            if skip(m.metric):
+                continue
             vals[(m.case, m.metric, m.unit)][(r.key.device, r.key.fs)].append(m.value)
     if not vals:
         return

@@ -92,6 +92,15 @@ def test_unclassified_outcomes_leave_survived_unknown(tmp_path):
     assert any("exploded" in n and "weights.toml" in n for n in run.notes)
 
 
+def test_ignored_outcomes_count_neither_way(tmp_path):
+    # an iteration flashbed could not set up says nothing about the filesystem
+    d = gen.write_run(tmp_path / "r", [
+        gen.cell("ext4", "powercut", [("sync", "class:recovered", 3, "count"), ("sync", "class:error", 1, "count"),
+                                      ("sync", "class:data-loss", 1, "count")]),
+    ])
+    assert load_run(d).get("emmc-1g", "ext4", "powercut", "sync", "survived").mean == pytest.approx(75.0)
+
+
 def test_non_numeric_values_are_skipped(tmp_path):
     d = gen.write_run(tmp_path / "r", [
         gen.cell("ext4", "mkfs", [("empty", "used", float("nan"), "bytes"), ("empty", "mkfs", 0.5, "s")]),

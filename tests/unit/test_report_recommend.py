@@ -41,7 +41,7 @@ def test_packaged_weights_cover_the_five_use_cases():
         for c in u.criteria:
             assert c.study in STUDY_ORDER, c
             assert c.better in ("higher", "lower") and c.weight > 0
-    assert set(w.outcomes) == {"powercut", "corruption"}
+    assert set(w.outcomes) == {"powercut", "corruption", "badblocks"}
     assert "clean" in w.outcomes["powercut"]["good"] and "hang" in w.outcomes["powercut"]["bad"]
 
 
@@ -64,6 +64,7 @@ def test_weights_file_documents_itself():
     ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='higher'\n"
      "weight=1\nwieght=2\n", "unknown field"),
     ("this is = not toml [", "not valid TOML"),
+    ("[outcomes.powercut]\ngood=['clean']\nbad=['hang']\nignore=['clean']\n", "lists clean more than once"),
 ])
 def test_bad_weights_file_is_one_clear_line(tmp_path, body, message):
     p = tmp_path / "w.toml"

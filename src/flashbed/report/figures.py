@@ -26,6 +26,8 @@ from matplotlib.transforms import blended_transform_factory
 from . import units
 from .doc import Figure
 from .load import RunData, Stat
+from ..studies import STUDIES
+from ..studies.base import OutcomeTable
 from .provenance import figure_footer
 
 _RC = {
@@ -301,10 +303,18 @@ def mount_figures(ctx: Ctx, device: str) -> list[Figure]:
     return out
 
 
-def outcome_figure(ctx: Ctx, device: str, study: str, title: str) -> Figure | None:
-    """Stacked outcome counts per filesystem (power cuts, corruption), one panel per case."""
+def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: OutcomeTable | None = None,
+                   claimed: frozenset[str] = frozenset(), key: str = "outcomes") -> Figure | None:
+    """Stacked outcome counts per filesystem (power cuts, corruption), one panel per case.
+
+    With `table`, only that table's counts (so per-iteration and per-file counts
+    are never stacked together); its per-iteration table also takes the names no
+    table of the study claims."""
     run = ctx.run
     metrics = [m for m in run.metrics(device, study) if m.startswith(("class:", "outcome:"))]
+    if table is not None:
+        metrics = [m for m in metrics if m.startswith(table.prefix)
+                   and (m[len(table.prefix):] in table.names or (table.per_iteration and m not in claimed))]
     cases = run.cases(device, study)
     fss = run.filesystems(device, study)
     if not metrics or not cases:
@@ -324,7 +334,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str) -> Figure | No
             colors[n] = _BAD_COLORS[bi % len(_BAD_COLORS)]
             bi += 1
     ns: list[int] = []
-    fig_id = units.slug("fig", device, study, "outcomes")
+    fig_id = units.slug("fig", device, study, key)
     with _figure(min(11.0, 3.0 * len(cases) + 1.5), 3.4) as fig:
         axes = fig.subplots(1, len(cases), squeeze=False)[0]
         for ax, case in zip(axes, cases):
@@ -341,7 +351,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str) -> Figure | No
                     drawn = True
                     ns.append(st.n)
                 sv = run.get(device, fs, study, case, "survived")
-                if drawn and sv is not None:
+                if drawn and sv is not None and key == "outcomes":
                     ax.text(i, bottom, f"{sv.mean:.0f}%", ha="center", va="bottom", fontsize=6.5)
                 if not drawn:
                     fl = run.failures_for(device, fs, study, case)
@@ -350,9 +360,11 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str) -> Figure | No
                                 color=FAIL_COLOR, ha="center", va="bottom")
             ax.set_xticks(range(len(fss)), [_wrap_label(f, 10) for f in fss])
             ax.set_title(f"{case}")
-            ax.set_ylabel("outcomes (count)")
+            ax.set_ylabel("iterations (count)" if table is not None and table.per_iteration
+                          else "outcomes (count)")
         handles = [Patch(color=colors[n], label=n) for n in order]
-        return _finish(ctx, fig, fig_id, title + " (label: % survived)", device, fss, study, ns, legend_fss=[],
+        label = " (label: % survived)" if key == "outcomes" else ""
+        return _finish(ctx, fig, fig_id, title + label, device, fss, study, ns, legend_fss=[],
                        extra_handles=handles)
 
 
@@ -479,7 +491,21 @@ def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
     run = ctx.run
     figs: list[Figure | None] = []
     cases = run.cases(device, study)
-    if study in ("powercut", "corruption"):
+    tables = STUDIES[study].outcome_tables if study in STUDIES else ()
+    if tables:
+        claimed = frozenset(t.prefix + n for t in tables for n in t.names)
+        first = True
+        for t in tables:
+            # the first table drawn carries the "% survived" labels and the study's figure id
+            f = outcome_figure(ctx, device, study, f"{units.study_title(study)}: {t.title}", t, claimed,
+                               "outcomes" if first else units.slug("outcomes", t.title))
+            first = first and f is None
+            figs.append(f)
+        other = [m for m in run.metrics(device, study)
+                 if not m.startswith(("class:", "outcome:")) and m not in ("iterations", "survived")]
+        if other:
+            figs.append(bars_figure(ctx, device, study, other, f"{units.study_title(study)}: times", "times"))
+    elif study in ("powercut", "corruption"):
         figs.append(outcome_figure(ctx, device, study, f"{units.study_title(study)}: outcomes"))
         other = [m for m in run.metrics(device, study)
                  if not m.startswith(("class:", "outcome:")) and m not in ("iterations", "survived")]

@@ -296,7 +296,10 @@ def _survived(study: str, metrics: dict[str, tuple[float, str]], weights: Weight
     """Percent of outcomes in the study's good list; None when not computable."""
     spec = weights.outcomes.get(study)
     outs = {m.split(":", 1)[1]: v for m, (v, _u) in metrics.items() if m.startswith(OUTCOME_PREFIXES)}
-    if spec is None or not outs:
+    if spec is None:
+        return None
+    outs = {n: v for n, v in outs.items() if n not in spec.get("ignore", ())}
+    if not outs:
         return None
     unknown = {n for n in outs if n not in spec["good"] and n not in spec["bad"]}
     if unknown:

@@ -39,7 +39,8 @@ class UseCase:
 class Weights:
     path: Path
     use_cases: tuple[UseCase, ...]
-    # study -> {"good": [...], "bad": [...]} outcome names for the derived "survived" metric
+    # study -> {"good": [...], "bad": [...], "ignore": [...]} outcome names for the derived
+    # "survived" metric
     outcomes: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
@@ -59,10 +60,13 @@ def load_weights(path: Path | None = None) -> Weights:
     for study, spec in (data.get("outcomes") or {}).items():
         if not isinstance(spec, dict):
             raise bad(f"[outcomes.{study}] must be a table with good = [...] and bad = [...]")
-        good, badl = spec.get("good", []), spec.get("bad", [])
-        if not all(isinstance(x, str) for x in [*good, *badl]):
-            raise bad(f"[outcomes.{study}] good/bad must be lists of names")
-        outcomes[study] = {"good": tuple(good), "bad": tuple(badl)}
+        good, badl, ignore = spec.get("good", []), spec.get("bad", []), spec.get("ignore", [])
+        if not all(isinstance(x, str) for x in [*good, *badl, *ignore]):
+            raise bad(f"[outcomes.{study}] good/bad/ignore must be lists of names")
+        both = (set(good) & set(badl)) | (set(ignore) & (set(good) | set(badl)))
+        if both:
+            raise bad(f"[outcomes.{study}] lists {', '.join(sorted(both))} more than once")
+        outcomes[study] = {"good": tuple(good), "bad": tuple(badl), "ignore": tuple(ignore)}
 
     ucs = []
     seen: set[str] = set()

@@ -41,7 +41,7 @@ from pathlib import Path
 from .. import filesystems as fscat
 from ..lab.uml import BootResult, Nandsim, Step
 from ..results import Measurement
-from .base import MNT, CellSpec, MiB, Outcome, Study, m, step_json
+from .base import MNT, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
 from .corruption import FILE_OUTCOMES, HANG, on_dm
 from .powercut import PCW, RUN
 
@@ -89,6 +89,12 @@ class BadBlocks(Study):
     description = "bad/weak blocks and bit flips (dm-dust, nandsim): noticed, errors, silent loss"
     device_stats = False
     continue_after_failure = True
+    outcome_tables = (
+        OutcomeTable("iterations", "outcome:", ITER_OUTCOMES + ("error",), per_iteration=True),
+        OutcomeTable("iterations in which", "outcome:", ("noticed", "needs-fsck")),
+        OutcomeTable("files with the faults present", "outcome:", FILE_OUTCOMES + ("missing",)),
+        OutcomeTable("files after the faults are gone", "outcome:", ("after:intact", "after:damaged")),
+    )
 
     def cases(self, profile, device):
         p = dict(profile.get(self.name, {}))

@@ -49,6 +49,19 @@ class Outcome:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class OutcomeTable:
+    """How a failure study's outcome counts read as a table: the metrics
+    `prefix + name` of each case, one column per name, one row per filesystem.
+    With `per_iteration`, every iteration lands in exactly one column, so a
+    row's total must equal the case's iterations."""
+
+    title: str
+    prefix: str
+    names: tuple[str, ...]
+    per_iteration: bool = False
+
+
 class Study:
     """Base class: subclasses set `name` and implement cases/boots/parse."""
 
@@ -60,6 +73,8 @@ class Study:
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False
+    # failure studies: their outcome counts as tables (`flashbed results`, report)
+    outcome_tables: tuple[OutcomeTable, ...] = ()
 
     def before_boot(self, spec: "CellSpec", index: int, run_dir: Path) -> None:
         """Hook run on the host before boot `index` (e.g. to prepare its files)."""

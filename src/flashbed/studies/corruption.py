@@ -35,7 +35,7 @@ from pathlib import Path
 from ..lab.uml import BootResult, Step
 from ..results import Measurement
 from ..variants import FsVariant
-from .base import MB, MNT, CellSpec, Outcome, Study, m, step_json
+from .base import MB, MNT, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .powercut import PCW, RUN
 
 DM_NAME = "fbflakey"
@@ -110,6 +110,10 @@ class Corruption(Study):
     media = ("block",)
     device_stats = False
     continue_after_failure = True
+    outcome_tables = (
+        OutcomeTable("iterations", "outcome:", MOUNT_OUTCOMES + ("error",), per_iteration=True),
+        OutcomeTable("files, over the iterations that mounted", "outcome:", FILE_OUTCOMES + ("missing",)),
+    )
 
     def cases(self, profile, device):
         p = dict(profile.get(self.name, {}))

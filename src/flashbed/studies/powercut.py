@@ -68,7 +68,7 @@ from typing import Any
 from .. import filesystems as fscat
 from ..lab.uml import AGENT, BootResult, Step
 from ..variants import FsVariant
-from .base import MNT, PY, CellSpec, Outcome, Study, m, step_json
+from .base import MNT, PY, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 
 PCWORK = AGENT.parent / "pcwork.py"
 PCW = f"{PY} {shlex.quote(str(PCWORK))}"
@@ -237,6 +237,11 @@ class PowerCut(Study):
     description = "power cuts at seeded random moments: recovery, fsck, data vs fsync log"
     device_stats = False
     continue_after_failure = True
+    outcome_tables = (
+        OutcomeTable("iterations by class", "class:", CLASSES + EXTRA_CLASSES, per_iteration=True),
+        OutcomeTable("mount after the cut", "mount:", MOUNT_STATES),
+        OutcomeTable("checker after the cut", "fsck:", FSCK_RESULTS),
+    )
 
     def cases(self, profile, device):
         p = dict(profile.get(self.name, {}))
