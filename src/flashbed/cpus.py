@@ -49,6 +49,9 @@ def current() -> int | None:
     return _current.get()
 
 
+_MAX_SLOTS = 64  # labs per CPU before they stop being spread
+
+
 def _lock_dir() -> Path:
     d = cache_dir() / "cpu-leases"
     d.mkdir(parents=True, exist_ok=True)
@@ -59,8 +62,9 @@ def _lock_dir() -> Path:
 def lease() -> Iterator[int | None]:
     """Hold one CPU for this thread's labs; re-entrant. Yields None when pinning is off.
 
-    When every CPU is leased already (more labs than CPUs), the lab shares the
-    CPU chosen by its process id rather than waiting.
+    Each CPU has numbered slots; a lease takes the lowest free slot number on
+    any CPU, so with more labs than CPUs they share the CPUs evenly instead of
+    waiting.
     """
     held = _current.get()
     if held is not None or not enabled():
@@ -71,15 +75,18 @@ def lease() -> Iterator[int | None]:
     order = cpus[start:] + cpus[:start]
     fd = None
     cpu = order[0]
-    for c in order:
-        f = os.open(_lock_dir() / f"cpu{c}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(f)
-            continue
-        fd, cpu = f, c
-        break
+    for slot in range(_MAX_SLOTS):
+        for c in order:
+            f = os.open(_lock_dir() / f"cpu{c}.{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(f)
+                continue
+            fd, cpu = f, c
+            break
+        if fd is not None:
+            break
     token = _current.set(cpu)
     try:
         yield cpu

@@ -46,6 +46,24 @@ def test_two_threads_get_different_cpus_when_there_are_two():
     assert len(set(got)) == 2
 
 
+def test_more_labs_than_cpus_share_the_cpus_evenly():
+    n = len(os.sched_getaffinity(0))
+    got: list[int | None] = []
+    inside = threading.Barrier(2 * n)
+
+    def hold() -> None:
+        with cpus.lease() as cpu:
+            got.append(cpu)
+            inside.wait(timeout=10)
+
+    threads = [threading.Thread(target=hold) for _ in range(2 * n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(list(os.sched_getaffinity(0)) * 2)
+
+
 def test_a_released_cpu_can_be_leased_again():
     with cpus.lease() as first:
         pass
