@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 
@@ -20,18 +21,25 @@ def format_duration(seconds: float) -> str:
 class Progress:
     """Counts finished items and prints one line per event on stderr."""
 
-    def __init__(self, total: int, what: str = "cells", stream=None):
+    def __init__(self, total: int, what: str = "cells", stream=None, every: float = 30.0):
         self.total = total
         self.done = 0
         self.what = what
         self.started = time.monotonic()
         self.stream = stream or sys.stderr
+        self.every = every  # seconds between progress lines from inside one item
+        self._part: dict[str, float] = {}  # running item -> fraction done
+        self._said: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def eta(self) -> float | None:
-        if self.done == 0:
+        # finished items plus the finished part of running ones (a long
+        # power-cut cell reports its boots)
+        done = self.done + sum(self._part.values())
+        if done <= 0:
             return None
         elapsed = time.monotonic() - self.started
-        return elapsed / self.done * (self.total - self.done)
+        return elapsed / done * (self.total - done)
 
     def line(self, current: str = "") -> str:
         elapsed = time.monotonic() - self.started
@@ -44,5 +52,19 @@ class Progress:
         print(self.line(f"running {current}"), file=self.stream, flush=True)
 
     def finish(self, current: str, headline: str) -> None:
-        self.done += 1
-        print(self.line(f"{current}: {headline}"), file=self.stream, flush=True)
+        with self._lock:
+            self._part.pop(current, None)
+            self._said.pop(current, None)
+            self.done += 1
+            print(self.line(f"{current}: {headline}"), file=self.stream, flush=True)
+
+    def part(self, current: str, done: int, total: int, what: str = "boots") -> None:
+        """Item `current` is `done` of `total` through; a line at most every `every` s."""
+        with self._lock:
+            if current not in self._said and current not in self._part:
+                self._said[current] = time.monotonic()  # the start line was just printed
+            self._part[current] = min(1.0, done / total) if total else 0.0
+            now = time.monotonic()
+            if now - self._said.get(current, 0.0) >= self.every and done < total:
+                self._said[current] = now
+                print(self.line(f"{current}: {done}/{total} {what}"), file=self.stream, flush=True)

@@ -104,9 +104,12 @@ def execute(plan: Plan, store: RunStore, jobs: int | None = None, executor: str 
     return list(store.results())
 
 
-def cell_task(spec: CellSpec, kernel: KernelInfo, root: Path, prov: dict) -> CellResult:
+def cell_task(spec: CellSpec, kernel: KernelInfo, root: Path, prov: dict,
+              progress: Progress | None = None) -> CellResult:
     store = RunStore(root)
-    return run_cell(spec, kernel, store.logs_dir(spec.key), root / "scratch" / store.logs_dir(spec.key).name, prov)
+    on_boot = (lambda done, total: progress.part(spec.key.id, done, total)) if progress else None
+    return run_cell(spec, kernel, store.logs_dir(spec.key), root / "scratch" / store.logs_dir(spec.key).name, prov,
+                    on_boot=on_boot)
 
 
 def _run_local(todo: list[CellSpec], kernel: KernelInfo, store: RunStore, prov: dict, jobs: int,
@@ -119,7 +122,7 @@ def _run_local(todo: list[CellSpec], kernel: KernelInfo, store: RunStore, prov: 
             while pending and len(running) < jobs:
                 spec = pending.pop(0)
                 progress.start(spec.key.id)
-                running[pool.submit(cell_task, spec, kernel, store.root, prov)] = spec
+                running[pool.submit(cell_task, spec, kernel, store.root, prov, progress)] = spec
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for f in finished:
                 spec = running.pop(f)

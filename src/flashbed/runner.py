@@ -7,7 +7,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .devices.session import DeviceSession
 from .errors import FlashbedError
@@ -19,7 +19,8 @@ from .studies.base import CellSpec
 
 
 def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None, pace: str | None = None) -> CellResult:
+             provenance: dict[str, Any] | None = None, pace: str | None = None,
+             on_boot: Callable[[int, int], None] | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
     pace = pace or spec.pace
@@ -74,6 +75,8 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                     t.join()
                 timers.clear()
                 boots.append(res)
+                if on_boot is not None:
+                    on_boot(i + 1, len(steps_per_boot))
                 if res.status not in ("done", "killed") and not study.continue_after_failure:
                     break
         outcome = study.parse(spec, boots, logs)

@@ -23,3 +23,23 @@ def test_bad_run_options_are_one_line(argv, words, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
+
+
+def test_progress_counts_the_finished_part_of_running_cells_and_throttles_its_lines():
+    import io
+
+    from flashbed.progress import Progress
+    out = io.StringIO()
+    p = Progress(4, stream=out, every=0.0)
+    assert p.eta() is None
+    p.start("a")
+    p.part("a", 50, 100)
+    assert "a: 50/100 boots" in out.getvalue()
+    assert p.eta() is not None  # half a cell done: an estimate exists
+    quiet = Progress(4, stream=io.StringIO(), every=3600)
+    quiet.start("a")
+    quiet.part("a", 1, 100)
+    quiet.part("a", 2, 100)
+    assert "boots" not in quiet.stream.getvalue()
+    p.finish("a", "done")
+    assert p.done == 1 and "a" not in p._part
