@@ -1,7 +1,7 @@
 """Power-cut cycle throughput: how many cut/recover/verify cycles one core runs per hour.
 
-  python -m flashbed.bench.powercut [--device emmc-8g@64M] [--fs ext4,f2fs] [--cycles 10]
-                                    [--pace none] [--mode async] [--seed 1]
+  flashbed bench powercut [--device emmc-8g@64M] [--fs ext4,f2fs] [--cycles 10]
+                          [--pace none] [--mode async] [--seed 1]
 
 Each filesystem runs one powercut cell (one lab kernel at a time, so one core)
 of --cycles iterations: workload boot, seeded power cut, recovery boot with
@@ -13,7 +13,6 @@ cycle and a broken one are told apart.
 
 from __future__ import annotations
 
-import argparse
 import resource
 import sys
 import tempfile
@@ -67,27 +66,3 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
               f"median recovery {row['recovery'] or 0:.3f} s)  classes: "
               + ", ".join(f"{n} {c}" for c, n in sorted(classes.items())), file=out, flush=True)
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flashbed.bench.powercut", description=__doc__.split("\n")[0])
-    p.add_argument("--device", default="emmc-8g@64M")
-    p.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
-    p.add_argument("--cycles", type=int, default=10)
-    p.add_argument("--pace", default="none", choices=["none", "real"])
-    p.add_argument("--mode", default="async", choices=["async", "sync"])
-    p.add_argument("--seed", type=int, default=1)
-    a = p.parse_args(argv)
-    if a.cycles < 1:
-        print("--cycles must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        bench(a.device, [f for f in a.fs.split(",") if f], a.cycles, a.pace, a.mode, a.seed)
-    except FlashbedError as e:
-        print(f"bench: error: {e}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
