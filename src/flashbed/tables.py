@@ -35,8 +35,8 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
         if tables:
             print_outcome_tables(by_study[study], tables, stream)
             # what the tables do not show (times, iteration counts)
-            rest = {t.prefix for t in tables}
-            print_measurements(by_study[study], stream, skip=lambda metric: metric.startswith(tuple(rest)))
+            prefixes = tuple({t.prefix for t in tables})
+            print_measurements(by_study[study], stream, skip=lambda metric, p=prefixes: metric.startswith(p))
         else:
             print_measurements(by_study[study], stream)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
-    seconds, umount
+    umount
 
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 
