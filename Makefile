@@ -22,7 +22,7 @@ test-unit:
 	$(PYTHON) -m pytest -q -m "not lab and not emulator"
 
 bench: setup
-	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7
+	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7 --compare-pinning
 	emulator/target/release/flashbed-bench all
 	$(PYTHON) -m flashbed.cli bench fuse --runs 5
 	$(PYTHON) -m flashbed.cli bench presets
