@@ -90,7 +90,7 @@ impl Control {
                 if !d.powered() {
                     return fail("power is already off".into());
                 }
-                let t = self.sh.now(&d);
+                let t = self.sh.cut_time(&d);
                 let lost = d.cached_units() as u64 * d.cfg.unit_bytes() as u64;
                 d.power_cut(t);
                 match flash_model::state::save(&d, &self.state_dir) {
@@ -104,7 +104,7 @@ impl Control {
                     let t = self.sh.now(&d);
                     if let Err(e) = d.shutdown(t) {
                         // Read-only or failed store: save what is durable.
-                        let t = self.sh.now(&d);
+                        let t = self.sh.cut_time(&d);
                         d.power_cut(t);
                         let _ = flash_model::state::save(&d, &self.state_dir);
                         return (json!({"ok": false, "error": format!("flush before shutdown failed: {e:?}")}), Some(Event::Exit));

@@ -233,7 +233,7 @@ fn serve(args: &[String]) {
         "pid": std::process::id(),
     });
     let capacity = dev.capacity();
-    let sh = Arc::new(Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity });
+    let sh = Arc::new(Shared::new(dev, pace, capacity));
 
     let fail_and_save = |sh: &Shared, msg: String| -> ! {
         // Nothing was served: leave the state as it was.
@@ -293,7 +293,7 @@ fn serve(args: &[String]) {
         if d.powered() {
             let t = sh.now(&d);
             if d.shutdown(t).is_err() {
-                let t = sh.now(&d);
+                let t = sh.cut_time(&d);
                 d.power_cut(t);
             }
         }
