@@ -3,6 +3,7 @@ study's steps, answer the guest's host calls, and turn it all into a result."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import traceback
@@ -44,18 +45,29 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                         phases[args.get("phase", "workload")] = snap
                     return snap
                 if call == "cut-power":
-                    dev.cut_power()
-                    kill.set()
+                    cut()
                     return None
                 if call == "cut-power-in":
                     # a power cut at a chosen moment of the workload that follows
-                    timer = threading.Timer(float(args["seconds"]), lambda: (dev.cut_power(), kill.set()))
+                    timer = threading.Timer(float(args["seconds"]), cut)
                     timer.daemon = True
                     timers.append(timer)
                     timer.start()
                     return None
                 raise FlashbedError(f"unknown host call '{call}'")
 
+            def cut() -> None:
+                # when the host cut the power, for the study to set against the
+                # guest's acknowledgements (cut.json in the boot's directory)
+                wall = time.time()
+                reply = dev.cut_power()
+                kill.set()
+                try:
+                    (where[0] / "cut.json").write_text(json.dumps({"host_wall": wall, "emulator": reply}))
+                except OSError:
+                    pass
+
+            where: list[Path] = [logs]
             boots: list[BootResult] = []
             timers: list[threading.Timer] = []
             steps_per_boot = study.boots(spec, logs)
@@ -69,6 +81,7 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                                  mem_mb=dev.mem_mb(), timeout=_budget(steps))
                 if bspec.run_dir != logs:
                     _share(logs, bspec.run_dir)
+                where[0] = bspec.run_dir
                 res = boot(bspec, kernel, host=host, kill=kill)
                 for t in timers:
                     t.cancel()

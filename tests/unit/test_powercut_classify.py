@@ -248,3 +248,13 @@ def test_badblocks_raw_first_mount_failing_is_unmountable_not_error():
     assert st._classify(b, s)[0] == "unmountable"
     b = boot("step-failed", [("mkfs", "failed", 1, "", "no")])
     assert st._classify(b, s)[0] == "error"
+
+
+def test_ack_timing_sets_the_acknowledgements_against_the_cut(tmp_path):
+    from flashbed.studies.powercut import ack_timing
+    assert ack_timing(tmp_path) == {}  # an older run: nothing to say
+    (tmp_path / "cut.json").write_text(json.dumps({"host_wall": 1000.0, "emulator": None}))
+    (tmp_path / "pclog.jsonl").write_text(
+        '{"e":"intent","n":1}\n{"e":"ack","n":1,"t":999.9}\n{"e":"ack","n":2,"t":1000.002}\n{"e":"ack","n')
+    got = ack_timing(tmp_path)
+    assert got["acks_after_cut"] == 1 and got["last_ack_ms"] == pytest.approx(-2.0)

@@ -102,11 +102,14 @@ class DeviceSession:
             return None
         return normalize_stats(self.emu.stats())
 
-    def cut_power(self) -> None:
+    def cut_power(self) -> dict[str, Any] | None:
+        """The emulator's reply (cut_at_ns, cache_bytes_lost), or None without an emulator."""
         if self.emu is not None:
-            self.emu.cut_power()
+            reply = self.emu.cut_power()
             self.cut = True
+            return reply
         # a plain file or nandsim has no power to cut: the lab kill alone is the crash
+        return None
 
     def restart_if_cut(self) -> None:
         if self.cut:

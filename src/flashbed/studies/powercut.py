@@ -197,6 +197,32 @@ def recovery_seconds(facts: dict | None) -> float | None:
     return total
 
 
+def ack_timing(work_dir: Path) -> dict:
+    """How the last acknowledgement stood to the cut: `last_ack_ms` before the
+    host cut the power (negative: after it), and `acks_after_cut`, which must be
+    0: an fsync that returned after the power was gone promised what no device
+    could keep. Empty when either side is missing (an older run)."""
+    try:
+        cut = json.loads((work_dir / "cut.json").read_text())["host_wall"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    acks = []
+    try:
+        lines = (work_dir / "pclog.jsonl").read_bytes().split(b"\n")
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            r = json.loads(line) if line.strip() else {}
+        except ValueError:
+            break  # the torn last line of a killed lab
+        if r.get("e") == "ack" and "t" in r:
+            acks.append(float(r["t"]))
+    if not acks:
+        return {}
+    return {"last_ack_ms": round((cut - max(acks)) * 1000, 3), "acks_after_cut": sum(t > cut for t in acks)}
+
+
 def summarize(case: str, records: list[dict]) -> list:
     """Measurements of one case from its per-iteration records."""
     out = m(case, "iterations", len(records), "count")
@@ -419,6 +445,8 @@ class PowerCut(Study):
             if raw:
                 rec["attach"] = f.get("mount1-attach", {}).get("seconds") if f.get("mounted") else None
                 rec["mount_seconds"] = f.get("mount1", {}).get("seconds") if f.get("mounted") else None
+            if not raw and cut:
+                rec.update(ack_timing(boot_dir(run_dir, 2 * k)))
             if cls in ("hang", "crash") and res is not None:
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.get("sabotaged") is not None or "sabotaged" in f:
