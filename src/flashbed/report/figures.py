@@ -311,9 +311,10 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
     are never stacked together); its per-iteration table also takes the names no
     table of the study claims."""
     run = ctx.run
-    metrics = [m for m in run.metrics(device, study) if m.startswith(("class:", "outcome:"))]
-    if table is not None:
-        metrics = [m for m in metrics if m.startswith(table.prefix)
+    if table is None:
+        metrics = [m for m in run.metrics(device, study) if m.startswith(("class:", "outcome:"))]
+    else:
+        metrics = [m for m in run.metrics(device, study) if m.startswith(table.prefix)
                    and (m[len(table.prefix):] in table.names or (table.per_iteration and m not in claimed))]
     cases = run.cases(device, study)
     fss = run.filesystems(device, study)
@@ -501,8 +502,9 @@ def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
                                "outcomes" if first else units.slug("outcomes", t.title))
             first = first and f is None
             figs.append(f)
+        counted = tuple({"class:", "outcome:"} | {t.prefix for t in tables})
         other = [m for m in run.metrics(device, study)
-                 if not m.startswith(("class:", "outcome:")) and m not in ("iterations", "survived")]
+                 if not m.startswith(counted) and m not in ("iterations", "survived")]
         if other:
             figs.append(bars_figure(ctx, device, study, other, f"{units.study_title(study)}: times", "times"))
     elif study in ("powercut", "corruption"):
