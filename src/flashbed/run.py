@@ -73,6 +73,12 @@ def execute(plan: Plan, store: RunStore, jobs: int | None = None, executor: str 
             scheduler: str | None = None, stream=sys.stderr) -> list[CellResult]:
     """Run every unfinished cell of the plan; return all results of the run."""
     kernel = ensure_kernel()
+    with store.running():
+        return _execute(plan, store, kernel, jobs, executor, scheduler, stream)
+
+
+def _execute(plan: Plan, store: RunStore, kernel: KernelInfo, jobs: int | None, executor: str,
+             scheduler: str | None, stream) -> list[CellResult]:
     run_id = store.root.name
     if store.exists():
         old = store.manifest()

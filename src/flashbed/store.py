@@ -7,7 +7,10 @@ most the cells that were running.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -37,6 +40,22 @@ class RunStore:
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Held while cells of this run execute: a second flashbed on the same run
+        would start the same cells on the same scratch state."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise FlashbedError(f"run {self.root.name} is being run by another flashbed process: let it finish, "
+                                    f"or stop it (Ctrl-C) and run this command again to resume") from None
+            yield
+        finally:
+            os.close(fd)
 
     def manifest(self) -> dict[str, Any]:
         try:

@@ -89,3 +89,13 @@ def test_result_schema_is_checked():
     d = json.loads(json.dumps(result(k).to_json()))
     assert d["id"] == "d/f2fs+tuned/bandwidth/r0"
     assert CellResult.from_json(d) == result(k)
+
+
+def test_a_run_being_run_refuses_a_second_flashbed(tmp_path):
+    store = RunStore(tmp_path / "run")
+    with store.running():
+        with pytest.raises(FlashbedError, match="being run by another flashbed process"):
+            with RunStore(tmp_path / "run").running():
+                pass
+    with store.running():  # released with the first
+        pass

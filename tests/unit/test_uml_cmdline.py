@@ -1,3 +1,4 @@
+import pytest
 from pathlib import Path
 
 from flashbed.lab.uml import INIT, BlockDevice, BootSpec, Nandsim, Step, kernel_cmdline
@@ -21,3 +22,11 @@ def test_nandsim_geometry_goes_on_the_cmdline(tmp_path):
     spec = BootSpec(run_dir=tmp_path, steps=(), nandsim=Nandsim(id_bytes=(0x2c, 0xdc), parts=(64, 64)))
     args = kernel_cmdline(spec)
     assert "nandsim.id_bytes=0x2c,0xdc" in args and "nandsim.parts=64,64" in args
+
+
+def test_no_lab_starts_once_flashbed_is_stopping(tmp_path, monkeypatch):
+    from flashbed.lab import uml
+    monkeypatch.setattr(uml, "_STOPPING", __import__("threading").Event())
+    uml.kill_all()
+    with pytest.raises(uml.Stopping):
+        uml.boot(uml.BootSpec(run_dir=tmp_path, steps=(uml.Step("noop", "true"),)))

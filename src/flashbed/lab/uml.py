@@ -31,9 +31,17 @@ AGENT = GUEST_DIR / "agent.py"
 # every lab running in this process, so Ctrl-C can stop them all
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
+# set by kill_all(): no new lab starts in this process (a cell of many boots
+# would otherwise boot its next lab right after its current one was killed)
+_STOPPING = threading.Event()
+
+
+class Stopping(FlashbedError):
+    """flashbed is stopping (Ctrl-C): no more labs."""
 
 
 def kill_all() -> None:
+    _STOPPING.set()
     with _LIVE_LOCK:
         procs = list(_LIVE)
     for p in procs:
@@ -174,6 +182,8 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
     cut): the result's status is then "killed". The lab runs on one leased host
     CPU (see flashbed.cpus), the one of the calling thread's device if it has one.
     """
+    if _STOPPING.is_set():
+        raise Stopping("flashbed is stopping: no new lab")
     with cpus.lease() as cpu:
         return _boot(spec, kernel, host, kill, cpu)
 
