@@ -74,7 +74,7 @@ def print_outcome_tables(results: list, tables: tuple[OutcomeTable, ...], stream
             print(f"\n{head}", file=stream)
             print(f"    {'fs':{fs_w}} " + " ".join(f"{n:>{widths[n]}}" for n in shown)
                   + (f" {'total':>6}" if table.per_iteration else ""), file=stream)
-            for (dev, fs), row in sorted(rows.items(), key=lambda kv: kv[0][1]):
+            for (_dev, fs), row in sorted(rows.items(), key=lambda kv: kv[0][1]):
                 line = f"    {fs:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in shown)
                 if table.per_iteration:
                     total = sum(row.get(n, 0) for n in names)
