@@ -69,13 +69,15 @@ def print_outcome_tables(results: list, tables: tuple[OutcomeTable, ...], stream
                                                 if n != "iterations" and n not in table.names})
             shown = names
             widths = {n: max(5, len(n)) for n in shown}
-            fs_w = max(8, *(len(fs) for _, fs in rows))
+            one_device = len({dev for dev, _ in rows}) == 1
+            label = {k: k[1] if one_device else f"{k[1]} on {k[0]}" for k in rows}
+            fs_w = max(8, *(len(v) for v in label.values()))
             head = f"  {case or 'all'}: {table.title}"
             print(f"\n{head}", file=stream)
             print(f"    {'fs':{fs_w}} " + " ".join(f"{n:>{widths[n]}}" for n in shown)
                   + (f" {'total':>6}" if table.per_iteration else ""), file=stream)
-            for (_dev, fs), row in sorted(rows.items(), key=lambda kv: kv[0][1]):
-                line = f"    {fs:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in shown)
+            for key, row in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                line = f"    {label[key]:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in shown)
                 if table.per_iteration:
                     total = sum(row.get(n, 0) for n in names)
                     line += f" {total:>6d}"
