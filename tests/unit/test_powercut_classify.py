@@ -258,3 +258,17 @@ def test_ack_timing_sets_the_acknowledgements_against_the_cut(tmp_path):
         '{"e":"intent","n":1}\n{"e":"ack","n":1,"t":999.9}\n{"e":"ack","n":2,"t":1000.002}\n{"e":"ack","n')
     got = ack_timing(tmp_path)
     assert got["acks_after_cut"] == 1 and got["last_ack_ms"] == pytest.approx(-2.0)
+
+
+def test_raw_nand_reattach_uses_the_devices_vid_header_offset(tmp_path):
+    # nand-2g-4k has no sub-pages: UBI's VID header sits at 4096, and an attach
+    # without -O 4096 fails ("bad VID header offset 4096, expected 1024")
+    s = spec("ubifs", "nand-2g-4k@128M", iterations=2)
+    cmds = " ".join(step.cmd for boot in STUDIES["powercut"].boots(s, tmp_path) for step in boot)
+    assert "ubiattach" in cmds and "ubiattach -m 1 -d 0\"" not in cmds
+    assert cmds.count("-O 4096") >= 3  # make + one re-attach per iteration
+    dev = presets.load_spec("nand-2g-4k@128M")
+    b = CellSpec(key=CellKey(dev.label, "ubifs", "badblocks", "badblocks"), device=dev,
+                 variant=variants.parse("ubifs", dev), params={"fault": "badblocks", "iterations": 1}, seed=1)
+    steps = [step.cmd for boot in STUDIES["badblocks"].boots(b, tmp_path) for step in boot]
+    assert all("-O 4096" in c for c in steps if c.startswith("ubiattach"))

@@ -179,7 +179,7 @@ class BadBlocks(Study):
         t = float(spec.params.get("step_timeout", 120))
         files = self._files(spec, i)
         mount = v.mount_cmds(MNT)
-        remount = ([fscat.ubi_detach_cmd(), "dmesg -C", fscat.ubi_attach_cmd()] if fs.fstype == "ubifs"
+        remount = ([fscat.ubi_detach_cmd(), "dmesg -C", v.ubi_attach_cmd()] if fs.fstype == "ubifs"
                    else ["dmesg -C"])
         return [
             *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(v.make_cmds())],

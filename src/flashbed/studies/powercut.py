@@ -379,7 +379,7 @@ class PowerCut(Study):
                                           f"echo 3 > {UBI_DBG}/tst_emulate_power_cut", timeout=60, may_fail=True))
             steps.append(Step(f"work{k}", self._work(spec, k, log, 60), timeout=120, may_fail=True))
             rs = self._recover_spec(spec, v, k, log, out)
-            rs.update(teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[fscat.ubi_attach_cmd()],
+            rs.update(teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[v.ubi_attach_cmd()],
                       check=None, repair=None)
             steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
                               may_fail=True))
