@@ -14,8 +14,8 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::sync::{mpsc, Arc};
+use std::time::SystemTime;
 
 use flash_model::config::{load_block_preset, load_preset, parse_preset, parse_size, DeviceConfig, Preset};
 use flash_model::state;
