@@ -38,6 +38,8 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
     dev = presets.load_spec(device)
     params = {**profiles.get("quick")["powercut"], "iterations": cycles, "mode": mode}
     rows = []
+    for name in fs:  # every name checked before any lab runs
+        variants.check_device(variants.parse(name, dev), dev)
     print(f"power-cut cycles on {dev.label} (pace {pace}, {mode} mount, {cycles} cycles per filesystem, "
           f"cut delays {params['cut_min']}-{params['cut_max']} s)", file=out, flush=True)
     for name in fs:
