@@ -14,27 +14,21 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
+
+# run as `python3 -S -I`: this directory is not on sys.path by itself
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guestlib  # noqa: E402
+from guestlib import now  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
 RB_POWER_OFF = 0x4321FEDC
 
 
-def now() -> float:
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
-
-
 def write_json_atomic(path: str, data: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    guestlib.write_json_atomic(path, data, indent=1)
 
 
 def tail(data: bytes) -> str:
@@ -75,32 +69,9 @@ def run_step(step: dict, run_dir: str) -> dict:
     env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                 "LC_ALL": "C.UTF-8"})
     env.update({k: str(v) for k, v in step.get("env", {}).items()})
-    timeout = float(step.get("timeout", 60))
     started = now()
-    proc = subprocess.Popen(
-        ["/bin/sh", "-c", step["cmd"]], cwd=step.get("cwd", run_dir), env=env,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    status = "ok"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = "timeout"
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            # unkillable: stuck in the kernel (D state); the lab itself hangs here
-            status = "hang"
-            out, err = b"", b""
-    elapsed = now() - started
-    rc = proc.returncode
-    if status == "ok" and rc != 0:
-        status = "failed"
+    status, rc, out, err, elapsed = guestlib.run_shell(step["cmd"], float(step.get("timeout", 60)),
+                                                       cwd=step.get("cwd", run_dir), env=env)
     return {
         "name": step.get("name", step["cmd"][:40]),
         "cmd": step["cmd"],

@@ -58,14 +58,15 @@ import subprocess
 import sys
 import time
 
+# run as `python3 -S -I`: this directory is not on sys.path by itself
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guestlib  # noqa: E402
+from guestlib import now, write_json_atomic  # noqa: E402
+
 BLOCK = 4096
 CHUNK = 64 * 1024
 DELETED = "deleted"
 LIST_LIMIT = 20  # problems listed per kind in a verdict
-
-
-def now() -> float:
-    return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
 def content(seed: int, name: str, ver: int, size: int) -> bytes:
@@ -149,7 +150,7 @@ def request_cut(seconds: float) -> None:
     calls = os.path.join(os.environ.get("FLASHBED_RUN", "."), "host-calls")
     os.makedirs(calls, exist_ok=True)
     req = os.path.join(calls, "9000-cut.req")
-    _save_state(req + ".new", {"call": "cut-power-in", "args": {"seconds": seconds}})
+    write_json_atomic(req + ".new", {"call": "cut-power-in", "args": {"seconds": seconds}})
     os.replace(req + ".new", req)
 
 
@@ -481,26 +482,9 @@ class Hang(Exception):
 
 def run(cmd: str, timeout: float) -> dict:
     """A shell command with a limit; a command that cannot be killed is a hang."""
-    t = now()
-    p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
-    status = "ok"
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = "timeout"
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, err = p.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            status, out, err = "hang", b"", b""
-    rec = {"cmd": cmd, "status": status if status != "ok" or p.returncode == 0 else "failed",
-           "rc": p.returncode, "seconds": round(now() - t, 6),
-           "out": (out + err).decode("utf-8", "replace")[-4000:]}
-    return rec
+    status, rc, out, err, seconds = guestlib.run_shell(cmd, timeout)
+    return {"cmd": cmd, "status": status, "rc": rc, "seconds": round(seconds, 6),
+            "out": (out + err).decode("utf-8", "replace")[-4000:]}
 
 
 class Kmsg:
@@ -741,15 +725,6 @@ def prepare_fs(spec: dict) -> dict:
 
 # --- corruption study: files rewritten in rounds, inspected afterwards ---------------------
 
-def _save_state(path: str, state: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def cwork(args: argparse.Namespace) -> int:
     """Rewrite COUNT files of SIZE bytes, then sync, round after round, for DURATION
     seconds (a round starts at most every ROUND seconds); each round's content
@@ -776,12 +751,12 @@ def cwork(args: argparse.Namespace) -> int:
         os.sync()
         state["sync_seconds"].append(round(now() - t, 6))
         state["rounds"] = r
-        _save_state(args.state, state)
+        write_json_atomic(args.state, state)
         if now() - t0 >= args.duration:
             break
         time.sleep(max(0.0, start + args.round - now()))
     state["seconds"] = round(now() - t0, 6)
-    _save_state(args.state, state)
+    write_json_atomic(args.state, state)
     print(json.dumps({k: v for k, v in state.items() if k not in ("last", "attempted", "sync_seconds")}))
     return 0
 
