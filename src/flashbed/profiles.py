@@ -17,6 +17,17 @@ GiB = 1 << 30
 MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu")
 BLOCK_FILESYSTEMS = ("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2", "vfat", "exfat")
 
+# The failure studies' parameters are the reference studies' in both profiles;
+# only the number of power cuts per case differs.
+POWERCUT: dict[str, Any] = {"modes": ["sync", "async"], "cut_min": 0.5, "cut_max": 3.0, "max_file": 1 * MiB,
+                            "max_files": 64, "nand_cut_min": 4, "nand_cut_max": 120}
+CORRUPTION: dict[str, Any] = {"iterations": 15, "modes": ["after", "alternate"], "features": ["corrupt", "drop"],
+                              "corrupt_after": 10, "tail": 3, "alternate_seconds": 5, "round_seconds": 1.0,
+                              "big_mb": 30, "many_count": 30, "many_mb": 1}
+BADBLOCKS: dict[str, Any] = {"iterations": 5, "files": 8, "file_size": 1 * MiB, "file_blocks": 8,
+                             "random_blocks": 32, "raw_cases": ["badblocks", "weakblocks", "weakpages", "bitflips"],
+                             "nand_bad": 8, "nand_bitflips": 4}
+
 PROFILES: dict[str, dict[str, Any]] = {
     "quick": {
         "device": "emmc-8g@512M",
@@ -33,14 +44,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mkfs": {},
         "cpu": {"size": 32 * MiB},
         # failure studies (not in MAIN_STUDIES: run them with --study)
-        "powercut": {"iterations": 20, "modes": ["sync", "async"], "cut_min": 0.5, "cut_max": 3.0,
-                     "max_file": 1 * MiB, "max_files": 64, "nand_cut_min": 4, "nand_cut_max": 120},
-        "corruption": {"iterations": 15, "modes": ["after", "alternate"], "features": ["corrupt", "drop"],
-                       "corrupt_after": 10, "tail": 3, "alternate_seconds": 5, "round_seconds": 1.0,
-                       "big_mb": 30, "many_count": 30, "many_mb": 1},
-        "badblocks": {"iterations": 5, "files": 8, "file_size": 1 * MiB, "file_blocks": 8, "random_blocks": 32,
-                      "raw_cases": ["badblocks", "weakblocks", "weakpages", "bitflips"], "nand_bad": 8,
-                      "nand_bitflips": 4},
+        "powercut": {**POWERCUT, "iterations": 20},
+        "corruption": CORRUPTION,
+        "badblocks": BADBLOCKS,
     },
     "paper": {
         "device": "emmc-8g",
@@ -56,14 +62,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "boot": {"mb": 15},
         "mkfs": {},
         "cpu": {"size": 256 * MiB},
-        "powercut": {"iterations": 226, "modes": ["sync", "async"], "cut_min": 0.5, "cut_max": 3.0,
-                     "max_file": 1 * MiB, "max_files": 64, "nand_cut_min": 4, "nand_cut_max": 120},
-        "corruption": {"iterations": 15, "modes": ["after", "alternate"], "features": ["corrupt", "drop"],
-                       "corrupt_after": 10, "tail": 3, "alternate_seconds": 5, "round_seconds": 1.0,
-                       "big_mb": 30, "many_count": 30, "many_mb": 1},
-        "badblocks": {"iterations": 5, "files": 8, "file_size": 1 * MiB, "file_blocks": 8, "random_blocks": 32,
-                      "raw_cases": ["badblocks", "weakblocks", "weakpages", "bitflips"], "nand_bad": 8,
-                      "nand_bitflips": 4},
+        "powercut": {**POWERCUT, "iterations": 226},  # the reference study's count per case
+        "corruption": CORRUPTION,
+        "badblocks": BADBLOCKS,
     },
 }
 
