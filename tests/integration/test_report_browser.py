@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import base64
 import fcntl
-import importlib.util
 import json
 import os
 import select
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from flashbed.report import compare
+from tests.report_fixtures import generator
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-extensions", "--disable-dev-shm-usage", "--mute-audio", "--hide-scrollbars"]
@@ -37,17 +35,6 @@ def _chromium() -> str | None:
         if p:
             return p
     return None
-
-
-def _make_runs():
-    """tests/fixtures/report/make_runs.py, loaded once per process (it caches generated reports)."""
-    name = "flashbed_report_test_fixtures"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, FIXTURES / "make_runs.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 class DevTools:
@@ -204,7 +191,7 @@ def render_page(html_path: Path, screenshot: Path, width: int = 1280, height: in
 
 @pytest.fixture(scope="module")
 def report():
-    run = _make_runs().reported_run()
+    run = generator().reported_run()
     return run / "report.html", json.loads((run / "summary.json").read_text())
 
 
@@ -242,7 +229,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
 
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
 def test_comparison_renders_in_headless_chromium(tmp_path):
-    gen = _make_runs()
+    gen = generator()
     a = gen.reported_run()
     b = gen.make_run(tmp_path / "b", variant="tuned")
     paths = compare(a, b, tmp_path / "cmp")
