@@ -42,7 +42,7 @@ from .. import filesystems as fscat
 from ..lab.uml import BootResult, Nandsim, Step
 from ..results import Measurement
 from .base import MNT, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
-from .corruption import FILE_OUTCOMES, HANG, on_dm
+from .corruption import FILE_OUTCOMES, HANG, missing_or_hung, on_dm, setup_failures
 from .powercut import PCW, RUN
 
 DUST_NAME = "fbdust"
@@ -228,21 +228,14 @@ class BadBlocks(Study):
         meas: list[Measurement] = m(case, "iterations", n, "count")
         for k, c in counts.items():
             meas += m(case, f"outcome:{k}", c, "count")
-        errors = [r for r in records if r["outcome"] == "error"]
+        status, error = setup_failures(records, n)
         head = ", ".join(f"{c} {k}" for k, c in counts.items() if c)
-        return Outcome(meas, f"{n} runs: {head}", extra={"iterations": records},
-                       status="failed" if errors and len(errors) == n else "ok",
-                       error=f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}"
-                       if errors else "")
+        return Outcome(meas, f"{n} runs: {head}", extra={"iterations": records}, status=status, error=error)
 
     def _classify(self, res: BootResult | None, spec: CellSpec) -> tuple[str, str]:
-        if res is None:
-            return "error", "the boot did not happen"
-        for s in res.steps:
-            if s.status in HANG:
-                return "hang", f"step '{s.name}' did not return"
-        if res.status == "hang":
-            return "hang", res.error
+        early = missing_or_hung(res)
+        if early is not None:
+            return early
         failed = next((s for s in res.steps if s.status != "ok"), None)
         if (spec.variant.media == "mtd" and failed is not None and failed.name.startswith("mount")
                 and not failed.name.startswith("mount-bad")):

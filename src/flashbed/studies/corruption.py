@@ -68,8 +68,8 @@ def workloads(p: dict) -> dict[str, tuple[int, int]]:
     return {f"one-{big}MB": (1, big * MB), f"many-{size}MB": (many, size * MB)}
 
 
-def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[str, str]:
-    """Mount-level outcome of one iteration boot."""
+def missing_or_hung(res: BootResult | None) -> tuple[str, str] | None:
+    """An iteration boot that never happened ("error") or hung ("hang"); None otherwise."""
     if res is None:
         return "error", "the boot did not happen"
     for s in res.steps:
@@ -77,6 +77,22 @@ def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)
             return "hang", f"step '{s.name}' did not return"
     if res.status == "hang":
         return "hang", res.error
+    return None
+
+
+def setup_failures(records: list[dict], n: int) -> tuple[str, str]:
+    """(cell status, error) from per-iteration records: the cell failed only when
+    no iteration could be set up; otherwise the set-up errors are counted, with the first."""
+    errors = [r for r in records if r["outcome"] == "error"]
+    status = "failed" if errors and len(errors) == n else "ok"
+    return status, (f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}" if errors else "")
+
+
+def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[str, str]:
+    """Mount-level outcome of one iteration boot."""
+    early = missing_or_hung(res)
+    if early is not None:
+        return early
     names = {s.name: s for s in res.steps}
     setup = [n for n in names if n.startswith(("dm-create", "mkfs", "mount", "arm"))]
     bad = [n for n in setup if names[n].status != "ok"]
@@ -204,11 +220,9 @@ class Corruption(Study):
         for name, c in {**mount_counts, **file_counts}.items():
             if c or name in MOUNT_OUTCOMES or name in FILE_OUTCOMES:
                 meas += m(case, f"outcome:{name}", c, "count")
-        errors = [r for r in records if r["outcome"] == "error"]
-        status = "failed" if errors and len(errors) == n else "ok"
+        status, error = setup_failures(records, n)
         head_m = ", ".join(f"{c} {k}" for k, c in mount_counts.items() if c)
         head_f = ", ".join(f"{c} {k}" for k, c in file_counts.items() if c)
         return Outcome(meas, f"{n} runs: {head_m}; files: {head_f or 'none read'}",
                        extra={"iterations": records, "table": self._table(spec)[0]}, status=status,
-                       error=f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}"
-                       if errors else "")
+                       error=error)
