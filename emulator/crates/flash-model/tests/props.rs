@@ -30,17 +30,11 @@ fn op(units: u64) -> impl Strategy<Value = Op> {
     ]
 }
 
-struct Reference {
-    current: Vec<u64>,
-    flushed: Vec<u64>,
-    since_flush: Vec<Vec<u64>>,
-}
-
 fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
     let mut d = mem_device(text, seed);
     let u = d.cfg.unit_bytes() as u64;
     let units = d.capacity() / u;
-    let mut r = Reference { current: vec![0; units as usize], flushed: vec![0; units as usize], since_flush: vec![vec![]; units as usize] };
+    let mut r = Versions::new(units, u);
     let mut ver = 0u64;
     let mut t = 0u64;
     let (mut writes, mut write_bytes, mut flushes, mut discards) = (0u64, 0u64, 0u64, 0u64);
@@ -53,8 +47,7 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
                     ver += 1;
                     let a = unit + i;
                     pattern(&mut buf[(i * u) as usize..((i + 1) * u) as usize], a, ver);
-                    r.current[a as usize] = ver;
-                    r.since_flush[a as usize].push(ver);
+                    r.wrote(a, ver);
                 }
                 t = d.write(t, unit * u, &buf[..(len * u) as usize]).map_err(|e| TestCaseError::fail(format!("write: {e:?}")))?;
                 writes += 1;
@@ -62,18 +55,14 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
             }
             Op::Flush => {
                 t = d.flush(t).map_err(|e| TestCaseError::fail(format!("flush: {e:?}")))?;
-                for a in 0..units as usize {
-                    r.flushed[a] = r.current[a];
-                    r.since_flush[a].clear();
-                }
+                r.flushed_all();
                 flushes += 1;
             }
             Op::Discard { unit, len } => {
                 let len = len.min(units - unit);
                 t = d.discard(t, unit * u, len * u).map_err(|e| TestCaseError::fail(format!("discard: {e:?}")))?;
                 for a in unit..unit + len {
-                    r.current[a as usize] = 0;
-                    r.since_flush[a as usize].push(0);
+                    r.wrote(a, 0);
                 }
                 discards += 1;
             }
@@ -92,16 +81,7 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
                 d.ftl.check(&d.media).map_err(TestCaseError::fail)?;
                 d.restart();
                 t = d.clock;
-                for a in 0..units {
-                    let b = &mut buf[..u as usize];
-                    t = d.read(t, a * u, b).map_err(|e| TestCaseError::fail(format!("read after cut, unit {a}: {e:?}")))?;
-                    let got = decode(b, a).ok_or_else(|| TestCaseError::fail(format!("unit {a}: content never written there")))?;
-                    let ok = got == r.flushed[a as usize] || r.since_flush[a as usize].contains(&got);
-                    prop_assert!(ok, "unit {}: read version {} after cut; flushed {} later {:?}", a, got, r.flushed[a as usize], r.since_flush[a as usize]);
-                    r.current[a as usize] = got;
-                    r.flushed[a as usize] = got;
-                    r.since_flush[a as usize].clear();
-                }
+                t = r.check_after_cut(&mut d, t).map_err(TestCaseError::fail)?;
             }
         }
     }

@@ -26,9 +26,7 @@ fn op(sectors: u64) -> impl Strategy<Value = Op> {
 fn run(text: &str, ops: &[Op], seed: u64, sectors: u64) -> Result<(), TestCaseError> {
     let mut d = mem_device(text, seed);
     let n = sectors.min(d.capacity() / SECTOR);
-    let mut current = vec![0u64; n as usize];
-    let mut flushed = vec![0u64; n as usize];
-    let mut since: Vec<Vec<u64>> = vec![vec![]; n as usize];
+    let mut r = Versions::new(n, SECTOR);
     let mut ver = 0u64;
     let mut t = 0u64;
     let mut buf = vec![0u8; (8 * SECTOR) as usize];
@@ -41,33 +39,20 @@ fn run(text: &str, ops: &[Op], seed: u64, sectors: u64) -> Result<(), TestCaseEr
                     ver += 1;
                     let s = sector + i;
                     pattern(&mut buf[(i * SECTOR) as usize..((i + 1) * SECTOR) as usize], s, ver);
-                    current[s as usize] = ver;
-                    since[s as usize].push(ver);
+                    r.wrote(s, ver);
                 }
                 t = d.write(t, sector * SECTOR, &buf[..(count * SECTOR) as usize])
                     .map_err(|e| TestCaseError::fail(format!("write: {e:?}")))?;
             }
             Op::Flush => {
                 t = d.flush(t).map_err(|e| TestCaseError::fail(format!("flush: {e:?}")))?;
-                for s in 0..n as usize {
-                    flushed[s] = current[s];
-                    since[s].clear();
-                }
+                r.flushed_all();
             }
             Op::Cut { delay } => {
                 d.power_cut(t + delay);
                 d.restart();
                 t = d.clock;
-                for s in 0..n {
-                    let b = &mut buf[..SECTOR as usize];
-                    t = d.read(t, s * SECTOR, b).map_err(|e| TestCaseError::fail(format!("read after cut: {e:?}")))?;
-                    let got = decode(b, s).ok_or_else(|| TestCaseError::fail(format!("sector {s}: never written there")))?;
-                    let ok = got == flushed[s as usize] || since[s as usize].contains(&got);
-                    prop_assert!(ok, "sector {}: version {} after cut; flushed {}, later {:?}", s, got, flushed[s as usize], since[s as usize]);
-                    current[s as usize] = got;
-                    flushed[s as usize] = got;
-                    since[s as usize].clear();
-                }
+                t = r.check_after_cut(&mut d, t).map_err(TestCaseError::fail)?;
             }
         }
     }

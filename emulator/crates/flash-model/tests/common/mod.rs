@@ -124,3 +124,52 @@ pub fn decode(buf: &[u8], addr: u64) -> Option<u64> {
         None
     }
 }
+
+/// What each block of a device (unit or sector, `size` bytes) may hold: its
+/// latest version, its last flushed one, and those written since that flush.
+pub struct Versions {
+    pub size: u64,
+    pub current: Vec<u64>,
+    pub flushed: Vec<u64>,
+    pub since_flush: Vec<Vec<u64>>,
+}
+
+impl Versions {
+    pub fn new(blocks: u64, size: u64) -> Versions {
+        let n = blocks as usize;
+        Versions { size, current: vec![0; n], flushed: vec![0; n], since_flush: vec![vec![]; n] }
+    }
+
+    /// Block `a` now holds `ver` (0: zeroes, after a discard).
+    pub fn wrote(&mut self, a: u64, ver: u64) {
+        self.current[a as usize] = ver;
+        self.since_flush[a as usize].push(ver);
+    }
+
+    pub fn flushed_all(&mut self) {
+        for a in 0..self.current.len() {
+            self.flushed[a] = self.current[a];
+            self.since_flush[a].clear();
+        }
+    }
+
+    /// After a cut and restart: every block must hold its last flushed version
+    /// or one written after that flush, never anything else. What it holds
+    /// becomes the new flushed state. Returns the clock after the reads.
+    pub fn check_after_cut(&mut self, d: &mut Device, mut t: u64) -> Result<u64, String> {
+        let mut buf = vec![0u8; self.size as usize];
+        for a in 0..self.current.len() as u64 {
+            t = d.read(t, a * self.size, &mut buf).map_err(|e| format!("read after cut, block {a}: {e:?}"))?;
+            let got = decode(&buf, a).ok_or_else(|| format!("block {a}: content never written there"))?;
+            let i = a as usize;
+            if got != self.flushed[i] && !self.since_flush[i].contains(&got) {
+                return Err(format!("block {a}: version {got} after cut; flushed {}, later {:?}",
+                                   self.flushed[i], self.since_flush[i]));
+            }
+            self.current[i] = got;
+            self.flushed[i] = got;
+            self.since_flush[i].clear();
+        }
+        Ok(t)
+    }
+}
