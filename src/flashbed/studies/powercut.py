@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import filesystems as fscat
+from ..lab.guest import guestlib
 from ..lab.uml import AGENT, BootResult, Step
 from ..variants import FsVariant
 from .base import MNT, PY, CellSpec, Outcome, OutcomeTable, Study, m, step_json
@@ -206,18 +207,8 @@ def ack_timing(work_dir: Path) -> dict:
         cut = json.loads((work_dir / "cut.json").read_text())["host_wall"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    acks = []
-    try:
-        lines = (work_dir / "pclog.jsonl").read_bytes().split(b"\n")
-    except OSError:
-        lines = []
-    for line in lines:
-        try:
-            r = json.loads(line) if line.strip() else {}
-        except ValueError:
-            break  # the torn last line of a killed lab
-        if r.get("e") == "ack" and "t" in r:
-            acks.append(float(r["t"]))
+    acks = [float(r["t"]) for r in guestlib.read_log(str(work_dir / "pclog.jsonl"))
+            if r.get("e") == "ack" and "t" in r]
     if not acks:
         return {}
     return {"last_ack_ms": round((cut - max(acks)) * 1000, 3), "acks_after_cut": sum(t > cut for t in acks)}

@@ -1,5 +1,6 @@
 """What the guest programs (agent.py, pcwork.py) share: the clock, atomic JSON
-files on the shared run directory, and a shell command with a time limit.
+files and JSON-lines logs on the shared run directory, and a shell command with
+a time limit. The host reads the logs with the same code.
 
 Standard library only, like them: the guest sees the host's files, not
 flashbed's environment. They run as `python3 -S -I`, which leaves their own
@@ -27,6 +28,25 @@ def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def read_log(path: str) -> list[dict]:
+    """The records of a JSON-lines log, up to a torn last line (the lab died
+    while writing it); [] when there is no log."""
+    recs = []
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            recs.append(json.loads(line))
+        except ValueError:
+            break
+    return recs
 
 
 def run_shell(cmd: str, timeout: float, cwd: str | None = None,

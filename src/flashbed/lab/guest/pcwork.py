@@ -61,7 +61,7 @@ import time
 # run as `python3 -S -I`: this directory is not on sys.path by itself
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
-from guestlib import now, write_json_atomic  # noqa: E402
+from guestlib import now, read_log, write_json_atomic  # noqa: E402
 
 BLOCK = 4096
 CHUNK = 64 * 1024
@@ -103,23 +103,6 @@ class Log:
         # SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER
         if self._sfr is None or self._sfr(self.fd, 0, 0, 7) != 0:
             os.fsync(self.fd)
-
-
-def read_log(path: str) -> list[dict]:
-    recs = []
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return []
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            recs.append(json.loads(line))
-        except ValueError:
-            break  # a torn last line: the lab died while writing it
-    return recs
 
 
 # --- the workload ---------------------------------------------------------------------
