@@ -20,11 +20,11 @@ from .studies.base import CellSpec
 
 
 def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None, pace: str | None = None,
+             provenance: dict[str, Any] | None = None,
              on_boot: Callable[[int, int], None] | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    pace = pace or spec.pace
+    pace = spec.pace
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
     phases: dict[str, dict[str, Any]] = {}

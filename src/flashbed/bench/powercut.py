@@ -38,18 +38,17 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
     dev = presets.load_spec(device)
     params = {**profiles.get("quick")["powercut"], "iterations": cycles, "mode": mode}
     rows = []
-    for name in fs:  # every name checked before any lab runs
-        variants.check_device(variants.parse(name, dev), dev)
+    parsed = [variants.parse(name, dev) for name in fs]  # every name checked before any lab runs
+    for v in parsed:
+        variants.check_device(v, dev)
     print(f"power-cut cycles on {dev.label} (pace {pace}, {mode} mount, {cycles} cycles per filesystem, "
           f"cut delays {params['cut_min']}-{params['cut_max']} s)", file=out, flush=True)
-    for name in fs:
-        v = variants.parse(name, dev)
-        variants.check_device(v, dev)
+    for name, v in zip(fs, parsed, strict=True):
         spec = CellSpec(key=CellKey(dev.label, v.spec, "powercut", mode), device=dev, variant=v, params=params,
-                        seed=seed)
+                        seed=seed, pace=pace)
         with tempfile.TemporaryDirectory(prefix="flashbed-bench-pc-") as tmp:
             cpu0, t0 = _children_cpu(), time.monotonic()
-            res = run_cell(spec, kernel, Path(tmp) / "logs", Path(tmp) / "scratch", pace=pace)
+            res = run_cell(spec, kernel, Path(tmp) / "logs", Path(tmp) / "scratch")
             wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
         if res.status == "error":
             raise FlashbedError(f"{name}: {res.error}")
