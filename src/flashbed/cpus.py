@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import fcntl
 import os
 from pathlib import Path
 from typing import Iterator
 
+from .locks import try_lock
 from .paths import cache_dir
 
 _current: contextvars.ContextVar[int | None] = contextvars.ContextVar("flashbed_cpu", default=None)
@@ -75,16 +75,13 @@ def lease() -> Iterator[int | None]:
     order = cpus[start:] + cpus[:start]
     fd = None
     cpu = order[0]
+    where = _lock_dir()
     for slot in range(_MAX_SLOTS):
         for c in order:
-            f = os.open(_lock_dir() / f"cpu{c}.{slot}.lock", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(f)
-                continue
-            fd, cpu = f, c
-            break
+            fd = try_lock(where / f"cpu{c}.{slot}.lock")
+            if fd is not None:
+                cpu = c
+                break
         if fd is not None:
             break
     token = _current.set(cpu)

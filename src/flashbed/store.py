@@ -8,7 +8,6 @@ most the cells that were running.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import FlashbedError
+from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
 # an infrastructure error (e.g. the emulator did not start) is retried on
@@ -46,13 +46,11 @@ class RunStore:
         """Held while cells of this run execute: a second flashbed on the same run
         would start the same cells on the same scratch state."""
         self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = try_lock(self.root / ".lock")
+        if fd is None:
+            raise FlashbedError(f"run {self.root.name} is being run by another flashbed process: let it finish, "
+                                f"or stop it (Ctrl-C) and run this command again to resume")
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                raise FlashbedError(f"run {self.root.name} is being run by another flashbed process: let it finish, "
-                                    f"or stop it (Ctrl-C) and run this command again to resume") from None
             yield
         finally:
             os.close(fd)
