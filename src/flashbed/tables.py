@@ -8,7 +8,7 @@ from collections import defaultdict
 
 from .store import RunStore
 from .studies import STUDIES
-from .studies.base import OutcomeTable
+from .studies.base import OutcomeTable, claimed_metrics
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
@@ -41,11 +41,8 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             print_measurements(by_study[study], stream)
 
 
-def outcome_rows(results: list, table: OutcomeTable, claimed: set[str] = frozenset()) -> dict:
-    """{case: {(device, fs): {name: count, ..., "iterations": n}}}, summed over repeats.
-
-    Names with the table's prefix that no table of the study claims are added
-    as extra columns, so no count is ever left out."""
+def outcome_rows(results: list, table: OutcomeTable, claimed: frozenset[str]) -> dict:
+    """{case: {(device, fs): {name: count, ..., "iterations": n}}}, summed over repeats."""
     out: dict[str, dict] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
     for r in results:
         for m in r.measurements:
@@ -54,30 +51,26 @@ def outcome_rows(results: list, table: OutcomeTable, claimed: set[str] = frozens
             row = out[m.case][(r.key.device, r.key.fs)]
             if m.metric == "iterations":
                 row["iterations"] += int(m.value)
-            elif m.metric.startswith(table.prefix):
-                name = m.metric[len(table.prefix):]
-                if name in table.names or (table.per_iteration and name not in claimed):
-                    row[name] += int(m.value)
+            elif table.takes(m.metric, claimed):
+                row[m.metric[len(table.prefix):]] += int(m.value)
     return out
 
 
 def print_outcome_tables(results: list, tables: tuple[OutcomeTable, ...], stream) -> None:
+    claimed = claimed_metrics(tables)
     for table in tables:
-        claimed = {n for t in tables if t.prefix == table.prefix for n in t.names}
         for case, rows in sorted(outcome_rows(results, table, claimed).items()):
             names = list(table.names) + sorted({n for row in rows.values() for n in row
                                                 if n != "iterations" and n not in table.names})
-            shown = names
-            widths = {n: max(5, len(n)) for n in shown}
+            widths = {n: max(5, len(n)) for n in names}
             one_device = len({dev for dev, _ in rows}) == 1
             label = {k: k[1] if one_device else f"{k[1]} on {k[0]}" for k in rows}
             fs_w = max(8, *(len(v) for v in label.values()))
-            head = f"  {case or 'all'}: {table.title}"
-            print(f"\n{head}", file=stream)
-            print(f"    {'fs':{fs_w}} " + " ".join(f"{n:>{widths[n]}}" for n in shown)
+            print(f"\n  {case or 'all'}: {table.title}", file=stream)
+            print(f"    {'fs':{fs_w}} " + " ".join(f"{n:>{widths[n]}}" for n in names)
                   + (f" {'total':>6}" if table.per_iteration else ""), file=stream)
             for key, row in sorted(rows.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-                line = f"    {label[key]:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in shown)
+                line = f"    {label[key]:{fs_w}} " + " ".join(f"{row.get(n, 0):>{widths[n]}d}" for n in names)
                 if table.per_iteration:
                     total = sum(row.get(n, 0) for n in names)
                     line += f" {total:>6d}"

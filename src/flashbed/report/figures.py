@@ -27,7 +27,7 @@ from . import units
 from .doc import Figure
 from .load import RunData, Stat
 from ..studies import STUDIES
-from ..studies.base import OutcomeTable
+from ..studies.base import OutcomeTable, claimed_metrics
 from .provenance import figure_footer
 
 _RC = {
@@ -303,19 +303,12 @@ def mount_figures(ctx: Ctx, device: str) -> list[Figure]:
     return out
 
 
-def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: OutcomeTable | None = None,
-                   claimed: frozenset[str] = frozenset(), key: str = "outcomes") -> Figure | None:
-    """Stacked outcome counts per filesystem (power cuts, corruption), one panel per case.
-
-    With `table`, only that table's counts (so per-iteration and per-file counts
-    are never stacked together); its per-iteration table also takes the names no
-    table of the study claims."""
+def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: OutcomeTable,
+                   claimed: frozenset[str], key: str = "outcomes") -> Figure | None:
+    """One outcome table's counts stacked per filesystem, one panel per case (so
+    per-iteration and per-file counts are never stacked together)."""
     run = ctx.run
-    if table is None:
-        metrics = [m for m in run.metrics(device, study) if m.startswith(("class:", "outcome:"))]
-    else:
-        metrics = [m for m in run.metrics(device, study) if m.startswith(table.prefix)
-                   and (m[len(table.prefix):] in table.names or (table.per_iteration and m not in claimed))]
+    metrics = [m for m in run.metrics(device, study) if table.takes(m, claimed)]
     cases = run.cases(device, study)
     fss = run.filesystems(device, study)
     if not metrics or not cases:
@@ -361,8 +354,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
                                 color=FAIL_COLOR, ha="center", va="bottom")
             ax.set_xticks(range(len(fss)), [_wrap_label(f, 10) for f in fss])
             ax.set_title(f"{case}")
-            ax.set_ylabel("iterations (count)" if table is not None and table.per_iteration
-                          else "outcomes (count)")
+            ax.set_ylabel("iterations (count)" if table.per_iteration else "outcomes (count)")
         handles = [Patch(color=colors[n], label=n) for n in order]
         label = " (label: % survived)" if key == "outcomes" else ""
         return _finish(ctx, fig, fig_id, title + label, device, fss, study, ns, legend_fss=[],
@@ -494,7 +486,7 @@ def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
     cases = run.cases(device, study)
     tables = STUDIES[study].outcome_tables if study in STUDIES else ()
     if tables:
-        claimed = frozenset(t.prefix + n for t in tables for n in t.names)
+        claimed = claimed_metrics(tables)
         first = True
         for t in tables:
             # the first table drawn carries the "% survived" labels and the study's figure id
@@ -502,15 +494,9 @@ def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
                                "outcomes" if first else units.slug("outcomes", t.title))
             first = first and f is None
             figs.append(f)
-        counted = tuple({"class:", "outcome:"} | {t.prefix for t in tables})
+        counted = tuple({t.prefix for t in tables})
         other = [m for m in run.metrics(device, study)
                  if not m.startswith(counted) and m not in ("iterations", "survived")]
-        if other:
-            figs.append(bars_figure(ctx, device, study, other, f"{units.study_title(study)}: times", "times"))
-    elif study in ("powercut", "corruption"):
-        figs.append(outcome_figure(ctx, device, study, f"{units.study_title(study)}: outcomes"))
-        other = [m for m in run.metrics(device, study)
-                 if not m.startswith(("class:", "outcome:")) and m not in ("iterations", "survived")]
         if other:
             figs.append(bars_figure(ctx, device, study, other, f"{units.study_title(study)}: times", "times"))
     elif study == "mount":

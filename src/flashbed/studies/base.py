@@ -61,6 +61,18 @@ class OutcomeTable:
     names: tuple[str, ...]
     per_iteration: bool = False
 
+    def takes(self, metric: str, claimed: frozenset[str]) -> bool:
+        """Whether `metric` is one of this table's columns. `claimed` holds the
+        metrics every table of the study names (claimed_metrics); the
+        per-iteration table also takes its prefix's unclaimed ones, so no count
+        is ever left out."""
+        return metric.startswith(self.prefix) and (
+            metric[len(self.prefix):] in self.names or (self.per_iteration and metric not in claimed))
+
+
+def claimed_metrics(tables: tuple[OutcomeTable, ...]) -> frozenset[str]:
+    return frozenset(t.prefix + n for t in tables for n in t.names)
+
 
 class Study:
     """Base class: subclasses set `name` and implement cases/boots/parse."""
