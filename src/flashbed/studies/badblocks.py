@@ -42,13 +42,11 @@ from .. import filesystems as fscat
 from ..lab.uml import BootResult, Nandsim, Step
 from ..results import Measurement
 from .base import MNT, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
-from .corruption import FILE_OUTCOMES, HANG, missing_or_hung, on_dm, setup_failures
+from .corruption import DMSETUP, FILE_OUTCOMES, HANG, SECTORS, missing_or_hung, on_dm, setup_failures
 from .powercut import PCW, RUN
 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
-DMSETUP = "dmsetup --noudevsync"
-SECTORS = "$(blockdev --getsz /dev/ubda)"
 RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
 ITER_OUTCOMES = ("mounts", "read-only", "unmountable", "hang")
 # kernel lines in which the filesystem (or UBI under it) says it met the fault
