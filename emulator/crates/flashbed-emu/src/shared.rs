@@ -63,31 +63,32 @@ impl Shared {
     where
         F: FnOnce(&mut Device, u64) -> Result<u64, IoError>,
     {
-        let done = {
-            let mut d = self.lock();
-            let t = self.now(&d);
-            f(&mut d, t)?
-        };
-        if self.pace == Pace::Real {
-            let target = self.start + Duration::from_nanos(done);
-            let now = Instant::now();
-            // Short requests return at once and leave the device's timeline
-            // ahead of the wall clock; the next request queues behind it, and
-            // once the lead passes PACE_SLACK the host waits it out. A sleep per
-            // 4 KiB request would add the scheduler's wake-up latency (tens of
-            // µs) to every one of them and undercut the modelled rates.
-            if target > now + PACE_SLACK {
-                std::thread::sleep(target - now);
+        let mut d = self.lock();
+        let t = self.now(&d);
+        let done = f(&mut d, t)?;
+        if self.pace == Pace::None {
+            return Ok(()); // a cut is taken at the device clock, never before `done`
+        }
+        // Short requests return at once and leave the device's timeline ahead
+        // of the wall clock; the next request queues behind it, and once the
+        // lead passes PACE_SLACK the host waits it out. A sleep per 4 KiB
+        // request would add the scheduler's wake-up latency (tens of µs) to
+        // every one of them and undercut the modelled rates.
+        //
+        // Acknowledging is recorded under the device lock, so a cut either
+        // came first and fails the request, or comes after and is taken no
+        // earlier than the request's completion.
+        let target = self.start + Duration::from_nanos(done);
+        let now = Instant::now();
+        if target > now + PACE_SLACK {
+            drop(d);
+            std::thread::sleep(target - now);
+            d = self.lock();
+            if !d.powered() {
+                return Err(IoError::PoweredOff);
             }
         }
-        // Acknowledge under the lock: a cut either came first and fails the
-        // request, or comes after and is taken no earlier than its completion.
-        let d = self.lock();
-        if !d.powered() {
-            return Err(IoError::PoweredOff);
-        }
         self.acked.fetch_max(done, Ordering::AcqRel);
-        drop(d);
         Ok(())
     }
 }
