@@ -61,10 +61,9 @@ class Progress:
     def part(self, current: str, done: int, total: int, what: str = "boots") -> None:
         """Item `current` is `done` of `total` through; a line at most every `every` s."""
         with self._lock:
-            if current not in self._said and current not in self._part:
-                self._said[current] = time.monotonic()  # the start line was just printed
-            self._part[current] = min(1.0, done / total) if total else 0.0
             now = time.monotonic()
-            if now - self._said.get(current, 0.0) >= self.every and done < total:
+            self._said.setdefault(current, now)  # the start line was just printed
+            self._part[current] = min(1.0, done / total) if total else 0.0
+            if now - self._said[current] >= self.every and done < total:
                 self._said[current] = now
                 print(self.line(f"{current}: {done}/{total} {what}"), file=self.stream, flush=True)
