@@ -22,7 +22,12 @@ if [ -n "$missing" ]; then
 fi
 
 PY=${PYTHON:-python3}
-if ! $PY -c 'import flashbed, pytest' 2>/dev/null || [ pyproject.toml -nt .setup-python-stamp ]; then
+# (re)install when flashbed is missing, is installed from another checkout, or
+# pyproject.toml changed since the last install from this one
+if ! $PY -c 'import os, sys, flashbed, pytest
+here = os.path.realpath("src") + os.sep
+sys.exit(0 if os.path.realpath(flashbed.__file__).startswith(here) else 1)' 2>/dev/null \
+    || [ ! -e .setup-python-stamp ] || [ pyproject.toml -nt .setup-python-stamp ]; then
     echo "setup: installing the flashbed Python package"
     $PY -m pip install -q --disable-pip-version-check -e '.[test]'
     touch .setup-python-stamp
