@@ -3,9 +3,8 @@
 A user-mode Linux guest syscall or page fault is a ptrace stop: the guest process
 stops and the UML kernel process wakes. When the two run on different host CPUs,
 each such hand-over is a cross-CPU wake-up, which on a virtual machine's vCPUs
-costs tens of microseconds (measured: a pipe round trip of 36-45 µs across CPUs
-against 2.5 µs on one). Pinning a lab and its emulator to one CPU keeps every
-hand-over local. `flashbed lab bench-boot` measures the effect.
+is expensive. Pinning a lab and its emulator to one CPU keeps every hand-over
+local. `flashbed lab bench-boot --compare-pinning` measures the effect.
 
 CPUs are leased host-wide with flock()ed files, so labs of separate flashbed
 processes spread over the CPUs instead of piling onto one. A lease is inherited
