@@ -35,7 +35,6 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
     let u = d.cfg.unit_bytes() as u64;
     let units = d.capacity() / u;
     let mut r = Versions::new(units, u);
-    let mut ver = 0u64;
     let mut t = 0u64;
     let (mut writes, mut write_bytes, mut flushes, mut discards) = (0u64, 0u64, 0u64, 0u64);
     let mut buf = vec![0u8; (16 * u) as usize];
@@ -43,13 +42,8 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
         match *o {
             Op::Write { unit, len } => {
                 let len = len.min(units - unit);
-                for i in 0..len {
-                    ver += 1;
-                    let a = unit + i;
-                    pattern(&mut buf[(i * u) as usize..((i + 1) * u) as usize], a, ver);
-                    r.wrote(a, ver);
-                }
-                t = d.write(t, unit * u, &buf[..(len * u) as usize]).map_err(|e| TestCaseError::fail(format!("write: {e:?}")))?;
+                let data = r.new_versions(&mut buf, unit, len);
+                t = d.write(t, unit * u, data).map_err(|e| TestCaseError::fail(format!("write: {e:?}")))?;
                 writes += 1;
                 write_bytes += len * u;
             }

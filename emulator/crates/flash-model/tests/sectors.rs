@@ -27,7 +27,6 @@ fn run(text: &str, ops: &[Op], seed: u64, sectors: u64) -> Result<(), TestCaseEr
     let mut d = mem_device(text, seed);
     let n = sectors.min(d.capacity() / SECTOR);
     let mut r = Versions::new(n, SECTOR);
-    let mut ver = 0u64;
     let mut t = 0u64;
     let mut buf = vec![0u8; (8 * SECTOR) as usize];
     for o in ops {
@@ -35,13 +34,8 @@ fn run(text: &str, ops: &[Op], seed: u64, sectors: u64) -> Result<(), TestCaseEr
             Op::Write { sector, count } => {
                 let sector = sector % n;
                 let count = count.min(n - sector);
-                for i in 0..count {
-                    ver += 1;
-                    let s = sector + i;
-                    pattern(&mut buf[(i * SECTOR) as usize..((i + 1) * SECTOR) as usize], s, ver);
-                    r.wrote(s, ver);
-                }
-                t = d.write(t, sector * SECTOR, &buf[..(count * SECTOR) as usize])
+                let data = r.new_versions(&mut buf, sector, count);
+                t = d.write(t, sector * SECTOR, data)
                     .map_err(|e| TestCaseError::fail(format!("write: {e:?}")))?;
             }
             Op::Flush => {

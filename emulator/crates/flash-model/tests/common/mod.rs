@@ -129,6 +129,8 @@ pub fn decode(buf: &[u8], addr: u64) -> Option<u64> {
 /// latest version, its last flushed one, and those written since that flush.
 pub struct Versions {
     pub size: u64,
+    /// The last version handed out (versions count up from 1; 0 means zeroes).
+    pub last: u64,
     pub current: Vec<u64>,
     pub flushed: Vec<u64>,
     pub since_flush: Vec<Vec<u64>>,
@@ -137,7 +139,20 @@ pub struct Versions {
 impl Versions {
     pub fn new(blocks: u64, size: u64) -> Versions {
         let n = blocks as usize;
-        Versions { size, current: vec![0; n], flushed: vec![0; n], since_flush: vec![vec![]; n] }
+        Versions { size, last: 0, current: vec![0; n], flushed: vec![0; n], since_flush: vec![vec![]; n] }
+    }
+
+    /// Fills the front of `buf` with a new version of each of `count` blocks
+    /// from `first` on, records them, and returns the filled part.
+    pub fn new_versions<'a>(&mut self, buf: &'a mut [u8], first: u64, count: u64) -> &'a [u8] {
+        let size = self.size as usize;
+        for i in 0..count {
+            self.last += 1;
+            let i = i as usize;
+            pattern(&mut buf[i * size..(i + 1) * size], first + i as u64, self.last);
+            self.wrote(first + i as u64, self.last);
+        }
+        &buf[..count as usize * size]
     }
 
     /// Block `a` now holds `ver` (0: zeroes, after a discard).
