@@ -233,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"report: {paths.html}")
         except ImportError:
             pass
-    bad = [r for r in results if r.status == "error"]
+    bad = [r for r in results if r.status.retryable]
     return 1 if bad else 0
 
 

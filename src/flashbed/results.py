@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .status import CellStatus
+
 SCHEMA_VERSION = 1
 
 
@@ -48,7 +50,7 @@ class Measurement:
 @dataclass
 class CellResult:
     key: CellKey
-    status: str  # ok | failed | hang | crash | error
+    status: CellStatus
     measurements: list[Measurement] = field(default_factory=list)
     headline: str = ""  # one line for progress and `flashbed results`
     error: str = ""
@@ -61,9 +63,12 @@ class CellResult:
     logs: dict[str, str] = field(default_factory=dict)  # name -> path relative to the run directory
     schema: int = SCHEMA_VERSION
 
+    def __post_init__(self) -> None:
+        self.status = CellStatus(self.status)
+
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status.ok
 
     def value(self, case: str, metric: str) -> float | None:
         return next((m.value for m in self.measurements if m.case == case and m.metric == metric), None)

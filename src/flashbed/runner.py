@@ -15,6 +15,7 @@ from .errors import FlashbedError
 from .lab.kernel import KernelInfo
 from .lab.uml import BootResult, BootSpec, boot
 from .results import CellResult
+from .status import CellStatus
 from .studies import STUDIES
 from .studies.base import CellSpec
 
@@ -90,21 +91,14 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                 boots.append(res)
                 if on_boot is not None:
                     on_boot(i + 1, len(steps_per_boot))
-                if res.status not in ("done", "killed") and not study.continue_after_failure:
+                if not res.status.as_planned and not study.continue_after_failure:
                     break
         outcome = study.parse(spec, boots, logs)
-        status = outcome.status
         # an iteration study counts a hung or crashed boot among its results
-        judged = [] if study.continue_after_failure else boots
-        hang = next((b for b in judged if b.status == "hang"), None)
-        crash = next((b for b in judged if b.status == "crash"), None)
-        if hang:
-            status = "hang"
-        elif crash:
-            status = "crash"
-        error = outcome.error or (hang.error if hang else crash.error if crash else "")
+        status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
+        error = outcome.error or boot_error
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=outcome.headline if status == "ok" else f"{status}: {error}"[:200],
+                          headline=outcome.headline if status.ok else f"{status}: {error}"[:200],
                           error=error, seconds=round(time.monotonic() - started, 3), device_stats=phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
@@ -116,7 +110,7 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict) -> CellResult:
-    return CellResult(key=spec.key, status="error", error=msg[:1000], headline=f"error: {msg}"[:200],
+    return CellResult(key=spec.key, status=CellStatus.ERROR, error=msg[:1000], headline=f"error: {msg}"[:200],
                       seconds=round(time.monotonic() - started, 3), provenance=prov)
 
 

@@ -18,10 +18,6 @@ from .errors import FlashbedError
 from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
-# an infrastructure error (e.g. the emulator did not start) is retried on
-# resume; every other status is a result of the cell
-RETRY_STATUSES = {"error"}
-
 
 @dataclass
 class RunStore:
@@ -77,8 +73,10 @@ class RunStore:
             return None  # unreadable: treated as not run
 
     def finished(self, key: CellKey) -> bool:
+        # an infrastructure error (e.g. the emulator did not start) is retried on
+        # resume; every other status is a result of the cell
         r = self.load(key)
-        return r is not None and r.status not in RETRY_STATUSES
+        return r is not None and not r.status.retryable
 
     def write(self, result: CellResult) -> None:
         write_json_atomic(self.cell_path(result.key), result.to_json())

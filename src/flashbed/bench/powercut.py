@@ -50,7 +50,7 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
             cpu0, t0 = _children_cpu(), time.monotonic()
             res = run_cell(spec, kernel, Path(tmp) / "logs", Path(tmp) / "scratch")
             wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
-        if res.status == "error":
+        if res.status.retryable:
             raise FlashbedError(f"{name}: {res.error}")
         recs = res.extra.get("iterations", [])
         classes: dict[str, int] = {}

@@ -93,9 +93,9 @@ def smoke_one(name: str, out: Path, kernel: KernelInfo) -> SmokeResult:
 
 
 def _judge(name: str, res: BootResult) -> SmokeResult:
-    failed = next((s for s in res.steps if s.status != "ok"), None)
+    failed = next((s for s in res.steps if not s.status.ok), None)
     used = res.step("used")
-    used_bytes = int(used.stdout.strip()) if used and used.status == "ok" and used.stdout.strip().isdigit() else None
+    used_bytes = int(used.stdout.strip()) if used and used.status.ok and used.stdout.strip().isdigit() else None
     if failed:
         detail = (failed.stderr or failed.stdout).strip().splitlines()
         detail_s = f"{failed.status} (rc {failed.rc}): {detail[-1] if detail else ''}"

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from .. import cpus
 from ..errors import FlashbedError
+from ..status import BootStatus, StepStatus
 from .kernel import KernelInfo, ensure_kernel
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
@@ -121,18 +122,21 @@ class BootSpec:
 class StepResult:
     name: str
     cmd: str
-    status: str  # ok | failed | timeout | hang
+    status: StepStatus
     rc: int | None
     seconds: float
     stdout: str
     stderr: str
+
+    def __post_init__(self) -> None:
+        self.status = StepStatus(self.status)
 
 
 @dataclass
 class BootResult:
     """What one boot of the lab produced."""
 
-    status: str  # done | step-failed | hang | crash | agent-error | killed
+    status: BootStatus
     steps: list[StepResult]
     boot_seconds: float | None  # spawn to agent ready (host clock)
     total_seconds: float
@@ -141,12 +145,15 @@ class BootResult:
     kernel_release: str
     error: str = ""
 
+    def __post_init__(self) -> None:
+        self.status = BootStatus(self.status)
+
     def step(self, name: str) -> StepResult | None:
         return next((s for s in self.steps if s.name == name), None)
 
     @property
     def ok(self) -> bool:
-        return self.status == "done"
+        return self.status.ok
 
 
 def _no_nandsim() -> list[str]:
@@ -260,11 +267,8 @@ def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
             caller.join(timeout=5)
             reader.join(timeout=5)
     total = time.monotonic() - started
-    res = _collect(spec, kernel, proc.returncode, timed_out, total,
-                   ready_at[0] - started if ready_at else None, console_path)
-    if killed:
-        res.status, res.error = "killed", "lab killed on request (power cut)"
-    return res
+    return _collect(spec, kernel, proc.returncode, timed_out, killed, total,
+                    ready_at[0] - started if ready_at else None, console_path)
 
 
 def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:
@@ -297,7 +301,7 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _collect(spec: BootSpec, kernel: KernelInfo, rc: int | None, timed_out: bool, total: float,
+def _collect(spec: BootSpec, kernel: KernelInfo, rc: int | None, timed_out: bool, killed: bool, total: float,
              boot_s: float | None, console_path: Path) -> BootResult:
     console = console_path.read_text(errors="replace")
     data: dict = {}
@@ -308,16 +312,16 @@ def _collect(spec: BootSpec, kernel: KernelInfo, rc: int | None, timed_out: bool
         except json.JSONDecodeError:
             data = {}
     steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
-    status = data.get("status", "")
+    status = BootStatus.derive(data.get("status", ""), timed_out=timed_out, killed=killed)
     error = data.get("error", "")
-    if timed_out:
+    if status is BootStatus.KILLED:
+        error = "lab killed on request (power cut)"
+    elif timed_out:
         # a guest step that never returned is the usual cause; say which
         done = {s.name for s in steps}
         pending = next((s.name for s in spec.steps if s.name not in done), "")
-        status = "hang" if status in ("running", "hang", "") else status
         error = f"lab did not finish within {spec.timeout:.0f}s" + (f" (step '{pending}')" if pending else "")
-    elif status in ("", "running"):
-        status = "crash"
+    elif status is BootStatus.CRASH:
         error = _crash_reason(console)
     return BootResult(status=status, steps=steps, boot_seconds=boot_s, total_seconds=total,
                       console_log=str(console_path), exit_code=rc,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..status import CellStatus
 from . import figures as F
 from . import recommend as R
 from . import tables as T
@@ -12,7 +13,7 @@ from .load import RunData
 
 def run_meta(run: RunData) -> list[tuple[str, str]]:
     m = run.manifest
-    ok = sum(c["ok"] for c in run.cell_status.values())
+    ok = sum(c[CellStatus.OK] for c in run.cell_status.values())
     total = sum(sum(c.values()) for c in run.cell_status.values())
     return [
         ("run", f"`{run.run_id}`"),

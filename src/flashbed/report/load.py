@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import FlashbedError
 from ..results import CellResult
+from ..status import CellStatus
 from ..store import RunStore
 from . import units
 from .weights import Weights, load_weights
@@ -60,7 +61,7 @@ class Failure:
     study: str
     case: str  # the cell key's case ("" = the whole study)
     repeat: int
-    status: str
+    status: CellStatus
     error: str
 
     def covers(self, case: str) -> bool:

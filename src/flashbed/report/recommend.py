@@ -12,18 +12,18 @@ import math
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from ..status import Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from .load import RunData, Stat
 from .weights import Criterion, UseCase
 
-INFRA_STATUSES = {"error"}
 STRONG = 1.05  # a difference smaller than 5 % is not named as a strength or weakness
 
 
 @dataclass
 class Value:
-    status: str  # "ok" | "failed" | "missing"
+    status: Measured
     value: float | None = None  # stored unit
     unit: str = ""
     n: int = 0  # repeats behind the value (smallest over matched cases)
@@ -79,13 +79,13 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
         fails = [f for f in run.failures_for(device, fs, c.study) if any(f.covers(k) for k in cases)
                  or (not cases and not f.case)]
     # an "error" cell is an infrastructure failure (retried on resume), not the filesystem's result
-    fails = [f for f in fails if f.status not in INFRA_STATUSES]
+    fails = [f for f in fails if f.status.is_result]
     present: list[Stat] = [s for s in stats if s is not None]
     if present:
-        return Value("ok", _geomean([s.mean for s in present]), unit, min(s.n for s in present))
+        return Value(Measured.OK, _geomean([s.mean for s in present]), unit, min(s.n for s in present))
     if fails:
-        return Value("failed", None, unit, why=fails[0].status)
-    return Value("missing")
+        return Value(Measured.FAILED, None, unit, why=fails[0].status)
+    return Value(Measured.MISSING)
 
 
 def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
@@ -93,7 +93,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     vals = {fs: {i: criterion_value(run, device, fs, c) for i, c in enumerate(uc.criteria)} for fs in fss}
     measured, not_measured = [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status != "missing" for fs in fss):
+        if any(vals[fs][i].status is not Measured.MISSING for fs in fss):
             measured.append(i)
         elif c.study not in run.studies():
             not_measured.append((i, f"study {c.study} is not in this run"))
@@ -108,7 +108,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         entries.append(Entry(fs=fs, score=0.0, coverage=0.0, values=vals[fs]))
     for i in measured:
         c = uc.criteria[i]
-        oks = [(e, e.values[i].value) for e in entries if e.values[i].status == "ok"]
+        oks = [(e, e.values[i].value) for e in entries if e.values[i].status is Measured.OK]
         if oks:
             xs = [v for _e, v in oks]
             best = max(xs) if c.better == "higher" else min(xs)
@@ -120,7 +120,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
                     s = (best + d) / (v + d) if v + d > 0 else 1.0
                 e.scores[i] = min(1.0, max(0.0, s))
         for e in entries:
-            if e.values[i].status == "failed":
+            if e.values[i].status is Measured.FAILED:
                 e.scores[i] = 0.0
     for e in entries:
         w = math.fsum(uc.criteria[i].weight for i in e.scores)
@@ -168,13 +168,13 @@ def _sentence(r: Ranking, k: int) -> str:
         for i in r.measured:
             c = uc.criteria[i]
             mine, theirs = e.values[i], ref.values[i]
-            if mine.status == "ok" and theirs.status == "ok":
+            if mine.status is Measured.OK and theirs.status is Measured.OK:
                 a = _adv(c, mine.value, theirs.value)
                 if a is not None:
                     diffs.append((c.weight * abs(math.log(a)), a, i))
         strengths = [d for d in sorted(diffs, reverse=True) if d[1] >= STRONG]
         weaknesses = [d for d in sorted(diffs, reverse=True) if d[1] <= 1 / STRONG]
-        fails = [(uc.criteria[i], e.values[i]) for i in r.measured if e.values[i].status == "failed"]
+        fails = [(uc.criteria[i], e.values[i]) for i in r.measured if e.values[i].status is Measured.FAILED]
         s_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, True) for _w, _a, i in strengths]
         w_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, False) for _w, _a, i in weaknesses]
         f_txt = [f"{c.label}: {v.why} (scores 0)" for c, v in fails]
@@ -190,7 +190,7 @@ def _sentence(r: Ranking, k: int) -> str:
                 body += f"; better: {s_txt[0]}"
         if buts:
             body += "; but " + ", ".join(buts)
-    missing = [uc.criteria[i].label for i in r.measured if e.values[i].status == "missing"]
+    missing = [uc.criteria[i].label for i in r.measured if e.values[i].status is Measured.MISSING]
     if missing:
         body += f" (incomplete: not measured on {', '.join(missing)})"
     return f"{head}: {body}."
@@ -207,7 +207,7 @@ def _ranking_table(r: Ranking) -> Table:
     cols = [Column("rank", "", True), Column("filesystem", numeric=False), Column("score", "0–1")]
     units_of = {}
     for i in r.measured:
-        u = next((e.values[i].unit for e in r.entries if e.values[i].status == "ok"), "")
+        u = next((e.values[i].unit for e in r.entries if e.values[i].status is Measured.OK), "")
         units_of[i] = u
         c = uc.criteria[i]
         cols.append(Column(f"{c.label} [w {c.weight:g}, {c.better}]", units.display_unit(u)))
@@ -216,11 +216,11 @@ def _ranking_table(r: Ranking) -> Table:
         row = [Cell(str(k + 1), k + 1), Cell(e.fs, e.fs), Cell(f"{e.score:.2f}", round(e.score, 6))]
         for i in r.measured:
             v = e.values[i]
-            if v.status == "ok":
+            if v.status is Measured.OK:
                 row.append(Cell(units.fmt(v.value, v.unit), units.to_display(v.value, v.unit),
                                 title=f"score {e.scores.get(i, 0):.2f}",
                                 cls="best" if e.scores.get(i) == 1.0 and len(r.entries) > 1 else ""))
-            elif v.status == "failed":
+            elif v.status is Measured.FAILED:
                 row.append(Cell(v.why, None, title="scores 0", cls="bad"))
             else:
                 row.append(Cell("not measured", None, cls="missing"))
@@ -320,7 +320,7 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                              "complete": e.complete, "text": e.text,
                              "criteria": {uc.criteria[i].label: (
                                  {"value": _round(e.values[i].value), "unit": e.values[i].unit,
-                                  "score": round(e.scores[i], 4)} if e.values[i].status == "ok"
+                                  "score": round(e.scores[i], 4)} if e.values[i].status is Measured.OK
                                  else {"status": e.values[i].status, "why": e.values[i].why})
                                  for i in r.measured}}
                             for e in r.entries],

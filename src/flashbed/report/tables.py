@@ -7,6 +7,7 @@ metric has a direction. Units are in every numeric column header.
 
 from __future__ import annotations
 
+from ..status import CellStatus
 from . import units
 from .doc import Cell, Column, Table
 from .load import RunData, Stat
@@ -35,7 +36,7 @@ def _mark_best(cells: list[Cell], stats: list[Stat | None], direction: str) -> N
 def _status_text(run: RunData, device: str, fs: str, study: str, case: str) -> Cell:
     fl = run.failures_for(device, fs, study, case)
     if not fl:
-        return Cell("ok", "ok")
+        return Cell(CellStatus.OK, CellStatus.OK)
     text = ", ".join(sorted({f.status for f in fl})) + f" ({len(fl)} cell{'s' if len(fl) > 1 else ''})"
     return Cell(text, text, title=" | ".join(f"{f.id}: {f.error}" for f in fl), cls="bad")
 
@@ -128,8 +129,8 @@ def overview_table(run: RunData) -> Table:
                          Cell("missing: not in this run", "missing", cls="missing")])
             continue
         counts = [(k, c) for k, c in run.cell_status.items() if k[2] == study]
-        ok = sum(c["ok"] for _k, c in counts)
-        failed = sum(sum(c.values()) - c["ok"] for _k, c in counts)
+        ok = sum(c[CellStatus.OK] for _k, c in counts)
+        failed = sum(sum(c.values()) - c[CellStatus.OK] for _k, c in counts)
         devs = sorted({k[0] for k, _c in counts}, key=units.natural_key)
         nfs = len({(k[0], k[1]) for k, _c in counts})
         rows.append([Cell(study, study), Cell(units.study_title(study)), Cell(", ".join(devs)), Cell(str(nfs), nfs),

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, stats_reset, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
 
@@ -35,11 +35,11 @@ class AppIO(Study):
         out = []
         for size, fsync in self.runs(spec.params):
             s = boots[0].step(f"appio-{label(size)}-{'fsync' if fsync else 'nofsync'}")
-            if s is None or s.status != "ok":
+            if s is None or not s.status.ok:
                 continue
             for op, v in json.loads(s.stdout.strip().splitlines()[-1])["kBps"].items():
                 out += m(f"{op} {label(size)} {'fsync' if fsync else 'nofsync'}", "throughput", v, "KB/s")
         err = first_failure(boots)
         w = next((x.value for x in out if x.case == f"write {label(spec.params['sizes'][0])} fsync"), None)
         return Outcome(out, f"write+fsync {w:.0f} KB/s" if w else "incomplete",
-                       status="ok" if out and not err else "failed", error=err)
+                       status=passed(out and not err), error=err)

@@ -41,14 +41,16 @@ from pathlib import Path
 from .. import filesystems as fscat
 from ..lab.uml import BootResult, Nandsim, Step
 from ..results import Measurement
+from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from .base import MNT, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
-from .corruption import DMSETUP, FILE_OUTCOMES, HANG, SECTORS, missing_or_hung, on_dm, setup_failures
+from .corruption import DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
 from .powercut import PCW, RUN
 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
 RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
-ITER_OUTCOMES = ("mounts", "read-only", "unmountable", "hang")
+ITER_OUTCOMES = (IterationOutcome.MOUNTS, IterationOutcome.READ_ONLY, IterationOutcome.UNMOUNTABLE,
+                 IterationOutcome.HANG)
 # kernel lines in which the filesystem (or UBI under it) says it met the fault
 FS_PREFIX = {"ext2": r"EXT2-fs", "ext3": r"EXT[34]-fs", "ext4": r"EXT4-fs", "xfs": r"XFS", "btrfs": r"BTRFS",
              "f2fs": r"F2FS-fs", "nilfs2": r"NILFS", "vfat": r"FAT-fs", "exfat": r"exFAT-fs",
@@ -88,10 +90,10 @@ class BadBlocks(Study):
     device_stats = False
     continue_after_failure = True
     outcome_tables = (
-        OutcomeTable("iterations", "outcome:", ITER_OUTCOMES + ("error",), per_iteration=True),
-        OutcomeTable("iterations in which", "outcome:", ("noticed", "needs-fsck")),
-        OutcomeTable("files with the faults present", "outcome:", FILE_OUTCOMES + ("missing",)),
-        OutcomeTable("files after the faults are gone", "outcome:", ("after:intact", "after:damaged")),
+        OutcomeTable("iterations", "outcome:", ITER_OUTCOMES + (IterationOutcome.ERROR,), per_iteration=True),
+        OutcomeTable("iterations in which", "outcome:", tuple(BadBlocksFlag)),
+        OutcomeTable("files with the faults present", "outcome:", FILE_OUTCOMES + (FileState.MISSING,)),
+        OutcomeTable("files after the faults are gone", "outcome:", tuple(AfterFault)),
     )
 
     def cases(self, profile, device):
@@ -195,31 +197,29 @@ class BadBlocks(Study):
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         case = spec.key.case
         n = self._n(spec)
-        counts: dict[str, int] = {o: 0 for o in (*ITER_OUTCOMES, "noticed", *FILE_OUTCOMES)}
+        counts: dict[str, int] = {o: 0 for o in (*ITER_OUTCOMES, BadBlocksFlag.NOTICED, *FILE_OUTCOMES)}
         records = []
         for i in range(n):
             res = boots[i] if i < len(boots) else None
             outcome, why = self._classify(res, spec)
             counts[outcome] = counts.get(outcome, 0) + 1
             rec = {"i": i, "outcome": outcome, "why": why}
-            if outcome == "hang" and res is not None:
+            if outcome is IterationOutcome.HANG and res is not None:
                 rec["console"] = res.console_log
-            if res is not None and outcome not in ("error",):
+            if res is not None and outcome.ran:
                 kmsg = res.step("kmsg")
                 seen = noticed(kmsg.stdout if kmsg else "", spec.variant.base.fstype)
                 rec["noticed"] = seen
-                counts["noticed"] += seen
-                for key, step in (("", "inspect"), ("after:", "inspect-after")):
-                    got = (step_json(res, step) or {}).get("counts", {})
-                    for k, c in got.items():
-                        k = "silently-corrupted" if k == "stale" else k
-                        if key:
-                            k = "after:intact" if k == "intact" else "after:damaged"
-                        counts[k] = counts.get(k, 0) + c
-                    rec[key + "files"] = got
+                counts[BadBlocksFlag.NOTICED] += seen
+                for k, c in inspected(res, "inspect").items():
+                    counts[k] = counts.get(k, 0) + c
+                for k, c in inspected(res, "inspect-after").items():
+                    counts[AfterFault.of(k)] = counts.get(AfterFault.of(k), 0) + c
+                rec["files"] = (step_json(res, "inspect") or {}).get("counts", {})
+                rec["after:files"] = (step_json(res, "inspect-after") or {}).get("counts", {})
                 fsck = res.step("fsck")
-                if fsck is not None and fsck.status not in HANG and fsck.rc not in spec.variant.base.check_clean:
-                    counts["needs-fsck"] = counts.get("needs-fsck", 0) + 1
+                if fsck is not None and not fsck.status.is_hang and fsck.rc not in spec.variant.base.check_clean:
+                    counts[BadBlocksFlag.NEEDS_FSCK] = counts.get(BadBlocksFlag.NEEDS_FSCK, 0) + 1
                     rec["needs_fsck"] = True
                 rec["dust"] = step_json(res, "place")
             records.append(rec)
@@ -230,22 +230,23 @@ class BadBlocks(Study):
         head = ", ".join(f"{c} {k}" for k, c in counts.items() if c)
         return Outcome(meas, f"{n} runs: {head}", extra={"iterations": records}, status=status, error=error)
 
-    def _classify(self, res: BootResult | None, spec: CellSpec) -> tuple[str, str]:
+    def _classify(self, res: BootResult | None, spec: CellSpec) -> tuple[IterationOutcome, str]:
         early = missing_or_hung(res)
         if early is not None:
             return early
-        failed = next((s for s in res.steps if s.status != "ok"), None)
+        failed = next((s for s in res.steps if not s.status.ok), None)
         if (spec.variant.media == "mtd" and failed is not None and failed.name.startswith("mount")
                 and not failed.name.startswith("mount-bad")):
             # raw NAND carries its faults from power-on: the first mount meets them too
-            return "unmountable", f"mount with the faults present failed: {(failed.stderr or '').strip()[-200:]}"
-        if res.status not in ("done",) and not any(s.name.startswith("mount-bad") for s in res.steps):
-            return "error", (f"step '{failed.name}': {(failed.stderr or failed.stdout).strip()[-200:]}"
-                             if failed else f"lab {res.status}: {res.error}")
+            return (IterationOutcome.UNMOUNTABLE,
+                    f"mount with the faults present failed: {(failed.stderr or '').strip()[-200:]}")
+        if not res.status.ok and not any(s.name.startswith("mount-bad") for s in res.steps):
+            return IterationOutcome.ERROR, (f"step '{failed.name}': {(failed.stderr or failed.stdout).strip()[-200:]}"
+                                            if failed else f"lab {res.status}: {res.error}")
         mb = [s for s in res.steps if s.name.startswith(("mount-bad", "reattach"))]
-        if not mb or any(s.status != "ok" for s in mb):
-            return "unmountable", "mount with the faults present failed"
+        if not mb or any(not s.status.ok for s in mb):
+            return IterationOutcome.UNMOUNTABLE, "mount with the faults present failed"
         insp = step_json(res, "inspect") or {}
         if insp.get("ro") or insp.get("probe") == "EROFS":
-            return "read-only", "read-only with the faults present"
-        return "mounts", ""
+            return IterationOutcome.READ_ONLY, "read-only with the faults present"
+        return IterationOutcome.MOUNTS, ""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from . import fio
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, stats_reset, \
+from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
 
@@ -66,7 +66,7 @@ class Bandwidth(Study):
             case = case_name(rw, bs, direct)
             data = fio.load(run_dir / f"{slug(case)}.json")
             step = res.step(case)
-            if not data or not data.get("jobs") or step is None or step.status != "ok":
+            if not data or not data.get("jobs") or step is None or not step.status.ok:
                 failed.append(case)
                 continue
             f = fio.job_figures(data["jobs"][0])
@@ -80,4 +80,4 @@ class Bandwidth(Study):
         if failed:
             head += f" ({len(failed)} jobs failed: {', '.join(failed[:3])})"
         return Outcome(out, head or "no job finished", extra={"failed_jobs": failed},
-                       status="ok" if not err and out else "failed", error=err or ("; ".join(failed) if failed else ""))
+                       status=passed(not err and out), error=err or ("; ".join(failed) if failed else ""))

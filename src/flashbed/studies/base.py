@@ -16,6 +16,7 @@ from typing import Any
 from ..devices.presets import Device
 from ..lab.uml import AGENT, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
+from ..status import CellStatus
 from ..variants import FsVariant
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
@@ -45,7 +46,7 @@ class Outcome:
     measurements: list[Measurement]
     headline: str
     extra: dict[str, Any] = field(default_factory=dict)
-    status: str = "ok"
+    status: CellStatus = CellStatus.OK
     error: str = ""
 
 
@@ -140,7 +141,7 @@ def stats_take(phase: str = "workload") -> Step:
 
 def step_json(res: BootResult, name: str) -> dict[str, Any] | None:
     s = res.step(name)
-    if s is None or s.status != "ok":
+    if s is None or not s.status.ok:
         return None
     try:
         return json.loads(s.stdout.strip().splitlines()[-1])
@@ -150,19 +151,24 @@ def step_json(res: BootResult, name: str) -> dict[str, Any] | None:
 
 def seconds(res: BootResult, name: str) -> float | None:
     s = res.step(name)
-    return s.seconds if s is not None and s.status == "ok" else None
+    return s.seconds if s is not None and s.status.ok else None
 
 
 def first_failure(boots: list[BootResult], allowed: set[str] = frozenset()) -> str:
     """'' if every step that had to succeed did; else a one-line reason."""
     for b in boots:
         for s in b.steps:
-            if s.status != "ok" and s.name not in allowed:
+            if not s.status.ok and s.name not in allowed:
                 lines = (s.stderr or s.stdout).strip().splitlines()
                 return f"step '{s.name}' {s.status} (rc {s.rc}): {lines[-1] if lines else ''}"[:400]
-        if not b.ok and b.status != "killed":
+        if not b.status.as_planned:
             return f"lab {b.status}: {b.error}"[:400]
     return ""
+
+
+def passed(ok: bool) -> CellStatus:
+    """A study's reading: ok, or failed (a step that had to succeed did not)."""
+    return CellStatus.OK if ok else CellStatus.FAILED
 
 
 def m(case: str, metric: str, value: float | None, unit: str) -> list[Measurement]:

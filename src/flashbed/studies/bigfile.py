@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, seconds, \
+from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, seconds, \
     stats_reset, stats_take, umount
 
 BS = 64 * 1024
@@ -40,4 +40,4 @@ class BigFile(Study):
         err = first_failure(boots)
         w, r = seconds(boots[0], "write"), seconds(boots[0], "read")
         head = f"write+sync {w:.2f}s, read {r:.2f}s ({size >> 20} MiB)" if w and r else "incomplete"
-        return Outcome(out, head, status="ok" if not err else "failed", error=err)
+        return Outcome(out, head, status=passed(not err), error=err)

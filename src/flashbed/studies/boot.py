@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
     step_json, umount
 
 
@@ -29,7 +29,7 @@ class Boot(Study):
         ]]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
-        mnt = sum(s.seconds for s in boots[0].steps if s.name.startswith("mount-cold") and s.status == "ok") or None
+        mnt = sum(s.seconds for s in boots[0].steps if s.name.startswith("mount-cold") and s.status.ok) or None
         rd = step_json(boots[0], "read")
         read_s = rd["seconds"] if rd else None
         total = mnt + read_s if mnt is not None and read_s is not None else None
@@ -37,4 +37,4 @@ class Boot(Study):
         err = first_failure(boots)
         return Outcome(out, f"mount {mnt * 1000:.0f} ms + read {read_s * 1000:.0f} ms" if total else "incomplete",
                        extra={"read_files": rd["files"] if rd else None, "read_bytes": rd["bytes"] if rd else None},
-                       status="ok" if total and not err else "failed", error=err)
+                       status=passed(total and not err), error=err)

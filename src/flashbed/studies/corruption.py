@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from ..results import Measurement
+from ..status import CellStatus, FileState, IterationOutcome
 from ..variants import FsVariant
 from .base import MB, MNT, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .powercut import PCW, RUN
@@ -44,9 +45,10 @@ DMSETUP = "dmsetup --noudevsync"
 SECTORS = "$(blockdev --getsz /dev/ubda)"
 MODES = ("after", "alternate")
 FEATURES = {"corrupt": "5 corrupt_bio_byte 1 w 0 0", "drop": "1 drop_writes"}
-MOUNT_OUTCOMES = ("mounts", "read-only", "needs-fsck", "unmountable", "hang")
-FILE_OUTCOMES = ("intact", "zeroed", "truncated", "io-error", "silently-corrupted")
-HANG = ("hang", "timeout")
+MOUNT_OUTCOMES = tuple(o for o in IterationOutcome if o.ran)
+# per file, as counted (stale data counts as silently corrupted; missing only when it happens)
+FILE_OUTCOMES = (FileState.INTACT, FileState.ZEROED, FileState.TRUNCATED, FileState.IO_ERROR,
+                 FileState.SILENTLY_CORRUPTED)
 
 
 def on_dm(cmds: list[str], dm: str = DM) -> list[str]:
@@ -68,56 +70,61 @@ def workloads(p: dict) -> dict[str, tuple[int, int]]:
     return {f"one-{big}MB": (1, big * MB), f"many-{size}MB": (many, size * MB)}
 
 
-def missing_or_hung(res: BootResult | None) -> tuple[str, str] | None:
-    """An iteration boot that never happened ("error") or hung ("hang"); None otherwise."""
+def missing_or_hung(res: BootResult | None) -> tuple[IterationOutcome, str] | None:
+    """An iteration boot that never happened (error) or hung; None otherwise."""
     if res is None:
-        return "error", "the boot did not happen"
+        return IterationOutcome.ERROR, "the boot did not happen"
     for s in res.steps:
-        if s.status in HANG:
-            return "hang", f"step '{s.name}' did not return"
-    if res.status == "hang":
-        return "hang", res.error
+        if s.status.is_hang:
+            return IterationOutcome.HANG, f"step '{s.name}' did not return"
+    if res.status.is_hang:
+        return IterationOutcome.HANG, res.error
     return None
 
 
-def setup_failures(records: list[dict], n: int) -> tuple[str, str]:
+def setup_failures(records: list[dict], n: int) -> tuple[CellStatus, str]:
     """(cell status, error) from per-iteration records: the cell failed only when
     no iteration could be set up; otherwise the set-up errors are counted, with the first."""
-    errors = [r for r in records if r["outcome"] == "error"]
-    status = "failed" if errors and len(errors) == n else "ok"
+    errors = [r for r in records if not IterationOutcome(r["outcome"]).ran]
+    status = CellStatus.FAILED if errors and len(errors) == n else CellStatus.OK
     return status, (f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}" if errors else "")
 
 
-def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[str, str]:
+def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[IterationOutcome, str]:
     """Mount-level outcome of one iteration boot."""
     early = missing_or_hung(res)
     if early is not None:
         return early
     names = {s.name: s for s in res.steps}
     setup = [n for n in names if n.startswith(("dm-create", "mkfs", "mount", "arm"))]
-    bad = [n for n in setup if names[n].status != "ok"]
+    bad = [n for n in setup if not names[n].status.ok]
     if bad or "work" not in names:
-        return "error", f"setup step '{bad[0] if bad else 'work'}' failed"
+        return IterationOutcome.ERROR, f"setup step '{bad[0] if bad else 'work'}' failed"
     rm = [n for n in names if n.startswith("remount")]
-    if not rm or any(names[n].status != "ok" for n in rm):
-        return "unmountable", "normal mount failed"
+    if not rm or any(not names[n].status.ok for n in rm):
+        return IterationOutcome.UNMOUNTABLE, "normal mount failed"
     work = step_json(res, "work") or {}
     insp = step_json(res, "inspect") or {}
     if work.get("ro") or insp.get("ro") or insp.get("probe") == "EROFS":
-        return "read-only", "the filesystem turned read-only"
+        return IterationOutcome.READ_ONLY, "the filesystem turned read-only"
     fsck = names.get("fsck")
     if has_check and fsck is not None and fsck.rc not in clean_codes:
-        return "needs-fsck", f"checker exit {fsck.rc}"
-    return "mounts", ""
+        return IterationOutcome.NEEDS_FSCK, f"checker exit {fsck.rc}"
+    return IterationOutcome.MOUNTS, ""
+
+
+def inspected(res: BootResult | None, step: str = "inspect") -> dict[FileState, int]:
+    """Files per reported state, from a guest inspect step (stale counts as silently corrupted)."""
+    insp = step_json(res, step) if res is not None else None
+    counts: dict[FileState, int] = {}
+    for name, n in (insp or {}).get("counts", {}).items():
+        key = FileState(name).reported
+        counts[key] = counts.get(key, 0) + n
+    return counts
 
 
 def file_outcomes(res: BootResult | None) -> dict[str, int]:
-    insp = step_json(res, "inspect") if res is not None else None
-    counts: dict[str, int] = {}
-    for name, n in (insp or {}).get("counts", {}).items():
-        key = "silently-corrupted" if name == "stale" else name
-        counts[key] = counts.get(key, 0) + n
-    return counts
+    return inspected(res)
 
 
 class Corruption(Study):
@@ -127,8 +134,8 @@ class Corruption(Study):
     device_stats = False
     continue_after_failure = True
     outcome_tables = (
-        OutcomeTable("iterations", "outcome:", MOUNT_OUTCOMES + ("error",), per_iteration=True),
-        OutcomeTable("files, over the iterations that mounted", "outcome:", FILE_OUTCOMES + ("missing",)),
+        OutcomeTable("iterations", "outcome:", MOUNT_OUTCOMES + (IterationOutcome.ERROR,), per_iteration=True),
+        OutcomeTable("files, over the iterations that mounted", "outcome:", FILE_OUTCOMES + (FileState.MISSING,)),
     )
 
     def cases(self, profile, device):
@@ -209,13 +216,14 @@ class Corruption(Study):
             res = boots[i] if i < len(boots) else None
             outcome, why = classify_iteration(res, has_check, clean)
             mount_counts[outcome] = mount_counts.get(outcome, 0) + 1
-            files = file_outcomes(res) if outcome not in ("error", "hang", "unmountable") else {}
+            files = file_outcomes(res) if outcome.files_read else {}
             for k, c in files.items():
                 file_counts[k] = file_counts.get(k, 0) + c
             work = (step_json(res, "work") or {}) if res is not None else {}
             records.append({"i": i, "outcome": outcome, "why": why, "files": files,
                             "rounds": work.get("rounds"), "errors": work.get("errors", [])[:3],
-                            **({"console": res.console_log} if outcome == "hang" and res is not None else {})})
+                            **({"console": res.console_log} if outcome is IterationOutcome.HANG and res is not None
+                               else {})})
         meas: list[Measurement] = m(case, "iterations", n, "count")
         for name, c in {**mount_counts, **file_counts}.items():
             if c or name in MOUNT_OUTCOMES or name in FILE_OUTCOMES:

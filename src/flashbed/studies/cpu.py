@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, \
     stats_reset, stats_take, step_json, umount
 
 
@@ -42,4 +42,4 @@ class Cpu(Study):
         err = first_failure(boots)
         w = next((x.value for x in out if x.case == "write" and x.metric == "cpu_per_io"), None)
         return Outcome(out, f"write: {w:.2f} CPU s per I/O s" if w is not None else "incomplete", extra=extra,
-                       status="ok" if out and not err else "failed", error=err)
+                       status=passed(out and not err), error=err)

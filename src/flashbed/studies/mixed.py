@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from . import fio
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, stats_reset, \
+from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
 JOBS = {
@@ -58,4 +58,4 @@ class Mixed(Study):
             out += m("total", "bandwidth", total_bw, "MB/s") + m("total", "iops", total_iops, "IO/s")
         err = first_failure(boots)
         return Outcome(out, f"total {total_bw:.1f} MB/s, {total_iops:.0f} IOPS" if out else "no result",
-                       status="ok" if out and not err else "failed", error=err)
+                       status=passed(out and not err), error=err)

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, mount, step_json, umount
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, mount, step_json, umount
 
 KTHREADS = "ps -e -o ppid=,pid= | awk '$1 == 2 || $2 == 2' | wc -l"
 
@@ -37,11 +37,11 @@ class Mkfs(Study):
         def num(name):
             s = b.step(name)
             try:
-                return int(s.stdout.strip()) if s and s.status == "ok" else None
+                return int(s.stdout.strip()) if s and s.status.ok else None
             except ValueError:
                 return None
 
-        mkfs_s = sum(s.seconds for s in b.steps if s.name.startswith("mkfs") and s.status == "ok") or None
+        mkfs_s = sum(s.seconds for s in b.steps if s.name.startswith("mkfs") and s.status.ok) or None
         used, kb, ka = num("used"), num("kthreads-before"), num("kthreads-after")
         fsck = step_json(b, "fsck")
         out = m("empty", "used", used, "bytes") + m("empty", "mkfs", mkfs_s, "s")
@@ -52,4 +52,4 @@ class Mkfs(Study):
         head = f"used {used / 1048576:.1f} MiB, mkfs {mkfs_s:.2f}s" if used is not None and mkfs_s else "incomplete"
         if fsck:
             head += f", fsck {fsck['real']:.2f}s"
-        return Outcome(out, head, status="ok" if used is not None and not err else "failed", error=err)
+        return Outcome(out, head, status=passed(used is not None and not err), error=err)

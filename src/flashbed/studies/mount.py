@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
     umount
 
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
@@ -80,7 +80,7 @@ class Mount(Study):
 
         def sec(name):
             s = all_steps.get(name)
-            return s.seconds if s is not None and s.status == "ok" else None
+            return s.seconds if s is not None and s.status.ok else None
 
         for clean in (True, False):
             case = self.label(spec, clean)
@@ -88,7 +88,7 @@ class Mount(Study):
             out += m(case, "attach", sec("attach-clean" if clean else "attach-unclean"), "s")
         err = first_failure(boots, allowed={"write-cut", "umount-cut"})
         cut = all_steps.get("write-cut")
-        if cut is not None and cut.status == "ok":
+        if cut is not None and cut.status.ok:
             # the emulated cut never fired: the "unclean" figure would be a clean one
             out = [x for x in out if not x.case.endswith("unclean")]
             err = err or "UBI power-cut emulation did not fire during the 4 MB write"
@@ -98,4 +98,4 @@ class Mount(Study):
         a = sec("attach-clean")
         if a is not None:
             head = f"attach {a * 1000:.0f} ms, " + head
-        return Outcome(out, head or "incomplete", status="ok" if out and not err else "failed", error=err)
+        return Outcome(out, head or "incomplete", status=passed(out and not err), error=err)

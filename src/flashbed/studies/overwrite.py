@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, stats_reset, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
 
@@ -31,9 +31,9 @@ class Overwrite(Study):
         for n, fsync in self.runs(spec.params):
             case = f"{n}MB {'fsync' if fsync else 'nofsync'}"
             s = boots[0].step(case)
-            if s is not None and s.status == "ok":
+            if s is not None and s.status.ok:
                 out += m(case, "bandwidth", json.loads(s.stdout.strip().splitlines()[-1])["MBps"], "MB/s")
         err = first_failure(boots)
         f = next((x.value for x in out if x.case.endswith(" fsync")), None)
         return Outcome(out, f"1 KiB overwrite+fsync {f:.3f} MB/s" if f else "incomplete",
-                       status="ok" if out and not err else "failed", error=err)
+                       status=passed(out and not err), error=err)

@@ -68,6 +68,7 @@ from typing import Any
 from .. import filesystems as fscat
 from ..lab.guest import guestlib
 from ..lab.uml import AGENT, BootResult, Step
+from ..status import BootStatus, CellStatus, FsckResult, MountState, Phase, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from .base import MNT, PY, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 
@@ -77,11 +78,10 @@ RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 WORKDIR = f"{MNT}/pc"
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 
-CLASSES = ("clean", "recovered", "fsck-fixed", "data-loss", "garbage", "unmountable", "read-only", "hang")
-EXTRA_CLASSES = ("fsck-failed", "crash", "error")
-MOUNT_STATES = ("ok", "recovery", "warning", "read-only", "failed", "hang")
-FSCK_RESULTS = ("clean", "fixed", "failed", "n/a")
-HANG_STATES = ("hang", "timeout")
+CLASSES = tuple(c for c in PowerCutClass if c.always_shown)
+EXTRA_CLASSES = tuple(c for c in PowerCutClass if not c.always_shown)
+MOUNT_STATES = tuple(MountState)
+FSCK_RESULTS = tuple(FsckResult)
 
 # kernel messages that say a mount replayed a journal or log (or found the fs dirty)
 RECOVERY = {
@@ -134,57 +134,61 @@ def cut_hit_workload(w: BootResult) -> bool:
     can meet the vanished device (EIO, or EROFS once the filesystem gives up) and
     the lab end on its own. That is the cut too."""
     s = w.step("work")
-    return bool(s is not None and s.status == "failed" and re.search(r"Errno (5|30)\]", s.stderr))
+    return bool(s is not None and s.status is StepStatus.FAILED and re.search(r"Errno (5|30)\]", s.stderr))
 
 
-def mount_state(facts: dict, fstype: str) -> str:
+def mount_state(facts: dict, fstype: str) -> MountState:
     m1 = facts.get("mount1")
     if not m1:
-        return "hang" if facts.get("hang") else "failed"
-    if m1.get("status") in ("hang", "timeout"):
-        return "hang"
-    if m1.get("status") != "ok":
-        return "failed"
+        return MountState.HANG if facts.get("hang") else MountState.FAILED
+    status = StepStatus.coerce(m1.get("status"))
+    if status is not None and status.is_hang:
+        return MountState.HANG
+    if status is not StepStatus.OK:
+        return MountState.FAILED
     if m1.get("ro"):
-        return "read-only"
+        return MountState.READ_ONLY
     msgs = "\n".join(m1.get("kmsg", []) + facts.get("mount1-attach", {}).get("kmsg", []))
     if re.search(RECOVERY.get(fstype, r"[Rr]ecover|replay"), msgs, re.MULTILINE):
-        return "recovery"
+        return MountState.RECOVERY
     if re.search(DIRTY, msgs):
-        return "warning"
-    return "ok"
+        return MountState.WARNING
+    return MountState.OK
 
 
-def classify(facts: dict | None, *, cut: bool, recover_status: str = "ok", boot_status: str = "done",
-             fstype: str = "") -> tuple[str, str]:
-    """(class, reason) of one iteration from the recovery's facts."""
+def classify(facts: dict | None, *, cut: bool, recover_status: str | None = StepStatus.OK,
+             boot_status: str | None = BootStatus.DONE, fstype: str = "") -> tuple[PowerCutClass, str]:
+    """(class, reason) of one iteration from the recovery's facts; a status None
+    (or "missing") means the recovery step or boot never happened."""
+    rstatus = StepStatus.coerce(recover_status)
     if not cut:
-        return "error", "no power cut happened (the workload failed or ended before it)"
-    if recover_status in ("hang", "timeout") or (facts or {}).get("hang"):
-        return "hang", (facts or {}).get("hang") or f"recovery step {recover_status}"
-    if boot_status == "crash":
-        return "crash", "the lab kernel died during the recovery"
-    if not facts or facts.get("phase") != "done":
-        return "error", "the recovery left no facts" if not facts else f"recovery stopped at {facts.get('phase')}"
+        return PowerCutClass.ERROR, "no power cut happened (the workload failed or ended before it)"
+    if (rstatus is not None and rstatus.is_hang) or (facts or {}).get("hang"):
+        return PowerCutClass.HANG, (facts or {}).get("hang") or f"recovery step {recover_status}"
+    if boot_status == BootStatus.CRASH:
+        return PowerCutClass.CRASH, "the lab kernel died during the recovery"
+    if not facts or facts.get("phase") != Phase.DONE:
+        return (PowerCutClass.ERROR, "the recovery left no facts" if not facts
+                else f"recovery stopped at {facts.get('phase')}")
+    fsck = FsckResult(facts["fsck"]["result"]) if facts.get("fsck", {}).get("result") else None
     if not facts.get("mounted"):
-        return "unmountable", "mount failed" + (" after the repair" if facts.get("fsck", {}).get("result")
-                                                not in (None, "n/a") else "")
+        return PowerCutClass.UNMOUNTABLE, "mount failed" + (" after the repair" if fsck not in (None, FsckResult.NA)
+                                                            else "")
     v = facts.get("verify", {})
     if v.get("n_loss"):
-        return "data-loss", "; ".join(v.get("loss", [])[:3])
+        return PowerCutClass.DATA_LOSS, "; ".join(v.get("loss", [])[:3])
     if v.get("n_garbage"):
-        return "garbage", "; ".join(v.get("garbage", [])[:3])
+        return PowerCutClass.GARBAGE, "; ".join(v.get("garbage", [])[:3])
     m_used = facts.get(facts.get("verified_by", "mount1"), {})
     if m_used.get("ro") or v.get("ro_after") or v.get("probe") == "EROFS":
-        return "read-only", "mounted or turned read-only"
-    fsck = facts.get("fsck", {}).get("result")
-    if fsck == "failed":
-        return "fsck-failed", "checker found damage its repair did not fix"
-    if fsck == "fixed" or facts.get("verified_by") == "mount2":
-        return "fsck-fixed", "checker found and fixed damage"
-    if mount_state(facts, fstype) == "recovery":
-        return "recovered", "journal/log replayed at mount"
-    return "clean", ""
+        return PowerCutClass.READ_ONLY, "mounted or turned read-only"
+    if fsck is FsckResult.FAILED:
+        return PowerCutClass.FSCK_FAILED, "checker found damage its repair did not fix"
+    if fsck is FsckResult.FIXED or facts.get("verified_by") == "mount2":
+        return PowerCutClass.FSCK_FIXED, "checker found and fixed damage"
+    if mount_state(facts, fstype) is MountState.RECOVERY:
+        return PowerCutClass.RECOVERED, "journal/log replayed at mount"
+    return PowerCutClass.CLEAN, ""
 
 
 def recovery_seconds(facts: dict | None) -> float | None:
@@ -377,9 +381,10 @@ class PowerCut(Study):
         return steps
 
     # -- reading ---------------------------------------------------------------------
-    def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[dict | None, str]:
+    def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[dict | None, StepStatus | None]:
+        """The recovery's facts and its step's status (None: the step never ran)."""
         if res is None:
-            return None, "missing"
+            return None, None
         s = res.step(step)
         facts = step_json(res, step) if s is not None else None
         if facts is None and s is not None and s.stdout.strip():
@@ -392,7 +397,7 @@ class PowerCut(Study):
                 facts = json.loads(path.read_text())
             except ValueError:
                 facts = None
-        status = s.status if s is not None else ("hang" if res.status == "hang" else "missing")
+        status = s.status if s is not None else (StepStatus.HANG if res.status.is_hang else None)
         return facts, status
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
@@ -408,21 +413,21 @@ class PowerCut(Study):
                 facts, rstatus = self._facts(res, f"recover{k}", run_dir / f"pc-recover{k}.json")
                 if fstype == "ubifs":
                     # the cut: UBI went read-only under the workload (it fails with EROFS or EIO)
-                    cut = bool(work is not None and work.status == "failed"
+                    cut = bool(work is not None and work.status is StepStatus.FAILED
                                and re.search(r"Errno (30|5)\]", work.stderr))
                 else:
                     cut = bool((step_json(res, f"work{k}") or {}).get("cut")) if res else False
-                if res is not None and res.status == "hang" and work is not None and work.status in HANG_STATES:
-                    cut, rstatus = True, "hang"
-                bstatus = res.status if res and res.step(f"recover{k}") is None else "done"
+                if res is not None and res.status.is_hang and work is not None and work.status.is_hang:
+                    cut, rstatus = True, StepStatus.HANG
+                bstatus = res.status if res and res.step(f"recover{k}") is None else BootStatus.DONE
             else:
                 w = boots[2 * k] if 2 * k < len(boots) else None
                 res = boots[2 * k + 1] if 2 * k + 1 < len(boots) else None
-                cut = w is not None and (w.status == "killed" or cut_hit_workload(w))
+                cut = w is not None and (w.status is BootStatus.KILLED or cut_hit_workload(w))
                 facts, rstatus = self._facts(res, "recover", boot_dir(run_dir, 2 * k + 1) / "pc-recover.json")
-                bstatus = res.status if res else "missing"
+                bstatus = res.status if res else None
             cls, why = classify(facts, cut=cut, recover_status=rstatus, boot_status=bstatus, fstype=fstype)
-            if cls == "error" and not raw and w is not None and not cut:
+            if not cls.ran and not raw and w is not None and not cut:
                 ws = w.step("work")
                 detail = (ws.stderr or ws.stdout).strip().splitlines()[-1:] if ws else [w.error]
                 why += f": {w.status} {' '.join(detail)}"[:300]
@@ -430,7 +435,7 @@ class PowerCut(Study):
             rec = {"k": k, "cut_at": cut_at, "class": cls, "why": why[:300],
                    "mount": mount_state(f, fstype) if cut and facts else None,
                    "fsck": f.get("fsck", {}).get("result"),
-                   "recovery": recovery_seconds(facts) if cls != "hang" else None,
+                   "recovery": recovery_seconds(facts) if cls is not PowerCutClass.HANG else None,
                    "acks": f.get("verify", {}).get("acks"), "ops": f.get("verify", {}).get("ops"),
                    "ok": f.get("verify", {}).get("ok")}
             if raw:
@@ -438,7 +443,7 @@ class PowerCut(Study):
                 rec["mount_seconds"] = f.get("mount1", {}).get("seconds") if f.get("mounted") else None
             if not raw and cut:
                 rec.update(ack_timing(boot_dir(run_dir, 2 * k)))
-            if cls in ("hang", "crash") and res is not None:
+            if cls.keeps_console and res is not None:
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.get("sabotaged") is not None or "sabotaged" in f:
                 rec["sabotaged"] = f.get("sabotaged")
@@ -449,8 +454,8 @@ class PowerCut(Study):
             for key, field in (("attach", "attach"), ("mount", "mount_seconds")):
                 vals = [r[field] for r in records if r.get(field) is not None]
                 meas += m(case, key, statistics.median(vals) if vals else None, "s")
-        errors = [r for r in records if r["class"] == "error"]
-        status = "failed" if records and len(errors) == len(records) else "ok"
+        errors = [r for r in records if not PowerCutClass(r["class"]).ran]
+        status = CellStatus.FAILED if records and len(errors) == len(records) else CellStatus.OK
         err = f"{len(errors)} of {len(records)} iterations did not run: {errors[0]['why']}" if errors else ""
         return Outcome(meas, f"{len(records)} cuts: {headline({case: records}).split(': ', 1)[1]}",
                        extra={"cut_at": cuts, "iterations": records}, status=status, error=err[:400])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, seconds, stats_reset, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, seconds, stats_reset, \
     stats_take, umount
 
 
@@ -37,4 +37,4 @@ class SmallFiles(Study):
         err = first_failure(boots)
         c, o = seconds(boots[0], "copy"), seconds(boots[0], "copy-over")
         return Outcome(out, f"copy {c:.2f}s, copy over {o:.2f}s" if c and o else "incomplete",
-                       status="ok" if not err else "failed", error=err)
+                       status=passed(not err), error=err)

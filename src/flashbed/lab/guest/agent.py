@@ -21,6 +21,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now  # noqa: E402
+from protocol import AgentStatus, StepStatus  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
@@ -52,14 +53,16 @@ def host_call(step: dict, run_dir: str, seq: int) -> dict:
     deadline = started + float(step.get("timeout", 60))
     while not os.path.exists(resp):
         if now() > deadline:
-            return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"], "status": "timeout",
+            return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"],
+                    "status": StepStatus.TIMEOUT,
                     "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
                     "stdout": "", "stderr": "host did not answer"}
         time.sleep(0.005)
     with open(resp) as f:
         answer = json.load(f)
     ok = answer.get("ok", False)
-    return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"], "status": "ok" if ok else "failed",
+    return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"],
+            "status": StepStatus.OK if ok else StepStatus.FAILED,
             "rc": 0 if ok else 1, "seconds": round(now() - started, 6), "started": round(started, 6),
             "stdout": json.dumps(answer.get("data")), "stderr": answer.get("error", "")}
 
@@ -87,7 +90,7 @@ def run_step(step: dict, run_dir: str) -> dict:
 def main() -> int:
     run_dir = sys.argv[1]
     result_path = os.path.join(run_dir, "result.json")
-    result = {"schema": SCHEMA, "status": "running", "steps": [], "uname": os.uname().release}
+    result = {"schema": SCHEMA, "status": AgentStatus.RUNNING, "steps": [], "uname": os.uname().release}
     try:
         with open(os.path.join(run_dir, "steps.json")) as f:
             plan = json.load(f)
@@ -99,16 +102,14 @@ def main() -> int:
             rec = host_call(step, run_dir, seq) if step.get("host") else run_step(step, run_dir)
             result["steps"].append(rec)
             write_json_atomic(result_path, result)
-            if rec["status"] == "hang":
-                result["status"] = "hang"
-                break
-            if rec["status"] != "ok" and not step.get("may_fail", False):
-                result["status"] = "step-failed"
+            ended = AgentStatus.after(StepStatus(rec["status"]), step.get("may_fail", False))
+            if ended is not None:
+                result["status"] = ended
                 break
         else:
-            result["status"] = "done"
+            result["status"] = AgentStatus.DONE
     except Exception as e:  # the agent must always leave a result and halt
-        result["status"] = "agent-error"
+        result["status"] = AgentStatus.AGENT_ERROR
         result["error"] = f"{type(e).__name__}: {e}"
     result["finished_monotonic"] = now()
     try:

@@ -15,6 +15,11 @@ import signal
 import subprocess
 import time
 
+if __package__:  # on the host, as flashbed.lab.guest.guestlib
+    from .protocol import StepStatus
+else:  # in the guest, from this directory
+    from protocol import StepStatus
+
 
 def now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
@@ -50,7 +55,7 @@ def read_log(path: str) -> list[dict]:
 
 
 def run_shell(cmd: str, timeout: float, cwd: str | None = None,
-              env: dict[str, str] | None = None) -> tuple[str, int | None, bytes, bytes, float]:
+              env: dict[str, str] | None = None) -> tuple[StepStatus, int | None, bytes, bytes, float]:
     """`sh -c cmd` in its own session, killed with its group at `timeout`.
 
     Returns (status, rc, stdout, stderr, seconds); status is ok / failed /
@@ -60,11 +65,11 @@ def run_shell(cmd: str, timeout: float, cwd: str | None = None,
     started = now()
     proc = subprocess.Popen(["/bin/sh", "-c", cmd], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    status = "ok"
+    status = StepStatus.OK
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        status = "timeout"
+        status = StepStatus.TIMEOUT
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -72,7 +77,7 @@ def run_shell(cmd: str, timeout: float, cwd: str | None = None,
         try:
             out, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:
-            status, out, err = "hang", b"", b""
-    if status == "ok" and proc.returncode != 0:
-        status = "failed"
+            status, out, err = StepStatus.HANG, b"", b""
+    if status.ok and proc.returncode != 0:
+        status = StepStatus.FAILED
     return status, proc.returncode, out, err, now() - started

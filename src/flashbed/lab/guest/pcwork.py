@@ -62,6 +62,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now, read_log, write_json_atomic  # noqa: E402
+from protocol import FileState, FsckResult, Phase, StepStatus, Verdict  # noqa: E402
 
 BLOCK = 4096
 CHUNK = 64 * 1024
@@ -322,60 +323,60 @@ def _partial_ok(actual: bytes, new: bytes, start: int = 0) -> bool:
 
 
 def judge(fm: FileModel, actual: bytes | None, err: str = "") -> tuple[str, str]:
-    """One name: ("ok"|"loss"|"garbage", how). actual None = absent."""
+    """One name: (verdict, how). actual None = absent."""
     acked, p = _bytes(fm.acked), fm.pending
     has_acked_data = isinstance(acked, bytes)
     if err:
-        return ("loss" if has_acked_data else "garbage"), f"read error: {err}"
+        return (Verdict.LOSS if has_acked_data else Verdict.GARBAGE), f"read error: {err}"
     if p is None:
         if has_acked_data:
             if actual is None:
-                return "loss", "acked file missing"
+                return Verdict.LOSS, "acked file missing"
             if actual == acked:
-                return "ok", "intact"
+                return Verdict.OK, "intact"
             if len(actual) < len(acked) and acked.startswith(actual):
-                return "loss", f"acked file truncated to {len(actual)} of {len(acked)} bytes"
-            return "loss", "acked content differs"
+                return Verdict.LOSS, f"acked file truncated to {len(actual)} of {len(acked)} bytes"
+            return Verdict.LOSS, "acked content differs"
         if acked == DELETED:
             if actual is None:
-                return "ok", "deleted"
+                return Verdict.OK, "deleted"
             if fm.tmp_of:
-                return "garbage", "temporary file left after an acked rename"
-            return "loss", "acked delete undone"
-        return "ok" if actual is None else "garbage", "unknown state"
+                return Verdict.GARBAGE, "temporary file left after an acked rename"
+            return Verdict.LOSS, "acked delete undone"
+        return Verdict.OK if actual is None else Verdict.GARBAGE, "unknown state"
     op, new = p["op"], _bytes(p["new"])
     if op == "create":
         if actual is None:
-            return "ok", "absent (not acked)"
+            return Verdict.OK, "absent (not acked)"
         if actual == new:
-            return "ok", "new"
+            return Verdict.OK, "new"
         if _partial_ok(actual, new):
-            return "ok", ("empty" if not actual else "partial" if actual.count(0) != len(actual) else "zeros")
-        return "garbage", "content never written here"
+            return Verdict.OK, ("empty" if not actual else "partial" if actual.count(0) != len(actual) else "zeros")
+        return Verdict.GARBAGE, "content never written here"
     if op == "append":
         base = acked if has_acked_data else b""
         if actual is None:
-            return ("loss", "acked file missing") if has_acked_data else ("ok", "absent")
+            return (Verdict.LOSS, "acked file missing") if has_acked_data else (Verdict.OK, "absent")
         if actual[:len(base)] != base:
-            return "loss", "acked prefix differs or truncated"
+            return Verdict.LOSS, "acked prefix differs or truncated"
         if _partial_ok(actual, new, len(base)):
-            return "ok", "old" if len(actual) == len(base) else "partial append"
-        return "garbage", "appended bytes never written here"
+            return Verdict.OK, "old" if len(actual) == len(base) else "partial append"
+        return Verdict.GARBAGE, "appended bytes never written here"
     if op == "replace":
         if actual is not None and actual == new:
-            return "ok", "new"
+            return Verdict.OK, "new"
         if has_acked_data:
             if actual == acked:
-                return "ok", "old"
-            return "loss", "neither the acked nor the new version" if actual is not None else "acked file missing"
-        return ("ok", "absent") if actual is None else ("garbage", "content never written here")
+                return Verdict.OK, "old"
+            return Verdict.LOSS, "neither the acked nor the new version" if actual is not None else "acked file missing"
+        return (Verdict.OK, "absent") if actual is None else (Verdict.GARBAGE, "content never written here")
     if op == "delete":
         if actual is None:
-            return "ok", "deleted"
+            return Verdict.OK, "deleted"
         if has_acked_data and actual == acked:
-            return "ok", "old"
-        return "loss", "acked content differs"
-    return "garbage", f"unknown operation {op}"
+            return Verdict.OK, "old"
+        return Verdict.LOSS, "acked content differs"
+    return Verdict.GARBAGE, f"unknown operation {op}"
 
 
 def read_file(path: str) -> tuple[bytes | None, str]:
@@ -418,7 +419,7 @@ def verify_dir(d: str, recs: list[dict]) -> dict:
         verdict, how = judge(fm, actual, err)
         out["checked"] += 1
         out["acked_files"] += isinstance(fm.acked, (bytes, Content))
-        if verdict == "ok":
+        if verdict is Verdict.OK:
             out["ok"][how] = out["ok"].get(how, 0) + 1
         else:
             out[verdict].append(f"{name}: {how}")
@@ -543,13 +544,13 @@ def _save(path: str | None, facts: dict) -> None:
 
 
 def run_all(cmds: list[str], timeout: float) -> dict:
-    rec = {"status": "ok", "rc": 0, "seconds": 0.0, "out": ""}
+    rec = {"status": StepStatus.OK, "rc": 0, "seconds": 0.0, "out": ""}
     for c in cmds:
         r = run(c, timeout)
         rec["seconds"] = round(rec["seconds"] + r["seconds"], 6)
         rec["out"] += r["out"]
         rec["status"], rec["rc"] = r["status"], r["rc"]
-        if r["status"] != "ok":
+        if not r["status"].ok:
             break
     return rec
 
@@ -563,24 +564,25 @@ def mount_and_verify(spec: dict, facts: dict, tag: str, kmsg: Kmsg) -> bool:
         a["kmsg"] = kmsg.take()
         facts[tag + "-attach"] = a
         _save(spec.get("out"), facts)
-        if a["status"] in ("hang", "timeout"):
+        if a["status"].is_hang:
             raise Hang(f"{tag}: attach did not return")
-        if a["status"] != "ok":
-            facts[tag] = {"status": "failed", "rc": None, "seconds": 0.0, "out": "attach failed", "kmsg": []}
+        if not a["status"].ok:
+            facts[tag] = {"status": StepStatus.FAILED, "rc": None, "seconds": 0.0, "out": "attach failed",
+                          "kmsg": []}
             return False
     m = run_all(spec["mount"], spec["timeout"])
     m["kmsg"] = kmsg.take()
     facts[tag] = m
     _save(spec.get("out"), facts)
-    if m["status"] in ("hang", "timeout"):
+    if m["status"].is_hang:
         raise Hang(f"{tag}: mount did not return")
-    if m["status"] != "ok":
+    if not m["status"].ok:
         return False
     opts = mount_options(mnt) or []
     m["ro"] = "ro" in opts
     if spec.get("sabotage"):
         facts["sabotaged"] = sabotage_dir(spec["dir"], read_log(spec["log"]))
-    facts["phase"] = f"verify ({tag})"
+    facts["phase"] = Phase.verifying(tag)
     _save(spec.get("out"), facts)
     t = now()
     v = verify_dir(spec["dir"], read_log(spec["log"]))
@@ -596,13 +598,13 @@ def mount_and_verify(spec: dict, facts: dict, tag: str, kmsg: Kmsg) -> bool:
     u["kmsg"] = kmsg.take()
     facts["u" + tag] = u
     _save(spec.get("out"), facts)
-    if u["status"] in ("hang", "timeout"):
+    if u["status"].is_hang:
         raise Hang(f"u{tag}: umount did not return")
     return True
 
 
 def recover_facts(spec: dict) -> dict:
-    facts: dict = {"phase": "start"}
+    facts: dict = {"phase": Phase.START}
     for key in ("log", "dir", "out"):
         if spec.get(key):
             spec[key] = os.path.expandvars(spec[key])
@@ -610,42 +612,43 @@ def recover_facts(spec: dict) -> dict:
     try:
         if spec.get("teardown"):  # raw NAND: what is left of the cut-off stack goes first
             facts["teardown"] = [run(c, spec["timeout"]) for c in spec["teardown"]]
-            if any(r["status"] in ("hang", "timeout") for r in facts["teardown"]):
+            if any(r["status"].is_hang for r in facts["teardown"]):
                 raise Hang("teardown after the cut did not return")
         mounted = mount_and_verify(spec, facts, "mount1", kmsg)
         if spec.get("check"):
-            facts["phase"] = "fsck"
+            facts["phase"] = Phase.FSCK
             _save(spec.get("out"), facts)
             c = run(spec["check"], spec["fsck_timeout"])
             fsck = {"check": c, "seconds": c["seconds"]}
-            if c["status"] in ("hang", "timeout"):
+            if c["status"].is_hang:
                 facts["fsck"] = fsck
                 raise Hang("fsck did not return")
-            if c["rc"] in spec["clean"] and c["status"] in ("ok", "failed"):
-                fsck["result"] = "clean"
+            if c["rc"] in spec["clean"] and c["status"].returned:
+                fsck["result"] = FsckResult.CLEAN
             elif spec.get("repair"):
                 r = run(spec["repair"], spec["fsck_timeout"])
                 fsck["repair"] = r
                 fsck["seconds"] = round(c["seconds"] + r["seconds"], 6)
-                if r["status"] in ("hang", "timeout"):
+                if r["status"].is_hang:
                     facts["fsck"] = fsck
                     raise Hang("repair did not return")
-                fsck["result"] = "fixed" if r["rc"] in spec["fixed"] or r["rc"] in spec["clean"] else "failed"
+                fsck["result"] = (FsckResult.FIXED if r["rc"] in spec["fixed"] or r["rc"] in spec["clean"]
+                                  else FsckResult.FAILED)
             else:
-                fsck["result"] = "failed"
+                fsck["result"] = FsckResult.FAILED
             facts["fsck"] = fsck
             _save(spec.get("out"), facts)
             if not mounted:
                 mounted = mount_and_verify(spec, facts, "mount2", kmsg)
         else:
-            facts["fsck"] = {"result": "n/a", "seconds": 0.0}
+            facts["fsck"] = {"result": FsckResult.NA, "seconds": 0.0}
         facts["mounted"] = mounted
-        facts["phase"] = "done"
+        facts["phase"] = Phase.DONE
     except Hang as e:
         facts["hang"] = str(e)
-        facts["phase"] = "hang"
-    facts["reusable"] = bool(facts.get("phase") == "done" and facts.get("mounted")
-                             and facts.get("fsck", {}).get("result") != "failed"
+        facts["phase"] = Phase.HANG
+    facts["reusable"] = bool(facts.get("phase") == Phase.DONE and facts.get("mounted")
+                             and facts.get("fsck", {}).get("result") != FsckResult.FAILED
                              and not facts.get("verify", {}).get("n_loss")
                              and not facts.get("verify", {}).get("n_garbage"))
     _save(spec.get("out"), facts)
@@ -685,7 +688,7 @@ def prepare_fs(spec: dict) -> dict:
     if not fresh:
         m = run_all(spec["mount"], spec["timeout"])
         rec["mount"] = m
-        if m["status"] != "ok":
+        if not m["status"].ok:
             fresh, rec["fresh"], rec["reason"] = True, True, "remount failed"
         elif spec.get("min_free"):
             # a filesystem that ages across iterations must not run the workload out of
@@ -700,7 +703,7 @@ def prepare_fs(spec: dict) -> dict:
         for key in ("mkfs", "mount"):
             r = run_all(spec[key], spec["timeout"])
             rec[key] = r
-            if r["status"] != "ok":
+            if not r["status"].ok:
                 rec["failed"] = f"{key}: {r['out'].strip()[-200:]}"
                 break
     return rec
@@ -744,24 +747,24 @@ def cwork(args: argparse.Namespace) -> int:
     return 0
 
 
-def classify_file(actual: bytes | None, err: str, want: bytes, older: tuple = ()) -> str:
+def classify_file(actual: bytes | None, err: str, want: bytes, older: tuple = ()) -> FileState:
     """intact / io-error / missing / truncated / zeroed / stale (an older round's
     bytes) / silently-corrupted (other bytes, and no error said so)."""
     if err:
-        return "io-error"
+        return FileState.IO_ERROR
     if actual is None:
-        return "missing"
+        return FileState.MISSING
     if actual == want:
-        return "intact"
+        return FileState.INTACT
     if len(actual) < len(want):
-        return "truncated"
+        return FileState.TRUNCATED
     if any(actual == o for o in older):
-        return "stale"
+        return FileState.STALE
     for o in range(0, len(actual), BLOCK):
         a = actual[o:o + BLOCK]
         if a != want[o:o + BLOCK] and a.count(0) == len(a):
-            return "zeroed"
-    return "silently-corrupted"
+            return FileState.ZEROED
+    return FileState.SILENTLY_CORRUPTED
 
 
 def inspect(args: argparse.Namespace) -> int:
@@ -783,7 +786,7 @@ def inspect(args: argparse.Namespace) -> int:
             older = tuple(content(args.seed, name, k, args.size) for k in range(max(1, r - 3), r))
         c = classify_file(actual, err, content(args.seed, name, r, args.size), older)
         counts[c] = counts.get(c, 0) + 1
-        if c != "intact" and len(detail) < LIST_LIMIT:
+        if c is not FileState.INTACT and len(detail) < LIST_LIMIT:
             detail.append(f"{name}: {c}{' ' + err if err else ''}")
     opts = mount_options(args.mnt) or []
     ro = "ro" in opts
@@ -859,7 +862,7 @@ def dust(args: argparse.Namespace) -> int:
     picked |= {rng.randrange(0, min(top, total)) for _ in range(args.random_blocks)}
     for b in sorted(picked):
         r = run(f"dmsetup message {args.target} 0 addbadblock {b}", 30)
-        if r["status"] != "ok":
+        if not r["status"].ok:
             print(json.dumps({"error": r["out"][-300:], "block": b}))
             return 1
     print(json.dumps({"blocks": sorted(picked), "under_files": len(picked & data_blocks),
@@ -935,7 +938,7 @@ def snapcut(args: argparse.Namespace) -> int:
     # without one is erased again at mount (part of its recovery)
     d = run(f"nanddump -q -f {snap} {spec['mtd']}", spec["timeout"])
     out["dump"] = {k: d[k] for k in ("status", "rc", "seconds")}
-    out["cut"] = d["status"] == "ok"
+    out["cut"] = d["status"].ok
     os.killpg(w.pid, signal.SIGKILL)
     for pid in gcs:
         try:
@@ -946,7 +949,7 @@ def snapcut(args: argparse.Namespace) -> int:
     for c in spec["umount"]:
         r = run(c, spec["timeout"])
         out.setdefault("umount", []).append(r["status"])
-        if r["status"] in ("hang", "timeout"):
+        if r["status"].is_hang:
             out["cut"] = False
             out["error"] = "unmount after the cut did not return"
             print(json.dumps(out))
@@ -956,7 +959,7 @@ def snapcut(args: argparse.Namespace) -> int:
         for c in (f"flash_erase -q {spec['mtd']} 0 0", f"nandwrite -q -k {spec['mtd']} {snap}"):
             r = run(c, spec["timeout"])
             out.setdefault("restore", []).append({k: r[k] for k in ("cmd", "status", "rc", "out")})
-            if r["status"] != "ok":
+            if not r["status"].ok:
                 out["cut"] = False
                 out["error"] = f"restoring the flash failed: {r['out'][-200:]}"
                 break
