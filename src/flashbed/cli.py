@@ -196,6 +196,13 @@ def _run(args: argparse.Namespace) -> int:
     from .plan import PlanRequest, make_plan
     from .run import execute
     from .store import RunStore, resolve_run
+    # everything is checked before the run directory is made and anything is printed
+    if args.jobs is not None and args.jobs < 1:
+        raise FlashbedError("--jobs must be at least 1")
+    if args.executor == "dask" and not args.scheduler:
+        raise FlashbedError("--executor dask needs --scheduler ADDR (e.g. tcp://127.0.0.1:8786)")
+    if args.scheduler and args.executor != "dask":
+        raise FlashbedError("--scheduler goes with --executor dask")
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace")
                  if getattr(args, o)]
@@ -220,9 +227,8 @@ def _run(args: argparse.Namespace) -> int:
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "real")
         store = RunStore(args.out or Path("runs") / req.run_id())
-    if args.jobs is not None and args.jobs < 1:
-        raise FlashbedError("--jobs must be at least 1")
     plan = make_plan(req)
+    store.create()
     results = execute(plan, store, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
     from .tables import print_results
     print_results(store)

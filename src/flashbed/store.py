@@ -37,11 +37,21 @@ class RunStore:
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
+    def create(self) -> None:
+        """Make the run directory, or say in one line why it cannot be made."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise FlashbedError(f"cannot create the run directory {self.root}: {e.strerror or e}; "
+                                f"give --out a directory you can write") from None
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            raise FlashbedError(f"cannot write to the run directory {self.root}: give --out a directory you can write")
+
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Held while cells of this run execute: a second flashbed on the same run
         would start the same cells on the same scratch state."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.create()
         fd = try_lock(self.root / ".lock")
         if fd is None:
             raise FlashbedError(f"run {self.root.name} is being run by another flashbed process: let it finish, "

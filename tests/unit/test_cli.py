@@ -43,3 +43,22 @@ def test_progress_counts_the_finished_part_of_running_cells_and_throttles_its_li
     assert "boots" not in quiet.stream.getvalue()
     p.finish("a", "done")
     assert p.done == 1 and "a" not in p._part
+
+
+def test_an_out_directory_that_cannot_be_made_is_one_line(capsys):
+    argv = ["run", "--fs", "ext4", "--study", "mkfs", "--device", "plain-file@512M", "--out", "/proc/flashbed-no"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "cannot create the run directory /proc/flashbed-no" in err and "Traceback" not in err
+
+
+def test_dask_without_a_scheduler_is_refused_before_the_run_directory_is_made(tmp_path, capsys):
+    out_dir = tmp_path / "run"
+    argv = ["run", "--fs", "ext4", "--study", "mkfs", "--device", "plain-file@512M", "--executor", "dask",
+            "--out", str(out_dir)]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1  # no banner, only the refusal
+    assert "--executor dask needs --scheduler ADDR" in err
+    assert not out_dir.exists()
