@@ -134,6 +134,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .studies import STUDIES
         for name, st in STUDIES.items():
             print(f"{name:12} {'/'.join(st.media):10} {st.description}")
+            for line in st.param_lines():
+                print(f"{'':12} {line}")
         return 0
     if args.command == "run":
         return _run(args)
@@ -160,9 +162,6 @@ def _dispatch(args: argparse.Namespace) -> int:
             bench.preset_rates(list(_split(args.device)) or ["emmc-8g", "sd-class10", "usb-stick"])
         return 0
     raise AssertionError(args.command)
-
-
-ITERATION_STUDIES = ("powercut", "corruption", "badblocks")
 
 
 def _split(values: list[str] | None) -> tuple[str, ...]:
@@ -215,11 +214,13 @@ def _run(args: argparse.Namespace) -> int:
         overrides = _overrides(args.set)
         studies = _split(args.study)
         if args.iterations is not None:
-            looping = [s for s in studies if s in ITERATION_STUDIES]
+            from .studies import STUDIES
+            iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]
+            looping = [s for s in studies if s in iterating]
             if args.iterations < 1:
                 raise FlashbedError("--iterations must be at least 1")
             if not looping:
-                raise FlashbedError("--iterations applies to --study " + " or ".join(ITERATION_STUDIES))
+                raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),

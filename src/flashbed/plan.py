@@ -27,7 +27,9 @@ class PlanRequest:
     studies: tuple[str, ...] = ()  # default: the profile's studies
     repeat: int = 1
     seed: int = 1
-    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-study parameter changes
+    # per-study parameter changes as given (--set text, sizes made bytes): the run's
+    # identity; checked against each study's Params when the plan is made
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     pace: str = "real"  # "none": the emulator skips its sleeps (timings then mean nothing)
 
     def resolved(self) -> "PlanRequest":
@@ -55,23 +57,29 @@ class Plan:
     cells: list[CellSpec]
 
 
+def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every overridden study's Params, checked (one clear line for an unknown
+    study, key or a bad value), and those of the studies the profile changes."""
+    for s in overrides:
+        if s not in STUDIES:
+            raise FlashbedError(f"--set for unknown study '{s}': choose from {', '.join(STUDIES)}")
+    return {s: st.params_at_edge({**profiles.overrides(profile, s), **overrides.get(s, {})})
+            for s, st in STUDIES.items()}
+
+
 def make_plan(req: PlanRequest) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
     if req.pace not in ("real", "none"):
         raise FlashbedError(f"--pace must be real or none (got '{req.pace}')")
     r = req.resolved()
-    prof = profiles.get(r.profile)
     for s in r.studies:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
-    for s in r.overrides:
-        if s not in STUDIES:
-            raise FlashbedError(f"parameter override for unknown study '{s}'")
+    params_all = study_params(r.profile, r.overrides)
     devices = {d.label: d for d in (presets.load_spec(spec) for spec in r.devices)}
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
-    params_all = {s: {**prof.get(s, {}), **r.overrides.get(s, {})} for s in r.studies}
     cells: list[CellSpec] = []
     for spec in r.fs:
         placed = False
@@ -85,7 +93,7 @@ def make_plan(req: PlanRequest) -> Plan:
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
-                for case, params in study.cases({sname: params_all[sname]}, dev):
+                for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
                         raise FlashbedError(

@@ -23,8 +23,8 @@ DEVICE = os.environ.get("FLASHBED_TEST_DEVICE", "plain-file@256M")
 def cell(study, fs, case, params, device=DEVICE, seed=3):
     dev = presets.load_spec(device)
     v = variants.parse(fs, dev)
-    base = {**profiles.get("quick")[study], **params}
-    cases = dict(STUDIES[study].cases({study: base}, dev))
+    st = STUDIES[study]
+    cases = dict(st.cases(st.params(**{**profiles.overrides("quick", study), **params}), dev))
     return CellSpec(key=CellKey(dev.label, fs, study, case), device=dev, variant=v, params=cases[case], seed=seed)
 
 

@@ -1,6 +1,7 @@
 import pytest
 
 from flashbed.cli import main
+from flashbed.errors import FlashbedError
 
 
 @pytest.mark.parametrize("argv,words", [
@@ -62,3 +63,38 @@ def test_dask_without_a_scheduler_is_refused_before_the_run_directory_is_made(tm
     assert out == "" and err.count("\n") == 1  # no banner, only the refusal
     assert "--executor dask needs --scheduler ADDR" in err
     assert not out_dir.exists()
+
+
+@pytest.mark.parametrize("setting,words", [
+    ("bigfile.sise=1G", "unknown parameter 'sise' for study bigfile: choose from size"),
+    ("bigfile.size=banana", "bad value 'banana' for bigfile.size: expected a size in bytes"),
+    ("powercut.cut_min=soon", "bad value 'soon' for powercut.cut_min: expected a number (s), "
+                              "e.g. --set powercut.cut_min=0.5"),
+    ("powercut.modes=sometimes", "expected a comma-separated list of values from sync, async"),
+    ("powercut.mode=sync", "powercut.mode is set per case, from powercut.modes"),
+    ("nosuch.size=1", "--set for unknown study 'nosuch'"),
+])
+def test_set_is_checked_against_the_studys_parameters_before_anything_runs(tmp_path, setting, words, capsys):
+    out_dir = tmp_path / "run"
+    argv = ["run", "--fs", "ext4", "--study", "bigfile", "--device", "plain-file@512M", "--set", setting,
+            "--out", str(out_dir)]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err and "Traceback" not in err
+    assert not out_dir.exists()
+
+
+def test_bad_set_value_names_an_example_that_is_accepted():
+    from flashbed.plan import study_params
+    with pytest.raises(FlashbedError) as e:
+        study_params("quick", {"bigfile": {"size": "banana"}})
+    example = str(e.value).split("e.g. --set bigfile.size=")[1]
+    assert study_params("quick", {"bigfile": {"size": example}})["bigfile"].size == 4 << 30
+
+
+def test_every_profile_gives_valid_parameters_for_every_study():
+    from flashbed import profiles
+    from flashbed.plan import study_params
+    from flashbed.studies import STUDIES
+    for name in profiles.PROFILES:
+        assert set(study_params(name, {})) == set(STUDIES)  # raises on a field a study does not have

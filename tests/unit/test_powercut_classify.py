@@ -1,4 +1,5 @@
 """Power-cut classification, plan and parse on fake boots: no kernel."""
+import dataclasses
 import json
 from pathlib import Path
 
@@ -72,8 +73,8 @@ def test_cut_points_are_seeded():
 def spec(fs="ext4", device="plain-file@256M", **params):
     dev = presets.load_spec(device)
     v = variants.parse(fs, dev)
-    p = {"iterations": 4, "mode": "async", "cut_min": 0.5, "cut_max": 1.0, **params}
-    return CellSpec(key=CellKey(dev.label, fs, "powercut", p["mode"]), device=dev, variant=v, params=p, seed=9)
+    p = STUDIES["powercut"].params(**{"iterations": 4, "mode": "async", "cut_min": 0.5, "cut_max": 1.0, **params})
+    return CellSpec(key=CellKey(dev.label, fs, "powercut", p.mode), device=dev, variant=v, params=p, seed=9)
 
 
 def test_plan_two_boots_per_iteration_with_a_seeded_cut(tmp_path):
@@ -93,8 +94,8 @@ def test_plan_two_boots_per_iteration_with_a_seeded_cut(tmp_path):
 def test_cases_from_profile_and_from_a_set_string():
     st = STUDIES["powercut"]
     dev = presets.load_spec("plain-file@256M")
-    assert [c for c, _ in st.cases({"powercut": {"modes": ["sync", "async"]}}, dev)] == ["sync", "async"]
-    assert [c for c, _ in st.cases({"powercut": {"modes": "async"}}, dev)] == ["async"]
+    assert [c for c, _ in st.cases(st.params(modes=["sync", "async"]), dev)] == ["sync", "async"]
+    assert [c for c, _ in st.cases(st.params(modes="async"), dev)] == ["async"]
 
 
 def boot(status, steps):
@@ -181,12 +182,12 @@ def test_corruption_iteration_outcomes():
 
 def test_nandsim_faults_are_seeded_and_per_iteration():
     from flashbed.studies.badblocks import nand_faults
-    a = nand_faults("badblocks", 7, 512, 64, {})
-    assert a == nand_faults("badblocks", 7, 512, 64, {}) != nand_faults("badblocks", 8, 512, 64, {})
+    a = nand_faults("badblocks", 7, 512, 64)
+    assert a == nand_faults("badblocks", 7, 512, 64) != nand_faults("badblocks", 8, 512, 64)
     blocks = [int(b) for b in a["badblocks"].split(",")]
     assert len(blocks) == 8 and all(2 <= b < 512 for b in blocks)
-    assert all(":" in x for x in nand_faults("weakblocks", 1, 512, 64, {})["weakblocks"].split(","))
-    assert nand_faults("bitflips", 1, 512, 64, {"nand_bitflips": 3}) == {"bitflips": "3"}
+    assert all(":" in x for x in nand_faults("weakblocks", 1, 512, 64)["weakblocks"].split(","))
+    assert nand_faults("bitflips", 1, 512, 64, bitflips=3) == {"bitflips": "3"}
 
 
 def test_badblocks_study_passes_faults_to_nandsim_per_boot(tmp_path):
@@ -195,7 +196,7 @@ def test_badblocks_study_passes_faults_to_nandsim_per_boot(tmp_path):
     dev = presets.load_spec("nand-slc-256m@64M")
     v = variants.parse("ubifs", dev)
     s = CellSpec(key=CellKey(dev.label, "ubifs", "badblocks", "weakpages"), device=dev, variant=v,
-                 params={"fault": "weakpages", "iterations": 2}, seed=1)
+                 params=st.params(fault="weakpages", iterations=2), seed=1)
     base = Nandsim(id_bytes=(1, 2))
     st.before_boot(s, 0, tmp_path)
     first = st.nandsim(s, base)
@@ -209,20 +210,20 @@ def test_badblocks_study_passes_faults_to_nandsim_per_boot(tmp_path):
 def test_corruption_cases_and_tables():
     st = STUDIES["corruption"]
     dev = presets.load_spec("plain-file@256M")
-    prof = {"corruption": {"modes": ["after", "alternate"], "features": ["corrupt", "drop"], "corrupt_after": 10,
-                           "big_mb": 30, "many_count": 30, "many_mb": 1}}
+    prof = st.params(modes=["after", "alternate"], features=["corrupt", "drop"], corrupt_after=10, big_mb=30,
+                     many_count=30, many_mb=1)
     names = [c for c, _ in st.cases(prof, dev)]
     assert names[:4] == ["after-10s one-30MB", "after-10s many-1MB", "1s-on-1s-off one-30MB",
                          "1s-on-1s-off many-1MB"]
     assert names[4] == "after-10s one-30MB drop" and len(names) == 8
     params = dict(st.cases(prof, dev))
     s = CellSpec(key=CellKey(dev.label, "ext4", "corruption", names[0]), device=dev,
-                 variant=variants.parse("ext4", dev), params={**params[names[0]], "iterations": 2}, seed=1)
+                 variant=variants.parse("ext4", dev), params=dataclasses.replace(params[names[0]], iterations=2), seed=1)
     boots = st.boots(s, Path("/nonexistent"))
     assert len(boots) == 2
     arm = next(x for x in boots[0] if x.name == "arm")
     assert "flakey /dev/ubda 0 10 10000000 5 corrupt_bio_byte 1 w 0 0" in arm.cmd
-    drop = CellSpec(key=s.key, device=dev, variant=s.variant, params={**params[names[7]], "iterations": 1})
+    drop = CellSpec(key=s.key, device=dev, variant=s.variant, params=dataclasses.replace(params[names[7]], iterations=1))
     assert "1 1 1 drop_writes" in next(x for x in st.boots(drop, Path("/x"))[0] if x.name == "arm").cmd
 
 
@@ -243,7 +244,7 @@ def test_badblocks_raw_first_mount_failing_is_unmountable_not_error():
     st = STUDIES["badblocks"]
     dev = presets.load_spec("nand-slc-256m@64M")
     s = CellSpec(key=CellKey(dev.label, "jffs2", "badblocks", "bitflips"), device=dev,
-                 variant=variants.parse("jffs2", dev), params={"fault": "bitflips", "iterations": 1}, seed=1)
+                 variant=variants.parse("jffs2", dev), params=st.params(fault="bitflips", iterations=1), seed=1)
     b = boot("step-failed", [("mkfs", "ok", 0, "", ""), ("mount", "failed", 32, "", "can't read superblock")])
     assert st._classify(b, s)[0] == "unmountable"
     b = boot("step-failed", [("mkfs", "failed", 1, "", "no")])
@@ -269,6 +270,7 @@ def test_raw_nand_reattach_uses_the_devices_vid_header_offset(tmp_path):
     assert cmds.count("-O 4096") >= 3  # make + one re-attach per iteration
     dev = presets.load_spec("nand-2g-4k@128M")
     b = CellSpec(key=CellKey(dev.label, "ubifs", "badblocks", "badblocks"), device=dev,
-                 variant=variants.parse("ubifs", dev), params={"fault": "badblocks", "iterations": 1}, seed=1)
+                 variant=variants.parse("ubifs", dev), params=STUDIES["badblocks"].params(fault="badblocks", iterations=1),
+                 seed=1)
     steps = [step.cmd for boot in STUDIES["badblocks"].boots(b, tmp_path) for step in boot]
     assert all("-O 4096" in c for c in steps if c.startswith("ubiattach"))

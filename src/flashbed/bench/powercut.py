@@ -25,6 +25,7 @@ from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..results import CellKey
 from ..runner import run_cell
+from ..studies import STUDIES
 from ..studies.base import CellSpec
 
 
@@ -36,13 +37,14 @@ def _children_cpu() -> float:
 def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout) -> list[dict]:
     kernel = ensure_kernel()
     dev = presets.load_spec(device)
-    params = {**profiles.get("quick")["powercut"], "iterations": cycles, "mode": mode}
+    study = STUDIES["powercut"]
+    params = study.params(**{**profiles.overrides("quick", "powercut"), "iterations": cycles, "mode": mode})
     rows = []
     parsed = [variants.parse(name, dev) for name in fs]  # every name checked before any lab runs
     for v in parsed:
         variants.check_device(v, dev)
     print(f"power-cut cycles on {dev.label} (pace {pace}, {mode} mount, {cycles} cycles per filesystem, "
-          f"cut delays {params['cut_min']}-{params['cut_max']} s)", file=out, flush=True)
+          f"cut delays {params.cut_min}-{params.cut_max} s)", file=out, flush=True)
     for name, v in zip(fs, parsed, strict=True):
         spec = CellSpec(key=CellKey(dev.label, v.spec, "powercut", mode), device=dev, variant=v, params=params,
                         seed=seed, pace=pace)

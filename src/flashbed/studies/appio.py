@@ -5,11 +5,15 @@ them across filesystems and layered variants such as ext2@f2fs."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
+
+
+from .params import param
 
 
 def label(size: int) -> str:
@@ -20,14 +24,19 @@ class AppIO(Study):
     name = "appio"
     description = "iozone-style write/rewrite/read/reread/random/record-rewrite/f* operations, KB/s"
 
+    @dataclass(frozen=True)
+    class Params:
+        sizes: tuple[int, ...] = param((1 << 20, 4 << 20), unit="bytes", help="file sizes")
+        record: int = param(4096, unit="bytes")
+
     def runs(self, p):
-        return [(s, f) for s in p["sizes"] for f in (False, True)]
+        return [(s, f) for s in p.sizes for f in (False, True)]
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         steps = make_and_mount(spec.variant) + [stats_reset()]
         for size, fsync in self.runs(spec.params):
             steps.append(Step(f"appio-{label(size)}-{'fsync' if fsync else 'nofsync'}",
-                              f"{TOOL} appio {MNT}/appio.dat --size {size} --record {spec.params['record']}"
+                              f"{TOOL} appio {MNT}/appio.dat --size {size} --record {spec.params.record}"
                               f"{' --fsync' if fsync else ''} --seed {spec.seed}", timeout=3600))
         return [steps + [stats_take()] + umount(spec.variant)]
 
@@ -40,6 +49,6 @@ class AppIO(Study):
             for op, v in json.loads(s.stdout.strip().splitlines()[-1])["kBps"].items():
                 out += m(f"{op} {label(size)} {'fsync' if fsync else 'nofsync'}", "throughput", v, "KB/s")
         err = first_failure(boots)
-        w = next((x.value for x in out if x.case == f"write {label(spec.params['sizes'][0])} fsync"), None)
+        w = next((x.value for x in out if x.case == f"write {label(spec.params.sizes[0])} fsync"), None)
         return Outcome(out, f"write+fsync {w:.0f} KB/s" if w else "incomplete",
                        status=passed(out and not err), error=err)

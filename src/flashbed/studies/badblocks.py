@@ -36,19 +36,22 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
 from ..lab.uml import BootResult, Nandsim, Step
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
-from .base import MNT, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
+from .base import MNT, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
+from .params import param
 from .corruption import DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
 from .powercut import PCW, RUN
 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
 RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
+DUST = "dust"  # the block devices' one case
 ITER_OUTCOMES = (IterationOutcome.MOUNTS, IterationOutcome.READ_ONLY, IterationOutcome.UNMOUNTABLE,
                  IterationOutcome.HANG)
 # kernel lines in which the filesystem (or UBI under it) says it met the fault
@@ -66,11 +69,12 @@ def noticed(kmsg: str, fstype: str) -> bool:
                for line in kmsg.splitlines())
 
 
-def nand_faults(case: str, seed: int, blocks: int, pages_per_block: int, p: dict) -> dict[str, str]:
-    """nandsim parameters for one iteration (seeded)."""
+def nand_faults(case: str, seed: int, blocks: int, pages_per_block: int, bad: int = 8,
+                bitflips: int = 4) -> dict[str, str]:
+    """nandsim parameters for one iteration (seeded): `bad` blocks or pages, or bit flips."""
     rng = random.Random(f"badblocks/{case}/{seed}")
     lo = 2  # keep the first blocks good: UBI/JFFS2 need somewhere to start
-    n = int(p.get("nand_bad", 8))
+    n = bad
     pick = sorted(rng.sample(range(lo, blocks), min(n, blocks - lo)))
     if case == "badblocks":
         return {"badblocks": ",".join(map(str, pick))}
@@ -80,7 +84,7 @@ def nand_faults(case: str, seed: int, blocks: int, pages_per_block: int, p: dict
         pages = sorted(rng.sample(range(lo * pages_per_block, blocks * pages_per_block), n))
         return {"weakpages": ",".join(f"{pg}:{rng.randint(0, 3)}" for pg in pages)}
     if case == "bitflips":
-        return {"bitflips": str(int(p.get("nand_bitflips", 4)))}
+        return {"bitflips": str(bitflips)}
     raise ValueError(f"unknown badblocks case {case}")
 
 
@@ -96,24 +100,35 @@ class BadBlocks(Study):
         OutcomeTable("files after the faults are gone", "outcome:", tuple(AfterFault)),
     )
 
-    def cases(self, profile, device):
-        p = dict(profile.get(self.name, {}))
+    @dataclass(frozen=True)
+    class Params:
+        iterations: int = param(5, help="runs per case, each with its own seeded faults")
+        files: int = param(8, help="files written before the faults")
+        file_size: int = param(1 * MiB, unit="bytes")
+        file_blocks: int = param(8, help="block devices: bad blocks under the files' data")
+        random_blocks: int = param(32, help="block devices: bad blocks anywhere in the used part")
+        raw_cases: tuple[str, ...] = param(RAW_CASES, choices=RAW_CASES, help="raw NAND: fault kinds, one cell each")
+        nand_bad: int = param(8, help="raw NAND: bad or weak blocks (pages)")
+        nand_bitflips: int = param(4, help="raw NAND: nandsim's bit-flip rate parameter")
+        fault: str = param(DUST, choices=(DUST, *RAW_CASES), per_case="raw_cases")
+        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or inspection")
+        fsck_timeout: float = param(300.0, unit="s")
+
+    def cases(self, params, device):
         if device.kind == "nandsim":
-            names = p.get("raw_cases", list(RAW_CASES))
-            names = names.split(",") if isinstance(names, str) else names
-            return [(c, {**p, "fault": c}) for c in names]
-        return [("dust", {**p, "fault": "dust"})]
+            return [Case(c, dataclasses.replace(params, fault=c)) for c in params.raw_cases]
+        return [Case(DUST, dataclasses.replace(params, fault=DUST))]
 
     def _files(self, spec: CellSpec, i: int) -> str:
         p = spec.params
-        count = int(p.get("files", 8))
-        size = int(p.get("file_size", 1 * MiB))
+        count = p.files
+        size = p.file_size
         if spec.variant.media == "mtd":
             size = min(size, spec.device.capacity // (4 * count))
         return f"--count {count} --size {size} --seed {spec.seed * 1000 + i}"
 
     def _n(self, spec: CellSpec) -> int:
-        return int(spec.params.get("iterations", 5))
+        return spec.params.iterations
 
     def nandsim(self, spec: CellSpec, nand: Nandsim | None) -> Nandsim | None:
         if nand is None:
@@ -121,7 +136,8 @@ class BadBlocks(Study):
         i = getattr(self, "_boot_index", {}).get(spec.key, 0)
         blocks = spec.device.capacity // spec.device.erase_block
         ppb = spec.device.erase_block // spec.device.page_size
-        faults = nand_faults(spec.params["fault"], spec.seed * 1000 + i, blocks, ppb, spec.params)
+        faults = nand_faults(spec.params.fault, spec.seed * 1000 + i, blocks, ppb, spec.params.nand_bad,
+                             spec.params.nand_bitflips)
         return dataclasses.replace(nand, extra={**nand.extra, **faults})
 
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
@@ -137,7 +153,7 @@ class BadBlocks(Study):
     def _dust(self, spec: CellSpec, i: int) -> list[Step]:
         v = spec.variant
         p = spec.params
-        t = float(p.get("step_timeout", 120))
+        t = float(p.step_timeout)
         files = self._files(spec, i)
         steps = [
             Step("dm-create", f"{DMSETUP} create {DUST_NAME} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && "
@@ -147,8 +163,8 @@ class BadBlocks(Study):
             *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
             Step("write", f"{PCW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
             Step("place", f"{PCW} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
-                          f"--file-blocks {int(p.get('file_blocks', 8))} "
-                          f"--random-blocks {int(p.get('random_blocks', 32))} > {RUN}/dust.json; "
+                          f"--file-blocks {p.file_blocks} "
+                          f"--random-blocks {p.random_blocks} > {RUN}/dust.json; "
                           f"rc=$?; cat {RUN}/dust.json; exit $rc", timeout=120),
             *[Step(f"umount{j}" if j else "umount", c, timeout=t) for j, c in enumerate(v.umount_cmds(MNT))],
             Step("enable", f"sync; echo 3 > /proc/sys/vm/drop_caches; dmsetup message {DUST_NAME} 0 enable",
@@ -170,13 +186,13 @@ class BadBlocks(Study):
                  may_fail=True),
         ]
         if v.check_cmd():
-            steps.append(Step("fsck", v.check_cmd(), timeout=float(p.get("fsck_timeout", 300)), may_fail=True))
+            steps.append(Step("fsck", v.check_cmd(), timeout=float(p.fsck_timeout), may_fail=True))
         return steps
 
     def _raw(self, spec: CellSpec, i: int) -> list[Step]:
         v = spec.variant
         fs = v.base
-        t = float(spec.params.get("step_timeout", 120))
+        t = float(spec.params.step_timeout)
         files = self._files(spec, i)
         mount = v.mount_cmds(MNT)
         remount = ([fscat.ubi_detach_cmd(), "dmesg -C", v.ubi_attach_cmd()] if fs.fstype == "ubifs"

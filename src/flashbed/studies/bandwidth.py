@@ -8,11 +8,13 @@ they are measured to the device, not to the page cache.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from . import fio
+from .params import param
 from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
@@ -30,16 +32,26 @@ class Bandwidth(Study):
     description = "fio MB/s and IOPS, one job at a time"
     media = ("block",)
 
+    @dataclass(frozen=True)
+    class Params:
+        size: int = param(500 * 1000 * 1000, unit="bytes", help="the files' total size")
+        nrfiles: int = param(50, help="files the size is spread over")
+        runtime: int = param(120, unit="s", help="limit per job")
+        rw: tuple[str, ...] = param(("randread", "randwrite", "read", "write"),
+                                    choices=("randread", "randwrite", "read", "write", "randrw", "rw"))
+        bs: tuple[str, ...] = param(("4k", "4M"), help="block sizes, as fio takes them")
+        direct: tuple[int, ...] = param((1, 0), choices=(0, 1), help="1: O_DIRECT, 0: buffered")
+
     def min_capacity(self, params):
-        return int(params["size"] * 1.3)
+        return int(params.size * 1.3)
 
     def matrix(self, p):
-        return [(rw, bs, d) for rw, bs, d in product(p["rw"], p["bs"], p["direct"])]
+        return [(rw, bs, d) for rw, bs, d in product(p.rw, p.bs, p.direct)]
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "bw.$filenum",
-                  "size": p["size"], "nrfiles": p["nrfiles"], "numjobs": 1, "runtime": p["runtime"],
+                  "size": p.size, "nrfiles": p.nrfiles, "numjobs": 1, "runtime": p.runtime,
                   "iodepth": 1,
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
@@ -55,7 +67,7 @@ class Bandwidth(Study):
             fio.job_file(run_dir / f"{slug(case)}.fio", {slug(case): opts}, common)
             steps += [drop_caches(f"drop-{slug(case)}"), stats_reset(case),
                       Step(case, f"fio --output-format=json --output={slug(case)}.json {slug(case)}.fio",
-                           timeout=p["runtime"] * 4 + 600, may_fail=True),
+                           timeout=p.runtime * 4 + 600, may_fail=True),
                       Step(f"sync-{slug(case)}", "sync", timeout=600), stats_take(case)]
         return [steps + umount(spec.variant)]
 

@@ -11,13 +11,14 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, NamedTuple
 
 from ..devices.presets import Device
 from ..lab.uml import AGENT, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
 from ..status import CellStatus
 from ..variants import FsVariant
+from . import params as P
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"
@@ -34,7 +35,7 @@ class CellSpec:
     key: CellKey
     device: Device
     variant: FsVariant
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Any  # the study's Params
     seed: int = 1
     pace: str = "real"  # the emulator's clock: "real" timing, or "none" (as fast as it goes)
 
@@ -75,10 +76,19 @@ def claimed_metrics(tables: tuple[OutcomeTable, ...]) -> frozenset[str]:
     return frozenset(t.prefix + n for t in tables for n in t.names)
 
 
-class Study:
-    """Base class: subclasses set `name` and implement cases/boots/parse."""
+class Case(NamedTuple):
+    """One cell's worth of a study: its label (the cell key's case, "" when the
+    study is one case) and its parameters."""
 
-    name: str = ""
+    label: str
+    params: Any
+
+
+class Study:
+    """Base class: subclasses set `name`, declare `Params` and implement boots/parse
+    (and cases, when a study splits into several cells)."""
+
+    name: ClassVar[str] = ""
     description: str = ""
     media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
     # does the cell sample the emulator's statistics around its workload?
@@ -96,11 +106,29 @@ class Study:
         """The raw NAND the lab gets (e.g. with bad blocks or bit flips in `extra`)."""
         return nand
 
-    def cases(self, profile: dict[str, Any], device: Device) -> list[tuple[str, dict[str, Any]]]:
-        """Split into cells: [(case name, params)]; one unnamed case by default."""
-        return [("", dict(profile.get(self.name, {})))]
+    @dataclass(frozen=True)
+    class Params:
+        """This study takes no parameters."""
 
-    def min_capacity(self, params: dict[str, Any]) -> int:
+    def params(self, **values: Any) -> Any:
+        """The study's Params with `values` over the defaults, checked (one clear line if not)."""
+        return P.check(self.name, self.Params, values)
+
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(P.kinds(self.Params))
+
+    def param_lines(self) -> list[str]:
+        return P.describe(self.Params)
+
+    def params_at_edge(self, values: dict[str, Any]) -> Any:
+        """Params from a profile and --set: as params(), and no per-case field given by hand."""
+        return P.check(self.name, self.Params, values, edge=True)
+
+    def cases(self, params: Any, device: Device) -> list[Case]:
+        """Split into cells; one unnamed case by default."""
+        return [Case("", params)]
+
+    def min_capacity(self, params: Any) -> int:
         return 0
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:

@@ -5,11 +5,14 @@ The USB-stick root filesystem study (4 GB in the paper profile).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, seconds, \
     stats_reset, stats_take, umount
+
+from .params import param
 
 BS = 64 * 1024
 
@@ -18,11 +21,15 @@ class BigFile(Study):
     name = "bigfile"
     description = "dd bs=64k write + sync, cold read back"
 
+    @dataclass(frozen=True)
+    class Params:
+        size: int = param(4 << 30, unit="bytes", help="the file (the USB-stick study wrote 4 GB)")
+
     def min_capacity(self, params):
-        return int(params["size"] * 1.25)
+        return int(params.size * 1.25)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
-        count = spec.params["size"] // BS
+        count = spec.params.size // BS
         return [make_and_mount(spec.variant) + [
             stats_reset("write"),
             Step("write", f"dd if=/dev/zero of={MNT}/big bs=64k count={count} status=none && sync", timeout=7200),
@@ -32,7 +39,7 @@ class BigFile(Study):
         ] + umount(spec.variant)]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
-        size = spec.params["size"] // BS * BS
+        size = spec.params.size // BS * BS
         out = []
         for case in ("write", "read"):
             s = seconds(boots[0], case)

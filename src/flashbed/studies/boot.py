@@ -3,11 +3,14 @@ reads. Mount and read are timed apart; the total is the boot-time figure."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
     step_json, umount
+
+from .params import param
 
 
 class Boot(Study):
@@ -15,11 +18,15 @@ class Boot(Study):
     description = "cold mount + read of an init's files from a ~15 MB rootfs tree"
     device_stats = False
 
+    @dataclass(frozen=True)
+    class Params:
+        mb: int = param(15, unit="MB", help="the root filesystem tree")
+
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v = spec.variant
         return [[
             Step("gen-rootfs", f"{TOOL} gen-rootfs /tmp/rootfs $FLASHBED_RUN/init-files.txt "
-                               f"--mb {spec.params['mb']} --seed {spec.seed}", timeout=600),
+                               f"--mb {spec.params.mb} --seed {spec.seed}", timeout=600),
             *make_and_mount(v),
             Step("install", f"cp -a /tmp/rootfs/. {MNT}/ && sync", timeout=3600),
             *umount(v), drop_caches(),

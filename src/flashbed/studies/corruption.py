@@ -30,13 +30,16 @@ Outcomes per case ("<mode> <workload>", plus " drop" for drop_writes), metric
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from ..results import Measurement
 from ..status import CellStatus, FileState, IterationOutcome
 from ..variants import FsVariant
-from .base import MB, MNT, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MB, MNT, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .params import param
 from .powercut import PCW, RUN
 
 DM_NAME = "fbflakey"
@@ -56,17 +59,17 @@ def on_dm(cmds: list[str], dm: str = DM) -> list[str]:
     return [c.replace("/dev/ubda", dm) for c in cmds]
 
 
-def mode_label(mode: str, p: dict) -> str:
+def mode_label(mode: str, p) -> str:
     if mode == "after":
-        return f"after-{float(p.get('corrupt_after', 10)):g}s"
+        return f"after-{float(p.corrupt_after):g}s"
     if mode == "alternate":
         return "1s-on-1s-off"
     raise ValueError(f"unknown corruption mode '{mode}': choose from {', '.join(MODES)}")
 
 
-def workloads(p: dict) -> dict[str, tuple[int, int]]:
+def workloads(p) -> dict[str, tuple[int, int]]:
     """name -> (file count, file size)."""
-    big, many, size = int(p.get("big_mb", 30)), int(p.get("many_count", 30)), int(p.get("many_mb", 1))
+    big, many, size = p.big_mb, p.many_count, p.many_mb
     return {f"one-{big}MB": (1, big * MB), f"many-{size}MB": (many, size * MB)}
 
 
@@ -138,46 +141,61 @@ class Corruption(Study):
         OutcomeTable("files, over the iterations that mounted", "outcome:", FILE_OUTCOMES + (FileState.MISSING,)),
     )
 
-    def cases(self, profile, device):
-        p = dict(profile.get(self.name, {}))
-        features = p.get("features", ["corrupt"])
-        features = features.split(",") if isinstance(features, str) else features
-        modes = p.get("modes", list(MODES))
-        modes = modes.split(",") if isinstance(modes, str) else modes
+    @dataclass(frozen=True)
+    class Params:
+        iterations: int = param(15, help="runs per case (the reference study ran 15)")
+        modes: tuple[str, ...] = param(MODES, choices=MODES, help="after: corrupt every write after "
+                                       "corrupt_after s; alternate: 1 s on, 1 s off")
+        features: tuple[str, ...] = param(tuple(FEATURES), choices=tuple(FEATURES),
+                                          help="corrupt: byte 0 of each written bio becomes 0; drop: writes vanish")
+        corrupt_after: float = param(10, unit="s")
+        tail: float = param(3, unit="s", help="workload time after the corruption starts (after)")
+        alternate_seconds: float = param(5, unit="s", help="workload time (alternate)")
+        round_seconds: float = param(1.0, unit="s", help="at most one rewrite round per this")
+        big_mb: int = param(30, unit="MB", help="the one big file")
+        many_count: int = param(30, help="the many small files")
+        many_mb: int = param(1, unit="MB", help="each small file")
+        mode: str = param("after", choices=MODES, per_case="modes")
+        workload: str = param("", per_case="workloads")
+        feature: str = param("corrupt", choices=tuple(FEATURES), per_case="features")
+        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or inspection")
+        fsck_timeout: float = param(300.0, unit="s")
+
+    def cases(self, params, device):
         out = []
-        for feat in features:
-            for mode in modes:
-                for wl in workloads(p):
-                    case = f"{mode_label(mode, p)} {wl}" + ("" if feat == "corrupt" else f" {feat}")
-                    out.append((case, {**p, "mode": mode, "workload": wl, "feature": feat}))
+        for feat in params.features:
+            for mode in params.modes:
+                for wl in workloads(params):
+                    case = f"{mode_label(mode, params)} {wl}" + ("" if feat == "corrupt" else f" {feat}")
+                    out.append(Case(case, dataclasses.replace(params, mode=mode, workload=wl, feature=feat)))
         return out
 
     def min_capacity(self, params):
-        count, size = workloads(params)[params["workload"]]
+        count, size = workloads(params)[params.workload]
         return 3 * count * size
 
     def _table(self, spec: CellSpec) -> tuple[str, float]:
         """dm-flakey table and how long the workload runs."""
         p = spec.params
-        if p["mode"] == "after":
-            after = float(p.get("corrupt_after", 10))
-            up, down, duration = int(after), 10_000_000, after + float(p.get("tail", 3))
-        elif p["mode"] == "alternate":
-            up, down, duration = 1, 1, float(p.get("alternate_seconds", 5))
+        if p.mode == "after":
+            after = float(p.corrupt_after)
+            up, down, duration = int(after), 10_000_000, after + float(p.tail)
+        elif p.mode == "alternate":
+            up, down, duration = 1, 1, float(p.alternate_seconds)
         else:
-            raise ValueError(f"unknown corruption mode {p['mode']}")
-        feat = FEATURES[p["feature"]]
+            raise ValueError(f"unknown corruption mode {p.mode}")
+        feat = FEATURES[p.feature]
         return f"0 {SECTORS} flakey /dev/ubda 0 {up} {down} {feat}", duration
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v: FsVariant = spec.variant
         p = spec.params
-        count, size = workloads(p)[p["workload"]]
+        count, size = workloads(p)[p.workload]
         table, duration = self._table(spec)
-        t = float(p.get("step_timeout", 120))
+        t = float(p.step_timeout)
         check = v.check_cmd()
         out = []
-        for i in range(int(p.get("iterations", 15))):
+        for i in range(p.iterations):
             seed = spec.seed * 1000 + i
             files = f"--count {count} --size {size} --seed {seed}"
             steps = [
@@ -188,7 +206,7 @@ class Corruption(Study):
                 Step("arm", f"{DMSETUP} reload {DM_NAME} --table \"{table}\" && {DMSETUP} resume {DM_NAME}",
                      timeout=60),
                 Step("work", f"{PCW} cwork {MNT}/cw {RUN}/cwork.json {files} --duration {duration} "
-                             f"--round {float(p.get('round_seconds', 1.0))}", timeout=duration + 600, may_fail=True),
+                             f"--round {float(p.round_seconds)}", timeout=duration + 600, may_fail=True),
                 *[Step(f"umount{j}" if j else "umount", c, timeout=t, may_fail=True)
                   for j, c in enumerate(v.umount_cmds(MNT))],
                 Step("dm-remove", f"{DMSETUP} remove {DM_NAME}", timeout=60, may_fail=True),
@@ -200,13 +218,13 @@ class Corruption(Study):
                      may_fail=True),
             ]
             if check:
-                steps.append(Step("fsck", check, timeout=float(p.get("fsck_timeout", 300)), may_fail=True))
+                steps.append(Step("fsck", check, timeout=float(p.fsck_timeout), may_fail=True))
             out.append(steps)
         return out
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         case = spec.key.case
-        n = int(spec.params.get("iterations", 15))
+        n = spec.params.iterations
         has_check = spec.variant.check_cmd() is not None
         clean = spec.variant.base.check_clean
         mount_counts = {o: 0 for o in MOUNT_OUTCOMES}

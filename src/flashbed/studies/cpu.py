@@ -4,22 +4,29 @@ second of I/O."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, \
     stats_reset, stats_take, step_json, umount
 
+from .params import param
+
 
 class Cpu(Study):
     name = "cpu"
     description = "workload + kernel-thread CPU per second of I/O"
 
+    @dataclass(frozen=True)
+    class Params:
+        size: int = param(256 << 20, unit="bytes", help="written, then read back")
+
     def min_capacity(self, params):
-        return int(params["size"] * 1.25)
+        return int(params.size * 1.25)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
-        mb = spec.params["size"] >> 20
+        mb = spec.params.size >> 20
         return [make_and_mount(spec.variant) + [
             stats_reset("write"),
             Step("write", f"{TOOL} cpu -- dd if=/dev/zero of={MNT}/cpu.dat bs=1M count={mb} conv=fsync status=none",

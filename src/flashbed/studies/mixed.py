@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from . import fio
+from .params import param
 from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
@@ -22,15 +24,22 @@ class Mixed(Study):
     description = "four fio jobs at once: sequential and random, read and write"
     media = ("block",)
 
+    @dataclass(frozen=True)
+    class Params:
+        size: int = param(500 * 1000 * 1000, unit="bytes", help="all jobs' files together")
+        nrfiles: int = param(50, help="files, shared out among the jobs")
+        runtime: int = param(120, unit="s")
+        direct: int = param(1, choices=(0, 1), help="1: O_DIRECT, 0: buffered")
+
     def min_capacity(self, params):
-        return int(params["size"] * 1.3)
+        return int(params.size * 1.3)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
-        per_job = p["size"] // len(JOBS)
+        per_job = p.size // len(JOBS)
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "mixed.$jobname.$filenum",
-                  "size": per_job, "nrfiles": max(1, p["nrfiles"] // len(JOBS)), "runtime": p["runtime"],
-                  "direct": p.get("direct", 1), "iodepth": 1,
+                  "size": per_job, "nrfiles": max(1, p.nrfiles // len(JOBS)), "runtime": p.runtime,
+                  "direct": p.direct, "iodepth": 1,
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
                   "fallocate": "none", "randseed": spec.seed}
@@ -40,7 +49,7 @@ class Mixed(Study):
         steps = make_and_mount(spec.variant) + [
             Step("layout", "fio --output-format=json --output=mixed-layout.json mixed-layout.fio", timeout=1800),
             drop_caches(), stats_reset(),
-            Step("mixed", "fio --output-format=json --output=mixed.json mixed.fio", timeout=p["runtime"] * 4 + 600),
+            Step("mixed", "fio --output-format=json --output=mixed.json mixed.fio", timeout=p.runtime * 4 + 600),
             Step("sync", "sync", timeout=600), stats_take(),
         ]
         return [steps + umount(spec.variant)]

@@ -9,11 +9,15 @@ scans every erase block, so it grows with the device; UBIFS mount should not).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
     umount
+
+from .base import Case
+from .params import param
 
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 
@@ -23,15 +27,19 @@ class Mount(Study):
     description = "mount time vs fill, clean and after a power cut"
     device_stats = False
 
-    def cases(self, profile, device):
-        p = dict(profile.get(self.name, {}))
-        return [(f"fill{pct}", {**p, "fill": pct}) for pct in p["fills"]]
+    @dataclass(frozen=True)
+    class Params:
+        fills: tuple[int, ...] = param((0, 25, 50, 75), unit="%", help="fill levels, one cell each")
+        fill: int = param(0, unit="%", per_case="fills")
+
+    def cases(self, params, device):
+        return [Case(f"fill{pct}", replace(params, fill=pct)) for pct in params.fills]
 
     def label(self, spec: CellSpec, clean: bool) -> str:
-        return f"{spec.device.capacity >> 20}MiB fill{spec.params['fill']} {'clean' if clean else 'unclean'}"
+        return f"{spec.device.capacity >> 20}MiB fill{spec.params.fill} {'clean' if clean else 'unclean'}"
 
     def _fill(self, spec: CellSpec) -> list[Step]:
-        pct = spec.params["fill"]
+        pct = spec.params.fill
         return [Step("fill", f"{TOOL} fill {MNT}/fill --percent {pct} --seed {spec.seed}", timeout=7200)] if pct else []
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:

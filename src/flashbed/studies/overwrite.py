@@ -4,9 +4,11 @@ at a fixed place, without and with fsync after each unit (MB/s)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
+from .params import param
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
@@ -15,14 +17,19 @@ class Overwrite(Study):
     name = "overwrite"
     description = "n MB overwritten in 1 KiB units at one place, with/without fsync"
 
+    @dataclass(frozen=True)
+    class Params:
+        mb: tuple[int, ...] = param((1, 5), unit="MB", help="file sizes n")
+        unit: int = param(1024, unit="bytes", help="overwrite unit")
+
     def runs(self, p):
-        return [(n, f) for n in p["mb"] for f in (False, True)]
+        return [(n, f) for n in p.mb for f in (False, True)]
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         steps = make_and_mount(spec.variant) + [stats_reset()]
         for n, fsync in self.runs(spec.params):
             steps.append(Step(f"{n}MB {'fsync' if fsync else 'nofsync'}",
-                              f"{TOOL} overwrite {MNT}/ow.dat --mb {n} --unit {spec.params['unit']}"
+                              f"{TOOL} overwrite {MNT}/ow.dat --mb {n} --unit {spec.params.unit}"
                               f"{' --fsync' if fsync else ''}", timeout=7200))
         return [steps + [stats_take()] + umount(spec.variant)]
 

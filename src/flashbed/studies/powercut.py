@@ -62,6 +62,7 @@ import re
 import shlex
 import shutil
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +71,15 @@ from ..lab.guest import guestlib
 from ..lab.uml import AGENT, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, Phase, PowerCutClass, StepStatus
 from ..variants import FsVariant
-from .base import MNT, PY, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MNT, PY, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .params import param
 
 PCWORK = AGENT.parent / "pcwork.py"
 PCW = f"{PY} {shlex.quote(str(PCWORK))}"
 RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 WORKDIR = f"{MNT}/pc"
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
+MODES = ("sync", "async")
 
 CLASSES = tuple(c for c in PowerCutClass if c.always_shown)
 EXTRA_CLASSES = tuple(c for c in PowerCutClass if not c.always_shown)
@@ -264,34 +267,48 @@ class PowerCut(Study):
         OutcomeTable("checker after the cut", "fsck:", FSCK_RESULTS),
     )
 
-    def cases(self, profile, device):
-        p = dict(profile.get(self.name, {}))
-        modes = p.get("modes", ["sync", "async"])
-        modes = modes.split(",") if isinstance(modes, str) else modes  # --set powercut.modes=async
-        return [(mode, {**p, "mode": mode}) for mode in modes]
+    @dataclass(frozen=True)
+    class Params:
+        modes: tuple[str, ...] = param(("sync", "async"), choices=MODES, help="mount modes, one cell each")
+        cut_min: float = param(0.5, unit="s", help="earliest cut after the workload starts")
+        cut_max: float = param(3.0, unit="s", help="latest cut")
+        max_file: int = param(1 << 20, unit="bytes", help="largest file the workload writes")
+        max_files: int = param(64, help="files the workload keeps")
+        nand_cut_min: int = param(4, help="raw NAND (UBIFS): earliest cut, in UBI header writes")
+        nand_cut_max: int = param(120, help="raw NAND (UBIFS): latest cut")
+        iterations: int = param(226, help="power cuts per case (the reference study ran 226)")
+        mode: str = param("async", choices=MODES, per_case="modes")
+        max_bytes: int | None = param(None, unit="bytes", help="live data the workload keeps "
+                                                                "(default: an eighth of the device)")
+        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or check")
+        fsck_timeout: float = param(300.0, unit="s")
+        sabotage: bool = param(False, help="corrupt one acknowledged file on purpose (tests the verifier)")
+
+    def cases(self, params, device):
+        return [Case(mode, dataclasses.replace(params, mode=mode)) for mode in params.modes]
 
     # -- plan ----------------------------------------------------------------------
     def _n(self, spec: CellSpec) -> int:
-        return int(spec.params.get("iterations", 20))
+        return spec.params.iterations
 
     def cuts(self, spec: CellSpec) -> list:
         p = spec.params
         if spec.variant.base.fstype == "ubifs":
-            return nand_cut_points(spec.seed, self._n(spec), int(p.get("nand_cut_min", 4)),
-                                   int(p.get("nand_cut_max", 120)))
-        return cut_points(spec.seed, self._n(spec), float(p.get("cut_min", 0.5)), float(p.get("cut_max", 3.0)))
+            return nand_cut_points(spec.seed, self._n(spec), p.nand_cut_min, p.nand_cut_max)
+        return cut_points(spec.seed, self._n(spec), float(p.cut_min), float(p.cut_max))
 
     def _work(self, spec: CellSpec, k: int, log: str, stop_after: float, cut_in: float | None = None,
               prepare: dict | None = None) -> str:
         p = spec.params
         return (f"{PCW} work {WORKDIR}/{k} {log} --seed {work_seed(spec.seed, k)} "
                 f"--max-bytes {self._max_bytes(spec)} "
-                f"--max-files {int(p.get('max_files', 64))} --max-file {int(p.get('max_file', 1 << 20))} "
+                f"--max-files {p.max_files} --max-file {p.max_file} "
                 f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else "")
                 + (f" --prepare {_j(prepare)}" if prepare else ""))
 
     def _max_bytes(self, spec: CellSpec) -> int:
-        return int(spec.params.get("max_bytes", spec.device.capacity // 8))
+        mb = spec.params.max_bytes
+        return spec.device.capacity // 8 if mb is None else mb
 
     def _space(self, spec: CellSpec, v: FsVariant) -> dict:
         """A reused filesystem with less free space than twice the workload's live
@@ -300,13 +317,13 @@ class PowerCut(Study):
 
     def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> dict:
         base = v.base
-        t = float(spec.params.get("step_timeout", 120))
+        t = float(spec.params.step_timeout)
         return {"mnt": MNT, "dir": f"{WORKDIR}/{k}", "log": log, "out": out, "timeout": t,
-                "fsck_timeout": float(spec.params.get("fsck_timeout", 300)),
+                "fsck_timeout": float(spec.params.fsck_timeout),
                 "mount": v.mount_cmds(MNT), "umount": v.umount_cmds(MNT),
                 "check": v.check_cmd(), "repair": v.repair_cmd(),
                 "clean": list(base.check_clean), "fixed": list(base.repair_fixed),
-                "sabotage": bool(spec.params.get("sabotage", False))}
+                "sabotage": spec.params.sabotage}
 
     def _recover_timeout(self, rs: dict) -> float:
         return 6 * rs["timeout"] + 2 * rs["fsck_timeout"] + 120
@@ -314,8 +331,8 @@ class PowerCut(Study):
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         if spec.variant.media == "mtd":
             return [self._nand_boot(spec)]
-        v = case_variant(spec.variant, spec.params["mode"])
-        t = float(spec.params.get("step_timeout", 120))
+        v = case_variant(spec.variant, spec.params.mode)
+        t = float(spec.params.step_timeout)
         boots = []
         for k, cut in enumerate(self.cuts(spec)):
             prep = {"previous": f"{RUN}/previous.json" if k else None, "mkfs": v.make_cmds(),
@@ -342,9 +359,9 @@ class PowerCut(Study):
             shutil.copyfile(prev / src, here / dst)
 
     def _nand_boot(self, spec: CellSpec) -> list[Step]:
-        v = case_variant(spec.variant, spec.params["mode"])
+        v = case_variant(spec.variant, spec.params.mode)
         fs = v.base
-        t = float(spec.params.get("step_timeout", 120))
+        t = float(spec.params.step_timeout)
         steps: list[Step] = []
         if fs.fstype == "ubifs":
             make = [fscat.ubi_detach_cmd() + " 2>/dev/null || true", *v.make_cmds()]
@@ -448,7 +465,7 @@ class PowerCut(Study):
             if f.get("sabotaged") is not None or "sabotaged" in f:
                 rec["sabotaged"] = f.get("sabotaged")
             records.append(rec)
-        case = spec.params["mode"]
+        case = spec.params.mode
         meas = summarize(case, records)
         if raw:
             for key, field in (("attach", "attach"), ("mount", "mount_seconds")):

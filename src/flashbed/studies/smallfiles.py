@@ -6,22 +6,31 @@ deterministically in the guest's tmpfs first (not timed), then `cp -a` + sync.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, seconds, stats_reset, \
     stats_take, umount
 
+from .params import param
+
 
 class SmallFiles(Study):
     name = "smallfiles"
     description = "cp -a of 1019 dirs / 4499 small files + sync, then again over itself"
 
+    @dataclass(frozen=True)
+    class Params:
+        dirs: int = param(1019)
+        files: int = param(4499)
+        mean_bytes: int = param(2048, unit="bytes", help="mean file size")
+
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
         return [[
-            Step("gen-tree", f"{TOOL} gen-tree /tmp/tree --dirs {p['dirs']} --files {p['files']} "
-                             f"--mean-bytes {p['mean_bytes']} --seed {spec.seed}", timeout=600),
+            Step("gen-tree", f"{TOOL} gen-tree /tmp/tree --dirs {p.dirs} --files {p.files} "
+                             f"--mean-bytes {p.mean_bytes} --seed {spec.seed}", timeout=600),
             *make_and_mount(spec.variant),
             stats_reset(),
             Step("copy", f"cp -a /tmp/tree {MNT}/tree && sync", timeout=3600),

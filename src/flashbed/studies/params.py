@@ -1,0 +1,200 @@
+"""Study parameters: one frozen dataclass per study, defaults written once,
+values checked once at the edge.
+
+A study declares its parameters as a dataclass `Params` of `param(...)` fields
+(type, default, unit, allowed values). Profiles and `--set STUDY.KEY=VALUE` only
+override fields; `check(study, Params, values)` turns their loosely typed values
+(a profile's Python values, or the CLI's text, sizes already made bytes) into a
+Params, or says in one line what is wrong and what would be right.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from ..errors import FlashbedError
+
+
+def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", per_case: str = "") -> Any:
+    """A parameter field: its default, unit ("bytes" makes it a size: 256M), allowed values.
+    `per_case` names the list field a case takes it from (the study's cases() sets it)."""
+    return dataclasses.field(default=default, metadata={"unit": unit, "choices": tuple(choices), "help": help,
+                                                        "per_case": per_case})
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """How one field's values are read and described."""
+
+    base: type  # int, float, bool, str
+    many: bool = False  # a tuple of them
+    optional: bool = False  # None allowed (e.g. "derived from the device")
+    unit: str = ""
+    choices: tuple = ()
+    per_case: str = ""  # set by the study per case, from this list field
+
+    def describe(self) -> str:
+        if self.choices:
+            one = "one of " + ", ".join(map(str, self.choices))
+        elif self.unit == "bytes":
+            one = "a size in bytes (K/M/G suffixes allowed)"
+        else:
+            one = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}[self.base]
+        if self.unit and self.unit != "bytes":
+            one += f" ({self.unit})"
+        return f"a comma-separated list of {_plural(one)}" if self.many else one
+
+    def example(self, default: Any) -> str:
+        if self.choices:
+            picks = self.choices[: 2 if self.many else 1]
+        elif isinstance(default, (tuple, list)) and default:
+            picks = tuple(default)
+        elif default is None:
+            picks = ({int: 8, float: 1.5, bool: True, str: "x"}[self.base],)
+        else:
+            picks = (default,)
+        return ",".join(_text(v, self.unit) for v in picks)
+
+
+def _plural(s: str) -> str:
+    for a, b in (("a whole number", "whole numbers"), ("a number", "numbers"), ("a word", "words"),
+                 ("a size in bytes", "sizes in bytes"), ("one of", "values from")):
+        if s.startswith(a):
+            return b + s[len(a):]
+    return s
+
+
+def _text(v: Any, unit: str) -> str:
+    if unit == "bytes" and isinstance(v, int):
+        from ..devices.presets import format_size
+        return format_size(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def kinds(cls: type) -> dict[str, Kind]:
+    """Each field of a Params dataclass, by name, in declaration order."""
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        t, optional, many = hints[f.name], False, False
+        if isinstance(t, types.UnionType) or typing.get_origin(t) is typing.Union:
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            optional, t = True, args[0]
+        if typing.get_origin(t) is tuple:
+            many, t = True, typing.get_args(t)[0]
+        out[f.name] = Kind(t, many, optional, f.metadata.get("unit", ""), f.metadata.get("choices", ()),
+                           f.metadata.get("per_case", ""))
+    return out
+
+
+class BadValue(ValueError):
+    pass
+
+
+def _one(kind: Kind, v: Any) -> Any:
+    if kind.base is bool:
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int) and v in (0, 1):
+            return bool(v)
+        if isinstance(v, str) and v.strip().lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
+            return v.strip().lower() in ("true", "yes", "on", "1")
+        raise BadValue
+    if kind.base is int:
+        if isinstance(v, bool):
+            raise BadValue
+        if isinstance(v, int):
+            out = v
+        elif isinstance(v, float) and v.is_integer():
+            out = int(v)
+        elif isinstance(v, str):
+            from ..devices.presets import parse_size
+            try:
+                out = parse_size(v) if kind.unit == "bytes" else int(v.strip())
+            except (FlashbedError, ValueError):
+                raise BadValue from None
+        else:
+            raise BadValue
+    elif kind.base is float:
+        if isinstance(v, bool):
+            raise BadValue
+        if isinstance(v, (int, float)):
+            out = v  # an int stays an int: stored results show the value as given
+        elif isinstance(v, str):
+            try:
+                out = float(v)
+            except ValueError:
+                raise BadValue from None
+        else:
+            raise BadValue
+    else:  # str
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise BadValue
+        out = str(v)
+    if kind.choices and out not in kind.choices:
+        raise BadValue
+    return out
+
+
+def convert(kind: Kind, v: Any) -> Any:
+    """One value of a field, from what a profile or the command line gave; BadValue if it cannot be."""
+    if v is None:
+        if kind.optional:
+            return None
+        raise BadValue
+    if not kind.many:
+        return _one(kind, v)
+    if isinstance(v, str):
+        v = [x for x in (s.strip() for s in v.split(",")) if x]
+    elif not isinstance(v, (list, tuple)):
+        v = [v]
+    if not v:
+        raise BadValue
+    return tuple(_one(kind, x) for x in v)
+
+
+def check(study: str, cls: type, values: dict[str, Any], *, edge: bool = False) -> Any:
+    """A Params of `cls` with `values` over its defaults; one clear line on a bad key or value.
+    At the edge (profiles, --set) the fields a study sets per case are not given by hand."""
+    ks = kinds(cls)
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    out = {}
+    for key, v in values.items():
+        settable = [k for k, kind in ks.items() if not (edge and kind.per_case)]
+        if key not in ks:
+            valid = ", ".join(settable) or "(none: this study has no parameters)"
+            raise FlashbedError(f"unknown parameter '{key}' for study {study}: choose from {valid}")
+        if edge and ks[key].per_case:
+            raise FlashbedError(f"{study}.{key} is set per case, from {study}.{ks[key].per_case}: "
+                                f"set that instead, e.g. --set {study}.{ks[key].per_case}={v}")
+        try:
+            out[key] = convert(ks[key], v)
+        except BadValue:
+            k = ks[key]
+            shown = ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+            raise FlashbedError(f"bad value '{shown}' for {study}.{key}: expected {k.describe()}, "
+                                f"e.g. --set {study}.{key}={k.example(defaults[key])}") from None
+    return cls(**out)
+
+
+def as_json(p: Any) -> dict[str, Any]:
+    """The parameters as stored in a result's provenance (every field, tuples as lists)."""
+    return {f.name: (list(v) if isinstance(v := getattr(p, f.name), tuple) else v) for f in dataclasses.fields(p)}
+
+
+def describe(cls: type) -> list[str]:
+    """One line per parameter: name, default, unit, what it takes (for `flashbed studies`)."""
+    lines = []
+    for f, (name, k) in zip(dataclasses.fields(cls), kinds(cls).items()):
+        if k.per_case:
+            continue
+        default = ",".join(_text(x, k.unit) for x in f.default) if isinstance(f.default, tuple) else \
+            ("(from the device)" if f.default is None else _text(f.default, k.unit))
+        lines.append(f"{name}={default}  {k.describe()}" + (f": {f.metadata['help']}" if f.metadata.get("help")
+                                                             else ""))
+    return lines

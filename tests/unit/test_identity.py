@@ -1,0 +1,41 @@
+"""A run's identity survives refactoring: the same request keeps its run id and its
+cells' ids and file names, so `flashbed run` resumes runs made by older versions.
+The ids below were computed by flashbed before the studies owned their parameters."""
+
+from flashbed.plan import PlanRequest, make_plan
+
+RUN_IDS = [
+    (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount")), "quick-9a4460d7"),
+    (PlanRequest(), "quick-a7021a70"),
+    (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",)), "paper-17b37363"),
+    (PlanRequest(fs=("ext4", "btrfs"), devices=("plain-file@512M",), studies=("powercut", "corruption", "badblocks"),
+                 overrides={"powercut": {"iterations": 5}}), "quick-6dc1e75c"),
+    (PlanRequest(fs=("ext4",), devices=("plain-file@512M",), studies=("bigfile", "powercut"),
+                 overrides={"bigfile": {"size": 256 << 20}, "powercut": {"modes": "async", "cut_min": "0.7"}},
+                 repeat=2, seed=5, pace="none"), "quick-6bbcd03e"),
+]
+
+
+def test_same_request_same_run_id_as_before():
+    for req, want in RUN_IDS:
+        assert req.run_id() == want, req
+
+
+def test_cells_keep_their_ids_and_file_names():
+    plan = make_plan(PlanRequest(fs=("ext4",), devices=("plain-file@512M",),
+                                 studies=("mount", "powercut", "corruption", "badblocks")))
+    assert [c.key.file_name for c in plan.cells] == [
+        "plain-file@512M__ext4__mount__fill0__r0.json", "plain-file@512M__ext4__mount__fill50__r0.json",
+        "plain-file@512M__ext4__powercut__sync__r0.json", "plain-file@512M__ext4__powercut__async__r0.json",
+        "plain-file@512M__ext4__corruption__after-10s_one-30MB__r0.json",
+        "plain-file@512M__ext4__corruption__after-10s_many-1MB__r0.json",
+        "plain-file@512M__ext4__corruption__1s-on-1s-off_one-30MB__r0.json",
+        "plain-file@512M__ext4__corruption__1s-on-1s-off_many-1MB__r0.json",
+        "plain-file@512M__ext4__corruption__after-10s_one-30MB_drop__r0.json",
+        "plain-file@512M__ext4__corruption__after-10s_many-1MB_drop__r0.json",
+        "plain-file@512M__ext4__corruption__1s-on-1s-off_one-30MB_drop__r0.json",
+        "plain-file@512M__ext4__corruption__1s-on-1s-off_many-1MB_drop__r0.json",
+        "plain-file@512M__ext4__badblocks__dust__r0.json"]
+    raw = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("badblocks",)))
+    assert [c.key.id for c in raw.cells] == [f"nand-2g-4k@128M/ubifs/badblocks/{c}/r0"
+                                             for c in ("badblocks", "weakblocks", "weakpages", "bitflips")]
