@@ -12,7 +12,9 @@ from flashbed.report import recommendation_text
 from flashbed.report import weights as W
 from flashbed.report.load import load_run
 from flashbed.report.recommend import rank, recommend
-from flashbed.report.units import STUDY_ORDER
+from flashbed.studies import STUDIES
+
+STUDY_ORDER = list(STUDIES)
 
 gen = generator()
 

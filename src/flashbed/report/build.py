@@ -6,7 +6,7 @@ from ..status import CellStatus
 from . import figures as F
 from . import recommend as R
 from . import tables as T
-from . import units
+from . import catalog, units
 from .doc import Document, Paragraph, Section
 from .load import RunData
 
@@ -55,6 +55,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
         ds.add(Paragraph(f"Device {run.device_text(device)}."))
         for study in run.studies(device):
             ss = Section(units.slug("dev", device, study), units.study_title(study))
+            if catalog.description(study):
+                ss.add(Paragraph(f"`{study}`: {catalog.description(study)}.", cls="note"))
             ss.add(*F.study_figures(ctx, device, study))
             t = T.study_table(run, device, study)
             if t:
@@ -69,7 +71,7 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             if dt:
                 ws.add(dt)
             ds.add(ws)
-        not_here = [s for s in units.STUDY_ORDER if s not in run.studies(device)]
+        not_here = [s for s in run.expected_studies() if s not in run.studies(device)]
         if not_here:
             ds.add(Paragraph(f"Not run on {device}: " + ", ".join(not_here) + ".", cls="missing"))
         sections.append(ds)

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..errors import FlashbedError
 from . import figures as F
 from . import recommend as R
-from . import units
+from . import catalog, units
 from .doc import Cell, Column, Document, ListBlock, Paragraph, Section, Table
 from .load import RunData, Stat, load_run
 from .output import ReportPaths, write_outputs
@@ -168,7 +168,7 @@ def _footer(a: RunData, b: RunData, dp: Pair, fss: list[str], study: str, ns_a: 
 
 
 def ratio_fig(a: RunData, b: RunData, dp: Pair, study: str, rows: list[Row], colors: dict[str, str]):
-    metric = units.PRIMARY_METRIC.get(study)
+    metric = catalog.primary_metric(study)
     rows = [r for r in rows if r.source == "measure" and r.metric == metric and r.ratio is not None]
     if not rows:
         return None

@@ -23,11 +23,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
-from . import units
+from ..studies.base import OutcomeTable, claimed_metrics
+from ..studies.views import Bars, Curves, Latency
+from . import catalog, units
 from .doc import Figure
 from .load import RunData, Stat
-from ..studies import STUDIES
-from ..studies.base import OutcomeTable, claimed_metrics
 from .provenance import figure_footer
 
 _RC = {
@@ -247,59 +247,58 @@ def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: 
         return _finish(ctx, fig, fig_id, title, device, fss, study, ns)
 
 
-_MOUNT_RE = re.compile(r"^(\d+)\s*Mi?B\s+fill(\d+)\s+(clean|unclean)$")
-
-
-def mount_figures(ctx: Ctx, device: str) -> list[Figure]:
-    """Mount (and UBI attach) time vs fill level and vs device size, clean and unclean."""
+def curve_figures(ctx: Ctx, device: str, study: str, spec: Curves) -> list[Figure]:
+    """Metrics against each of the spec's axes in turn (e.g. mount and UBI attach time
+    vs fill level and vs device size), one panel per metric and panel value."""
     run = ctx.run
-    parsed = {c: _MOUNT_RE.match(c) for c in run.cases(device, "mount")}
-    parsed = {c: (int(m[1]), int(m[2]), m[3]) for c, m in parsed.items() if m}
+    parsed = {c: p for c in run.cases(device, study) if (p := spec.label.parse(c)) is not None}
     if not parsed:
         return []
-    sizes = sorted({p[0] for p in parsed.values()})
-    fills = sorted({p[1] for p in parsed.values()})
-    states = [s for s in ("clean", "unclean") if any(p[2] == s for p in parsed.values())]
-    metrics = [m for m in ("attach", "mount") if m in run.metrics(device, "mount")]
-    fss = run.filesystems(device, "mount")
+    values = {a.field: sorted({p[a.field] for p in parsed.values()}) for a in spec.axes}
+    panels = [v for v in spec.panel_values if any(p[spec.panels] == v for p in parsed.values())]
+    metrics = [m for m in spec.metrics if m in run.metrics(device, study)]
+    fss = run.filesystems(device, study)
     out = []
-    for axis, xs, fixed_name, fixed in (("fill", fills, "size", max(sizes)), ("size", sizes, "fill", max(fills))):
+    for axis in spec.axes:
+        xs = values[axis.field]
         if len(xs) < 2 or not metrics:
             continue
+        # the other axes at their largest value
+        fixed = {a.field: max(values[a.field]) for a in spec.axes if a is not axis}
         ns: list[int] = []
-        fixed_txt = f"{fixed} MB device" if fixed_name == "size" else f"{fixed} % full"
-        title = f"Mount time vs {'fill level' if axis == 'fill' else 'device size'} ({fixed_txt})"
-        fig_id = units.slug("fig", device, "mount", f"vs-{axis}")
-        with _figure(min(11.0, 3.6 * len(states) + 1.0), 2.5 * len(metrics) + 1.1) as fig:
-            axes = fig.subplots(len(metrics), len(states), squeeze=False, sharex=True)
+        fixed_txt = ", ".join(a.fixed.format(fixed[a.field]) for a in spec.axes if a is not axis)
+        title = f"{spec.title} vs {axis.words} ({fixed_txt})"
+        fig_id = units.slug("fig", device, study, f"vs-{axis.field}")
+        with _figure(min(11.0, 3.6 * len(panels) + 1.0), 2.5 * len(metrics) + 1.1) as fig:
+            axes = fig.subplots(len(metrics), len(panels), squeeze=False, sharex=True)
             for r, m in enumerate(metrics):
-                unit = run.unit(device, "mount", m)
-                for c, state in enumerate(states):
+                unit = run.unit(device, study, m)
+                for c, panel in enumerate(panels):
                     ax = axes[r][c]
                     for fs in fss:
                         pts = []
                         for x in xs:
-                            size, fill = (fixed, x) if axis == "fill" else (x, fixed)
-                            case = next((k for k, p in parsed.items() if p == (size, fill, state)), None)
-                            st = run.get(device, fs, "mount", case, m) if case else None
+                            want = {**fixed, axis.field: x, spec.panels: panel}
+                            case = next((k for k, p in parsed.items() if p == want), None)
+                            st = run.get(device, fs, study, case, m) if case else None
                             if st is not None:
                                 pts.append((x, units.to_display(st.mean, unit)))
                                 ns.append(st.n)
                         if pts:
                             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3.5, lw=1.4,
                                     color=ctx.colors[fs])
-                    ax.set_title(f"{units.metric_label(m)}, {state} reboot")
+                    ax.set_title(spec.panel_words.format(metric=units.metric_label(m), value=panel))
                     ax.set_ylabel(f"{units.metric_label(m)} ({units.display_unit(unit)})")
                     ax.set_ylim(bottom=0)
-                    if axis == "size":
+                    if axis.log2:
                         ax.set_xscale("log", base=2)
                         ax.set_xticks(xs, [str(x) for x in xs])
                         ax.minorticks_off()
                     else:
                         ax.set_xticks(xs)
                     if r == len(metrics) - 1:
-                        ax.set_xlabel("fill (%)" if axis == "fill" else "device size (MB)")
-            out.append(_finish(ctx, fig, fig_id, title, device, fss, "mount", ns))
+                        ax.set_xlabel(axis.xlabel)
+            out.append(_finish(ctx, fig, fig_id, title, device, fss, study, ns))
     return out
 
 
@@ -314,6 +313,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
     if not metrics or not cases:
         return None
     spec = run.weights.outcomes.get(study, {"good": (), "bad": ()})
+    good = set(spec["good"]) or catalog.good_outcomes(study)
     names = [m.split(":", 1)[1] for m in metrics]
     order = [n for n in spec["good"] if n in names] + [n for n in spec["bad"] if n in names] + \
         sorted(n for n in names if n not in spec["good"] and n not in spec["bad"])
@@ -321,7 +321,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
     colors = {}
     gi = bi = 0
     for n in order:
-        if n in spec["good"] or (not spec["good"] and units.is_good_outcome(n)):
+        if n in good:
             colors[n] = _GOOD_COLORS[gi % len(_GOOD_COLORS)]
             gi += 1
         else:
@@ -468,23 +468,27 @@ def ratio_figure(run: RunData, colors: dict[str, str], fig_id: str, title: str, 
         return Figure(id=fig_id, title=title, svg=to_svg(fig, fig_id), caption=footer.replace("\n", " · "))
 
 
-# which figures each study gets: (kind, metrics) for grouped bars
-STUDY_BARS = {
-    "bandwidth": [("bandwidth", ["bandwidth"], "Bandwidth"), ("iops", ["iops"], "IOPS")],
-    "mixed": [("bars", ["bandwidth", "iops"], "Mixed load: bandwidth and IOPS per job")],
-    "bigfile": [("bars", ["seconds", "bandwidth"], "Big file: time and bandwidth")],
-    "smallfiles": [("bars", ["seconds"], "Small files: copy time")],
-    "appio": [("bars", ["throughput"], "Application I/O throughput")],
-    "overwrite": [("bars", ["bandwidth"], "Overwrite in place: bandwidth")],
-    "cpu": [("bars", ["cpu_per_io", "workload_cpu", "kthread_cpu"], "CPU efficiency: CPU time per I/O time")],
-}
+def _spec_figures(ctx: Ctx, device: str, study: str, spec) -> list[Figure | None]:
+    run = ctx.run
+    if isinstance(spec, Bars):
+        return [bars_figure(ctx, device, study, list(spec.metrics) or run.metrics(device, study), spec.title,
+                            spec.kind)]
+    if isinstance(spec, Latency):
+        return [latency_figure(ctx, device, study)]
+    if isinstance(spec, Curves):
+        figs = curve_figures(ctx, device, study, spec)
+        return figs or (_spec_figures(ctx, device, study, spec.fallback) if spec.fallback else [])
+    raise TypeError(f"unknown figure spec {spec!r} of study {study}")
 
 
 def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
+    """The study's figures as it declares them (Study.figures, outcome_tables), or
+    the default for its shape: panels per metric for one case, else grouped bars."""
     run = ctx.run
     figs: list[Figure | None] = []
     cases = run.cases(device, study)
-    tables = STUDIES[study].outcome_tables if study in STUDIES else ()
+    st = catalog.study(study)
+    tables = st.outcome_tables if st is not None else ()
     if tables:
         claimed = claimed_metrics(tables)
         first = True
@@ -499,16 +503,9 @@ def study_figures(ctx: Ctx, device: str, study: str) -> list[Figure]:
                  if not m.startswith(counted) and m not in ("iterations", "survived")]
         if other:
             figs.append(bars_figure(ctx, device, study, other, f"{units.study_title(study)}: times", "times"))
-    elif study == "mount":
-        mf = mount_figures(ctx, device)
-        figs += mf
-        if not mf:
-            figs.append(bars_figure(ctx, device, study, run.metrics(device, study), "Mount time", "bars"))
-    elif study in STUDY_BARS:
-        for kind, metrics, title in STUDY_BARS[study]:
-            figs.append(bars_figure(ctx, device, study, metrics, title, kind))
-        if study == "bandwidth":
-            figs.append(latency_figure(ctx, device, study))
+    elif st is not None and st.figures:
+        for spec in st.figures:
+            figs += _spec_figures(ctx, device, study, spec)
     elif len(cases) == 1:
         figs.append(metric_panels_figure(ctx, device, study, cases[0], run.metrics(device, study),
                                          units.study_title(study), "panels"))

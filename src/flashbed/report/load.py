@@ -18,7 +18,7 @@ from ..errors import FlashbedError
 from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
-from . import units
+from . import catalog, units
 from .weights import Weights, load_weights
 
 MANIFEST_SCHEMA = 1
@@ -142,11 +142,14 @@ class RunData:
         s = req.get("studies") if isinstance(req, dict) else None
         return [str(x) for x in s] if isinstance(s, list) else []
 
+    def expected_studies(self) -> list[str]:
+        """The studies the run was asked for; every known study when its manifest does not say."""
+        return self.requested_studies() or catalog.known()
+
     def missing_studies(self) -> list[str]:
-        """Known or requested studies with no cell at all in this run."""
+        """Expected studies with no cell at all in this run."""
         present = set(self.studies())
-        want = set(units.STUDY_ORDER) | set(self.requested_studies())
-        return sorted(want - present, key=units.study_sort_key)
+        return sorted(set(self.expected_studies()) - present, key=units.study_sort_key)
 
     def filesystems(self, device: str, study: str | None = None) -> list[str]:
         def make():

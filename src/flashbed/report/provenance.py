@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import re
 
+from . import catalog
 from .load import RunData
-
-# tools a study drives directly (matched against the manifest's tool names)
-STUDY_TOOLS = {"bandwidth": ["fio"], "mixed": ["fio"], "cpu": ["fio"]}
 
 # tool-name fragments per filesystem family (mkfs.ext4, e2fsck, mkfs.ubifs, ubiattach, ...)
 FS_TOOL_HINTS = {
@@ -27,7 +25,7 @@ def relevant_tools(run: RunData, fss: list[str], study: str | None) -> dict[str,
     if not tools:
         return {}
     hints = [h for fs in fss for fam in fs_families(fs) for h in FS_TOOL_HINTS.get(fam, [fam])]
-    hints += STUDY_TOOLS.get(study or "", [])
+    hints += catalog.tools(study)  # tools the study drives directly
     picked = {k: v for k, v in tools.items() if any(h in k.lower() for h in hints)}
     return picked or tools
 

@@ -2,7 +2,8 @@
 
 Everything here is presentation: the stored values are never changed, only shown
 (bytes are shown as MiB, for instance). Unknown metrics get a neutral direction and
-their stored unit, so a new study renders without changes here.
+their stored unit, so a new study renders without changes here. What the report
+knows of a study (title, order, figures) is the study's own: see catalog.py.
 """
 
 from __future__ import annotations
@@ -10,33 +11,9 @@ from __future__ import annotations
 import math
 import re
 
+from . import catalog
+
 HIGHER, LOWER, NEUTRAL = "higher", "lower", "neutral"
-
-# study order in the report; studies not listed follow alphabetically
-STUDY_ORDER = ["bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite",
-               "mount", "boot", "mkfs", "cpu", "powercut", "corruption"]
-
-STUDY_TITLES = {
-    "bandwidth": "Bandwidth and IOPS (fio, one job at a time)",
-    "mixed": "Mixed load (several fio jobs at once)",
-    "bigfile": "Big file: dd write + sync, cold read",
-    "smallfiles": "Small files: copy a tree, copy it over itself",
-    "appio": "Application I/O (iozone-style, 4 KiB records)",
-    "overwrite": "Overwrite in place (1 KiB units)",
-    "mount": "Mount time vs size and fill",
-    "boot": "Boot: mount and read the files an init reads",
-    "mkfs": "mkfs: space used, kernel threads, fsck time",
-    "cpu": "CPU efficiency",
-    "powercut": "Power cuts",
-    "corruption": "Corruption (dm-flakey)",
-}
-
-# the metric a study is summarised by (comparison figures)
-PRIMARY_METRIC = {
-    "bandwidth": "bandwidth", "mixed": "bandwidth", "bigfile": "seconds", "smallfiles": "seconds",
-    "appio": "throughput", "overwrite": "bandwidth", "mount": "mount", "boot": "seconds",
-    "mkfs": "used", "cpu": "cpu_per_io", "powercut": "survived", "corruption": "survived",
-}
 
 _METRICS: dict[str, tuple[str, str]] = {
     # metric: (label, direction)
@@ -83,8 +60,6 @@ DEVICE_STAT_ORDER = list(_DEVICE_STATS)
 
 _METRIC_ORDER = list(_METRICS)
 
-_GOOD_CLASSES = {"clean", "recovered", "intact"}
-
 
 def metric_label(metric: str) -> str:
     if metric in _METRICS:
@@ -124,11 +99,11 @@ def metric_sort_key(metric: str) -> tuple:
 
 
 def study_sort_key(study: str) -> tuple:
-    return (STUDY_ORDER.index(study), study) if study in STUDY_ORDER else (len(STUDY_ORDER), study)
+    return catalog.sort_key(study)
 
 
 def study_title(study: str) -> str:
-    return STUDY_TITLES.get(study, study)
+    return catalog.title(study)
 
 
 def natural_key(s: str) -> tuple:
@@ -136,21 +111,13 @@ def natural_key(s: str) -> tuple:
     return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", s) if t != "")
 
 
+# words any study's case labels may use, after the study's own (Study.case_order)
 _COMMON_TOKENS = ["4k", "4M", "1M", "direct", "buffered", "nofsync", "fsync", "clean", "unclean", "sync", "async"]
-_CASE_TOKENS = {
-    "bandwidth": ["read", "write", "randread", "randwrite"],
-    "mixed": ["seqread", "seqwrite", "randread", "randwrite", "total"],
-    "bigfile": ["write", "read"],
-    "smallfiles": ["copy", "copy-over"],
-    "appio": ["write", "rewrite", "read", "reread", "random-read", "random-write", "record-rewrite",
-              "fwrite", "frewrite", "fread", "freread", "1M", "4M"],
-    "cpu": ["write", "read"],
-}
 
 
 def case_sort_key(study: str, case: str) -> tuple:
     """Cases in the order a reader expects (read before write, 4k before 4M, ...)."""
-    order = _CASE_TOKENS.get(study, []) + _COMMON_TOKENS
+    order = list(catalog.case_words(study)) + _COMMON_TOKENS
     key = []
     for tok in case.split():
         if tok in order:
@@ -214,11 +181,6 @@ def ratio_text(r: float) -> str:
     if r >= 1.995 or r < 0.995:
         return f"{r:.2g}×" if r < 1 else f"{r:.1f}×"
     return f"{r:.2f}×"
-
-
-def is_good_outcome(metric: str) -> bool:
-    """For colouring stacked outcome bars: clean/recovered/intact are good."""
-    return metric.split(":", 1)[-1] in _GOOD_CLASSES
 
 
 def slug(*parts: str) -> str:

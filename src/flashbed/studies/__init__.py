@@ -15,6 +15,7 @@ from .overwrite import Overwrite
 from .powercut import PowerCut
 from .smallfiles import SmallFiles
 
-STUDIES: dict[str, Study] = {s.name: s for s in (
+# in each study's order: listings, plans and the report follow it
+STUDIES: dict[str, Study] = {s.name: s for s in sorted((
     Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu(), PowerCut(),
-    Corruption(), BadBlocks())}
+    Corruption(), BadBlocks()), key=lambda s: s.order)}

@@ -14,6 +14,7 @@ from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m,
 
 
 from .params import param
+from .views import Bars
 
 
 def label(size: int) -> str:
@@ -22,7 +23,13 @@ def label(size: int) -> str:
 
 class AppIO(Study):
     name = "appio"
+    title = "Application I/O (iozone-style, 4 KiB records)"
     description = "iozone-style write/rewrite/read/reread/random/record-rewrite/f* operations, KB/s"
+    order = 50
+    primary_metric = "throughput"
+    figures = (Bars("bars", ("throughput",), "Application I/O throughput"),)
+    case_order = ("write", "rewrite", "read", "reread", "random-read", "random-write", "record-rewrite",
+                  "fwrite", "frewrite", "fread", "freread", "1M", "4M")
 
     @dataclass(frozen=True)
     class Params:

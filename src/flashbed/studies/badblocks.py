@@ -90,7 +90,11 @@ def nand_faults(case: str, seed: int, blocks: int, pages_per_block: int, bad: in
 
 class BadBlocks(Study):
     name = "badblocks"
+    title = "Bad blocks and bit flips (dm-dust, nandsim)"
     description = "bad/weak blocks and bit flips (dm-dust, nandsim): noticed, errors, silent loss"
+    order = 130
+    primary_metric = "survived"
+    good_outcomes = frozenset({FileState.INTACT, AfterFault.INTACT})
     device_stats = False
     continue_after_failure = True
     outcome_tables = (

@@ -15,6 +15,7 @@ from pathlib import Path
 from ..lab.uml import BootResult, Step
 from . import fio
 from .params import param
+from .views import Bars, Latency
 from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
@@ -29,7 +30,13 @@ def slug(case: str) -> str:
 
 class Bandwidth(Study):
     name = "bandwidth"
+    title = "Bandwidth and IOPS (fio, one job at a time)"
     description = "fio MB/s and IOPS, one job at a time"
+    order = 10
+    primary_metric = "bandwidth"
+    figures = (Bars("bandwidth", ("bandwidth",), "Bandwidth"), Bars("iops", ("iops",), "IOPS"), Latency())
+    case_order = ("read", "write", "randread", "randwrite")
+    tools = ("fio",)
     media = ("block",)
 
     @dataclass(frozen=True)

@@ -85,11 +85,22 @@ class Case(NamedTuple):
 
 
 class Study:
-    """Base class: subclasses set `name`, declare `Params` and implement boots/parse
-    (and cases, when a study splits into several cells)."""
+    """Base class: a study's whole definition. Subclasses set the class facts
+    below, declare `Params` and implement boots/parse (and cases, when a study
+    splits into several cells). Register it in studies/__init__.py."""
 
     name: ClassVar[str] = ""
-    description: str = ""
+    title: ClassVar[str] = ""  # the report's heading
+    description: ClassVar[str] = ""  # one line: what it measures and how
+    order: ClassVar[int] = 1000  # place in listings and the report
+    primary_metric: ClassVar[str] = ""  # what a comparison of two runs plots
+    # the report's figures (views.py); none: the report's default for its shape
+    figures: ClassVar[tuple] = ()
+    # words of its case labels in the order a reader expects (read before write, ...)
+    case_order: ClassVar[tuple[str, ...]] = ()
+    tools: ClassVar[tuple[str, ...]] = ()  # tools it drives directly (named under its figures)
+    # outcome names that count as good (the report's colours when weights.toml has no list)
+    good_outcomes: ClassVar[frozenset[str]] = frozenset()
     media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
     # does the cell sample the emulator's statistics around its workload?
     device_stats: bool = True

@@ -13,13 +13,19 @@ from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_fail
     stats_reset, stats_take, umount
 
 from .params import param
+from .views import Bars
 
 BS = 64 * 1024
 
 
 class BigFile(Study):
     name = "bigfile"
+    title = "Big file: dd write + sync, cold read"
     description = "dd bs=64k write + sync, cold read back"
+    order = 30
+    primary_metric = "seconds"
+    figures = (Bars("bars", ("seconds", "bandwidth"), "Big file: time and bandwidth"),)
+    case_order = ("write", "read")
 
     @dataclass(frozen=True)
     class Params:

@@ -15,7 +15,10 @@ from .params import param
 
 class Boot(Study):
     name = "boot"
+    title = "Boot: mount and read the files an init reads"
     description = "cold mount + read of an init's files from a ~15 MB rootfs tree"
+    order = 80
+    primary_metric = "seconds"
     device_stats = False
 
     @dataclass(frozen=True)

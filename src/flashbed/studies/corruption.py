@@ -132,7 +132,11 @@ def file_outcomes(res: BootResult | None) -> dict[str, int]:
 
 class Corruption(Study):
     name = "corruption"
+    title = "Corruption (dm-flakey)"
     description = "dm-flakey corrupts or drops writes; remount and inspect every file"
+    order = 120
+    primary_metric = "survived"
+    good_outcomes = frozenset({FileState.INTACT})
     media = ("block",)
     device_stats = False
     continue_after_failure = True

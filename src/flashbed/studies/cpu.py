@@ -12,11 +12,17 @@ from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, firs
     stats_reset, stats_take, step_json, umount
 
 from .params import param
+from .views import Bars
 
 
 class Cpu(Study):
     name = "cpu"
+    title = "CPU efficiency"
     description = "workload + kernel-thread CPU per second of I/O"
+    order = 100
+    primary_metric = "cpu_per_io"
+    figures = (Bars("bars", ("cpu_per_io", "workload_cpu", "kthread_cpu"), "CPU efficiency: CPU time per I/O time"),)
+    case_order = ("write", "read")
 
     @dataclass(frozen=True)
     class Params:

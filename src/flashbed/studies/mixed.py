@@ -8,6 +8,7 @@ from pathlib import Path
 from ..lab.uml import BootResult, Step
 from . import fio
 from .params import param
+from .views import Bars
 from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
@@ -21,7 +22,13 @@ JOBS = {
 
 class Mixed(Study):
     name = "mixed"
+    title = "Mixed load (several fio jobs at once)"
     description = "four fio jobs at once: sequential and random, read and write"
+    order = 20
+    primary_metric = "bandwidth"
+    figures = (Bars("bars", ("bandwidth", "iops"), "Mixed load: bandwidth and IOPS per job"),)
+    case_order = ("seqread", "seqwrite", "randread", "randwrite", "total")
+    tools = ("fio",)
     media = ("block",)
 
     @dataclass(frozen=True)

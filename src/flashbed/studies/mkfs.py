@@ -14,7 +14,10 @@ KTHREADS = "ps -e -o ppid=,pid= | awk '$1 == 2 || $2 == 2' | wc -l"
 
 class Mkfs(Study):
     name = "mkfs"
+    title = "mkfs: space used, kernel threads, fsck time"
     description = "empty-filesystem footprint, mkfs time, mount threads, clean fsck time"
+    order = 90
+    primary_metric = "used"
     device_stats = False
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:

@@ -18,14 +18,25 @@ from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, firs
 
 from .base import Case
 from .params import param
+from .views import Axis, Bars, CaseLabel, Curves
 
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
+REBOOTS = ("clean", "unclean")  # after a clean unmount, after a power cut
+# a measurement's case: device size, fill level, reboot ("256MiB fill50 clean")
+LABEL = CaseLabel("{size:mib} fill{fill:int} {reboot:word}")
 
 
 class Mount(Study):
     name = "mount"
+    title = "Mount time vs size and fill"
     description = "mount time vs fill, clean and after a power cut"
+    order = 70
+    primary_metric = "mount"
     device_stats = False
+    figures = (Curves(LABEL, axes=(Axis("fill", "fill level", "fill (%)", "{} % full"),
+                                   Axis("size", "device size", "device size (MB)", "{} MB device", log2=True)),
+                      panels="reboot", panel_values=REBOOTS, panel_words="{metric}, {value} reboot",
+                      metrics=("attach", "mount"), title="Mount time", fallback=Bars("bars", (), "Mount time")),)
 
     @dataclass(frozen=True)
     class Params:
@@ -36,7 +47,7 @@ class Mount(Study):
         return [Case(f"fill{pct}", replace(params, fill=pct)) for pct in params.fills]
 
     def label(self, spec: CellSpec, clean: bool) -> str:
-        return f"{spec.device.capacity >> 20}MiB fill{spec.params.fill} {'clean' if clean else 'unclean'}"
+        return LABEL.format(size=spec.device.capacity >> 20, fill=spec.params.fill, reboot=REBOOTS[0 if clean else 1])
 
     def _fill(self, spec: CellSpec) -> list[Step]:
         pct = spec.params.fill

@@ -9,13 +9,18 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .params import param
+from .views import Bars
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
     stats_take, umount
 
 
 class Overwrite(Study):
     name = "overwrite"
+    title = "Overwrite in place (1 KiB units)"
     description = "n MB overwritten in 1 KiB units at one place, with/without fsync"
+    order = 60
+    primary_metric = "bandwidth"
+    figures = (Bars("bars", ("bandwidth",), "Overwrite in place: bandwidth"),)
 
     @dataclass(frozen=True)
     class Params:

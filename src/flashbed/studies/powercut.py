@@ -258,7 +258,11 @@ def headline(per_case: dict[str, list[dict]]) -> str:
 
 class PowerCut(Study):
     name = "powercut"
+    title = "Power cuts"
     description = "power cuts at seeded random moments: recovery, fsck, data vs fsync log"
+    order = 110
+    primary_metric = "survived"
+    good_outcomes = frozenset(c for c in PowerCutClass if c.good)
     device_stats = False
     continue_after_failure = True
     outcome_tables = (

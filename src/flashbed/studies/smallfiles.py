@@ -14,11 +14,17 @@ from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m,
     stats_take, umount
 
 from .params import param
+from .views import Bars
 
 
 class SmallFiles(Study):
     name = "smallfiles"
+    title = "Small files: copy a tree, copy it over itself"
     description = "cp -a of 1019 dirs / 4499 small files + sync, then again over itself"
+    order = 40
+    primary_metric = "seconds"
+    figures = (Bars("bars", ("seconds",), "Small files: copy time"),)
+    case_order = ("copy", "copy-over")
 
     @dataclass(frozen=True)
     class Params:
