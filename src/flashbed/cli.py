@@ -140,8 +140,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _run(args)
     if args.command == "results":
+        from .report.text import print_results
         from .store import resolve_run
-        from .tables import print_results
         print_results(resolve_run(args.run), studies=_split(args.study))
         return 0
     if args.command == "report":
@@ -192,16 +192,14 @@ def _scalar(text: str, parse_size):
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .execute import execute
+    from .executors import make_executor
+    from .lab.kernel import ensure_kernel
+    from .lab.labs import UmlLabs
     from .plan import PlanRequest, make_plan
-    from .run import execute
     from .store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
-    if args.jobs is not None and args.jobs < 1:
-        raise FlashbedError("--jobs must be at least 1")
-    if args.executor == "dask" and not args.scheduler:
-        raise FlashbedError("--executor dask needs --scheduler ADDR (e.g. tcp://127.0.0.1:8786)")
-    if args.scheduler and args.executor != "dask":
-        raise FlashbedError("--scheduler goes with --executor dask")
+    executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace")
                  if getattr(args, o)]
@@ -230,8 +228,8 @@ def _run(args: argparse.Namespace) -> int:
         store = RunStore(args.out or Path("runs") / req.run_id())
     plan = make_plan(req)
     store.create()
-    results = execute(plan, store, jobs=args.jobs, executor=args.executor, scheduler=args.scheduler)
-    from .tables import print_results
+    results = execute(plan, store, UmlLabs(ensure_kernel()), executor)
+    from .report.text import print_results
     print_results(store)
     if not args.no_report:
         try:

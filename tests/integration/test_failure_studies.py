@@ -10,7 +10,8 @@ import pytest
 from flashbed import profiles, variants
 from flashbed.devices import presets
 from flashbed.results import CellKey
-from flashbed.runner import run_cell
+from flashbed.cell import run_cell
+from flashbed.lab.labs import UmlLab
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CellSpec
 from flashbed.studies.powercut import CLASSES, EXTRA_CLASSES, cut_points
@@ -29,7 +30,7 @@ def cell(study, fs, case, params, device=DEVICE, seed=3):
 
 
 def run(spec, kernel, tmp_path):
-    return run_cell(spec, kernel, tmp_path / "logs", tmp_path / "scratch")
+    return run_cell(spec, UmlLab(kernel), tmp_path / "logs", tmp_path / "scratch")
 
 
 def classes(res):

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from flashbed.devices import presets
-from flashbed.devices.session import DeviceSession
+from flashbed.devices.session import open_session
 from flashbed.lab.uml import BootSpec, Step, boot
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
@@ -17,7 +17,7 @@ FSCK = {"ext4": "e2fsck -fy /dev/ubda", "f2fs": "fsck.f2fs -f -y /dev/ubda"}
 @pytest.mark.parametrize("preset", ["ideal@256M", "emmc-8g@256M"])
 def test_filesystem_survives_a_power_cut_after_fsync(kernel, tmp_path, fs, preset):
     dev = presets.load_spec(preset)
-    with DeviceSession(dev, tmp_path / "scratch", pace="none") as s:
+    with open_session(dev, tmp_path / "scratch", pace="none") as s:
         def host(call, args):
             if call == "stats":
                 return s.emu.stats()["host"]

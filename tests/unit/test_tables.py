@@ -7,7 +7,7 @@ import io
 
 from flashbed.results import CellKey, CellResult, Measurement
 from flashbed.store import RunStore
-from flashbed.tables import print_results
+from flashbed.report.text import print_results
 
 
 def cell(fs: str, counts: dict[str, int], iterations: int) -> CellResult:

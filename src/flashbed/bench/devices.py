@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ..devices import presets
-from ..devices.session import DeviceSession
+from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.kernel import KernelInfo, ensure_kernel
 from ..lab.uml import BootSpec, Step, boot
@@ -31,7 +31,7 @@ def _fio_in_lab(kernel: KernelInfo, device: presets.Device, jobs: dict[str, dict
     for name, job in jobs.items():
         fio.job_file(work / f"{name}.fio", {name: job}, opts)
         steps.append(Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=900))
-    with DeviceSession(device, work / "scratch", pace=pace) as dev:
+    with open_session(device, work / "scratch", pace=pace) as dev:
         res = boot(BootSpec(run_dir=work, steps=tuple(steps), disks=dev.disks(), timeout=3600), kernel)
     if not res.ok:
         raise FlashbedError(f"benchmark lab on {device.label} failed: {res.status} {res.error} ({res.console_log})")

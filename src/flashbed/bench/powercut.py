@@ -22,9 +22,10 @@ from pathlib import Path
 from .. import profiles, variants
 from ..devices import presets
 from ..errors import FlashbedError
+from ..cell import run_cell
 from ..lab.kernel import ensure_kernel
+from ..lab.labs import UmlLab
 from ..results import CellKey
-from ..runner import run_cell
 from ..studies import STUDIES
 from ..studies.base import CellSpec
 
@@ -50,7 +51,7 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
                         seed=seed, pace=pace)
         with tempfile.TemporaryDirectory(prefix="flashbed-bench-pc-") as tmp:
             cpu0, t0 = _children_cpu(), time.monotonic()
-            res = run_cell(spec, kernel, Path(tmp) / "logs", Path(tmp) / "scratch")
+            res = run_cell(spec, UmlLab(kernel), Path(tmp) / "logs", Path(tmp) / "scratch")
             wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
         if res.status.retryable:
             raise FlashbedError(f"{name}: {res.error}")

@@ -61,7 +61,14 @@ class Device:
     @property
     def emulated(self) -> bool:
         """Served by flashbed-emu (not a plain file, not nandsim)."""
-        return self.kind == "block" and self.info.get("kind") != "file"
+        return self.backend == "emulator"
+
+    @property
+    def backend(self) -> str:
+        """What serves it to the lab (devices/session.py has a session class per backend)."""
+        if self.kind == "nandsim":
+            return "nandsim"
+        return "file" if self.info.get("kind") == "file" else "emulator"
 
     @property
     def nandsim_id_bytes(self) -> tuple[int, ...]:

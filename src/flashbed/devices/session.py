@@ -1,5 +1,14 @@
-"""One cell's device, whatever serves it: flashbed-emu (FUSE file), a plain
-sparse file, or nandsim inside the lab. Owns the scratch state and removes it."""
+"""One cell's device for its lab boots, one class per kind of device behind one
+protocol; `open_session` picks the class from the device's backend.
+
+    emulator   flashbed-emu serves the preset's flash model as a FUSE file (ubd)
+    file       a plain sparse file (ubd): a baseline without any flash model
+    nandsim    raw NAND inside the lab kernel (nandsim); nothing on the host
+
+A session owns its scratch directory (removed when it ends). A new kind of
+device (e.g. a real block device) is one class here and one entry in SESSIONS,
+plus how its presets load (presets.py: Device.backend).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +18,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .. import cpus
 from ..errors import FlashbedError
@@ -22,45 +31,147 @@ STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand
              "latency_p50_us", "latency_p99_us")
 
 
-class DeviceSession:
+class DeviceSession(Protocol):
+    """What a cell asks of its device: what the lab boots with, and the guest's host calls."""
+
+    def __enter__(self) -> "DeviceSession": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    def disks(self) -> tuple[BlockDevice, ...]:
+        """Host files (or devices) the lab sees as /dev/ubdX."""
+        ...
+
+    def nandsim(self) -> Nandsim | None:
+        """Raw NAND the lab kernel makes itself."""
+        ...
+
+    def mem_mb(self) -> int: ...
+
+    def reset_stats(self) -> dict | None:
+        """Start a workload phase's statistics; None: the device has none."""
+        ...
+
+    def stats(self) -> dict | None:
+        """The phase's statistics (STAT_KEYS); None: the device has none."""
+        ...
+
+    def cut_power(self) -> dict[str, Any] | None:
+        """Drop what the device had not made durable; None when only the lab's death is the crash."""
+        ...
+
+    def restart_if_cut(self) -> None:
+        """Before the next boot: bring the device back after a power cut."""
+        ...
+
+
+class _Session:
+    """What every kind shares: the scratch directory, and no statistics or power switch."""
+
     def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
         self.device = device
         self.scratch = scratch
         self.seed = seed
         self.pace = pace
-        self.emu = None
-        self.cut = False
 
-    def __enter__(self) -> "DeviceSession":
-        # the emulator and every lab of this session share one host CPU
-        self._cpu = contextlib.ExitStack()
-        self._cpu.enter_context(cpus.lease())
+    def __enter__(self) -> "_Session":
+        _clear_scratch(self.scratch)  # a killed earlier run may have left one behind
+        self.scratch.mkdir(parents=True, exist_ok=True)
         try:
             self._open()
         except BaseException:
-            self._cpu.close()
+            _clear_scratch(self.scratch)
             raise
         return self
 
-    def _open(self) -> None:
-        _clear_scratch(self.scratch)  # a killed earlier run may have left one behind
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        if self.device.kind == "block" and not self.device.emulated:
-            with open(self.scratch / "device.img", "wb") as f:
-                f.truncate(self.device.capacity)
-        elif self.device.emulated:
-            self._start_emulator()
-
     def __exit__(self, *exc: Any) -> None:
+        try:
+            self._close()
+        finally:
+            _clear_scratch(self.scratch)
+
+    def _open(self) -> None:
+        pass
+
+    def _close(self) -> None:
+        pass
+
+    def disks(self) -> tuple[BlockDevice, ...]:
+        return ()
+
+    def nandsim(self) -> Nandsim | None:
+        return None
+
+    def mem_mb(self) -> int:
+        return 768
+
+    def reset_stats(self) -> dict | None:
+        return None
+
+    def stats(self) -> dict | None:
+        return None
+
+    def cut_power(self) -> dict[str, Any] | None:
+        return None  # the lab kill alone is the crash
+
+    def restart_if_cut(self) -> None:
+        pass
+
+
+class FileSession(_Session):
+    """A sparse file of the device's capacity."""
+
+    def _open(self) -> None:
+        with open(self.image, "wb") as f:
+            f.truncate(self.device.capacity)
+
+    @property
+    def image(self) -> Path:
+        return self.scratch / "device.img"
+
+    def disks(self) -> tuple[BlockDevice, ...]:
+        return (BlockDevice(self.image),)
+
+
+class NandsimSession(_Session):
+    """Raw NAND made by the lab kernel's nandsim from the preset's ID bytes."""
+
+    def nandsim(self) -> Nandsim | None:
+        return Nandsim(id_bytes=self.device.nandsim_id_bytes,
+                       parts=(self.device.capacity // self.device.erase_block,))
+
+    def mem_mb(self) -> int:
+        # nandsim keeps the chip's written pages in the guest's memory
+        return 768 + self.device.capacity // (1 << 20)
+
+
+class EmulatorSession(_Session):
+    """flashbed-emu: the preset's flash model served as a FUSE file, with statistics and a power switch."""
+
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
+        super().__init__(device, scratch, seed, pace)
+        self.emu = None
+        self.cut = False
+        self._cpu = contextlib.ExitStack()
+
+    def _open(self) -> None:
+        # the emulator and every lab of this session share one host CPU
+        self._cpu.enter_context(cpus.lease())
+        try:
+            self._start()
+        except BaseException:
+            self._cpu.close()
+            raise
+
+    def _close(self) -> None:
         try:
             if self.emu is not None:
                 self.emu.stop()
         finally:
             self.emu = None
-            _clear_scratch(self.scratch)
             self._cpu.close()
 
-    def _start_emulator(self) -> None:
+    def _start(self) -> None:
         from . import emulator
 
         spec = emulator.EmulatorSpec(
@@ -71,49 +182,39 @@ class DeviceSession:
         self.emu.start()
         self.cut = False
 
-    # --- what the lab boot needs --------------------------------------------------------
     def disks(self) -> tuple[BlockDevice, ...]:
-        if self.device.kind != "block":
-            return ()
-        if self.emu is not None:
-            # the FUSE server is the only user of its file; ubd's lock is not needed
-            return (BlockDevice(Path(self.emu.device_path), shared=True),)
-        return (BlockDevice(self.scratch / "device.img"),)
+        # the FUSE server is the only user of its file; ubd's lock is not needed
+        return (BlockDevice(Path(self.emu.device_path), shared=True),)
 
-    def nandsim(self) -> Nandsim | None:
-        if self.device.kind != "nandsim":
-            return None
-        return Nandsim(id_bytes=self.device.nandsim_id_bytes,
-                       parts=(self.device.capacity // self.device.erase_block,))
-
-    def mem_mb(self) -> int:
-        # nandsim keeps the chip's written pages in the guest's memory
-        return 768 if self.device.kind != "nandsim" else 768 + self.device.capacity // (1 << 20)
-
-    # --- host calls from the guest --------------------------------------------------------
     def reset_stats(self) -> dict | None:
-        if self.emu is None:
-            return None
         self.emu.reset_stats()
         return {}
 
     def stats(self) -> dict | None:
-        if self.emu is None:
-            return None
         return normalize_stats(self.emu.stats())
 
     def cut_power(self) -> dict[str, Any] | None:
-        """The emulator's reply (cut_at_ns, cache_bytes_lost), or None without an emulator."""
-        if self.emu is not None:
-            reply = self.emu.cut_power()
-            self.cut = True
-            return reply
-        # a plain file or nandsim has no power to cut: the lab kill alone is the crash
-        return None
+        """The emulator's reply (cut_at_ns, cache_bytes_lost)."""
+        reply = self.emu.cut_power()
+        self.cut = True
+        return reply
 
     def restart_if_cut(self) -> None:
         if self.cut:
-            self._start_emulator()
+            self._start()
+
+
+# Device.backend -> the session class that serves it
+SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": FileSession, "nandsim": NandsimSession}
+
+
+def open_session(device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+    """The device's session (enter it with `with`)."""
+    try:
+        kind = SESSIONS[device.backend]
+    except KeyError:
+        raise FlashbedError(f"device {device.label}: no session for its backend '{device.backend}'") from None
+    return kind(device, scratch, seed=seed, pace=pace)
 
 
 def _clear_scratch(scratch: Path) -> None:

@@ -6,18 +6,20 @@ two boots at a time on a 2-core host.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
+from ..executors import LocalExecutor
 from ..progress import Progress
-from .kernel import KernelInfo, ensure_kernel
-from .uml import AGENT, BlockDevice, BootResult, BootSpec, Nandsim, Step, boot
+from .kernel import ensure_kernel
+from .labs import Lab, UmlLab
+from .uml import AGENT, BlockDevice, BootResult, BootSpec, Nandsim, Step
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"
@@ -72,7 +74,7 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
     return steps
 
 
-def smoke_one(name: str, out: Path, kernel: KernelInfo) -> SmokeResult:
+def smoke_one(name: str, on_part, *, out: Path, lab: Lab) -> SmokeResult:
     fs = fscat.get(name)
     run_dir = out / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -85,8 +87,8 @@ def smoke_one(name: str, out: Path, kernel: KernelInfo) -> SmokeResult:
         disks = (BlockDevice(img),)
     else:
         nand = SMOKE_NAND
-    res = boot(BootSpec(run_dir=run_dir, steps=tuple(smoke_steps(fs)), disks=disks, nandsim=nand,
-                        timeout=900), kernel)
+    res = lab.boot(BootSpec(run_dir=run_dir, steps=tuple(smoke_steps(fs)), disks=disks, nandsim=nand,
+                            timeout=900))
     for d in disks:
         d.path.unlink(missing_ok=True)  # keep the logs, not 512 MB images
     return _judge(name, res)
@@ -114,20 +116,15 @@ def run_smoke(names: list[str], out: Path, jobs: int | None = None) -> list[Smok
     kernel = ensure_kernel()
     out.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(len(names), os.cpu_count() or 2)
-    prog = Progress(len(names), "filesystems")
     results: dict[str, SmokeResult] = {}
 
-    def task(name: str) -> SmokeResult:
-        prog.start(name)
-        r = smoke_one(name, out, kernel)
-        line = (f"PASS {name}: boot {r.boot_seconds:.2f}s, total {r.total_seconds:.1f}s, used {r.used_bytes} B"
+    def finished(name: str, r: SmokeResult) -> str:
+        results[name] = r
+        return (f"PASS {name}: boot {r.boot_seconds:.2f}s, total {r.total_seconds:.1f}s, used {r.used_bytes} B"
                 if r.passed else f"FAIL {name}: step '{r.failed_step}' {r.detail} (console: {r.console_log})")
-        prog.finish(name, line)
-        return r
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for r in pool.map(task, names):
-            results[r.fs] = r
+    LocalExecutor(jobs).run(functools.partial(smoke_one, out=out, lab=UmlLab(kernel)), names, str, finished,
+                            Progress(len(names), "filesystems"))
     ordered = [results[n] for n in names]
     summary = {"kernel": asdict(kernel), "results": [asdict(r) for r in ordered]}
     tmp = out / "smoke.json.tmp"

@@ -2,7 +2,7 @@
 
 A study turns its parameters into guest steps (one or more lab boots) and
 turns the boots' results into measurements. It never touches the device or
-the lab itself: the cell runner does.
+the lab itself: cell.py does.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ DIRTY = r"not properly unmounted|mounting unchecked|dirty"
 
 
 def boot_dir(run_dir: Path, index: int) -> Path:
-    """The run directory of boot `index` (the runner's layout for multi-boot cells)."""
+    """The run directory of boot `index` (the cell's layout for multi-boot cells: cell.py)."""
     return run_dir / f"boot{index}"
 
 

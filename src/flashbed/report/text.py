@@ -6,9 +6,9 @@ import statistics
 import sys
 from collections import defaultdict
 
-from .store import RunStore
-from .studies import STUDIES
-from .studies.base import OutcomeTable, claimed_metrics
+from ..store import RunStore
+from ..studies import STUDIES
+from ..studies.base import OutcomeTable, claimed_metrics
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:

@@ -1,5 +1,9 @@
-"""Run one cell: bring up its device, boot the lab once or more with the
-study's steps, answer the guest's host calls, and turn it all into a result."""
+"""Run one cell: bring up its device, boot its lab once or more with the
+study's steps, answer the guest's host calls, and turn it all into a result.
+
+`cell_task` is the unit of work an executor runs (locally or on a Dask worker):
+one cell of a run directory, its result returned to the caller, which alone
+writes the run's cell files."""
 
 from __future__ import annotations
 
@@ -10,20 +14,29 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from .devices.session import DeviceSession
+from .devices.session import open_session
 from .errors import FlashbedError
-from .lab.kernel import KernelInfo
-from .lab.uml import BootResult, BootSpec, boot
+from .lab.labs import Lab, LabFactory
+from .lab.uml import BootResult, BootSpec
 from .results import CellResult
 from .status import CellStatus
 from .studies import STUDIES
 from .studies.base import CellSpec
+from .store import RunStore
 from .studies.params import as_json
 
+OnPart = Callable[[int, int], None]  # (boots done, boots in all)
 
-def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None,
-             on_boot: Callable[[int, int], None] | None = None) -> CellResult:
+
+def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root: Path,
+              provenance: dict[str, Any]) -> CellResult:
+    """One cell of the run directory `root`, in the lab `labs` gives it."""
+    logs = RunStore(root).logs_dir(spec.key)
+    return run_cell(spec, labs(spec), logs, root / "scratch" / logs.name, provenance, on_boot=on_part)
+
+
+def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
+             provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
     pace = spec.pace
@@ -32,10 +45,10 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
     phases: dict[str, dict[str, Any]] = {}
     prov = dict(provenance or {})
     prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
-                 "kernel": kernel.release, "variant": spec.variant.spec, "params": as_json(spec.params), "seed": spec.seed,
+                 "kernel": lab.release, "variant": spec.variant.spec, "params": as_json(spec.params), "seed": spec.seed,
                  "pace": pace})
     try:
-        with DeviceSession(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
+        with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()
 
             def host(call: str, args: dict) -> Any:
@@ -84,7 +97,7 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
                 if bspec.run_dir != logs:
                     _share(logs, bspec.run_dir)
                 where[0] = bspec.run_dir
-                res = boot(bspec, kernel, host=host, kill=kill)
+                res = lab.boot(bspec, host=host, kill=kill)
                 for t in timers:
                     t.cancel()
                     t.join()

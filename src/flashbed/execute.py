@@ -1,0 +1,106 @@
+"""`flashbed run`: execute a plan into a run directory, resumably, in parallel.
+
+Cells run on an executor (executors.py: a local pool, one lab kernel per core,
+or a Dask cluster), each in the lab its LabFactory gives it. Finished cells are
+skipped, so a rerun of the same command after a crash or Ctrl-C completes only
+the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from . import __version__
+from . import filesystems as fscat
+from .cell import cell_task
+from .errors import FlashbedError
+from .executors import Executor
+from .lab.kernel import SOURCE_PACKAGE
+from .lab.labs import LabFactory
+from .plan import Plan
+from .progress import Progress
+from .results import CellResult
+from .store import RunStore
+from .studies.base import CellSpec
+
+# the Debian packages whose versions a run records: every filesystem's tools, fio,
+# mount and friends, and the lab kernel's source
+TOOL_PACKAGES = tuple(dict.fromkeys([*(fs.package for fs in fscat.CATALOGUE.values()), "fio", "util-linux",
+                                     SOURCE_PACKAGE]))
+
+
+def tool_versions() -> dict[str, str]:
+    out = {}
+    for pkg in TOOL_PACKAGES:
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
+        out[pkg] = r.stdout.strip() if r.returncode == 0 else "not installed"
+    return out
+
+
+def emulator_version() -> str:
+    try:
+        from .devices import emulator
+        r = subprocess.run([str(emulator.find_binary()), "--version"], capture_output=True, text=True, timeout=10)
+        return r.stdout.strip() or r.stderr.strip()
+    except Exception as e:  # provenance only: say why it is unknown
+        return f"unknown ({e})"
+
+
+def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
+    return {
+        "schema": 1,
+        "run_id": run_id,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "flashbed_version": __version__,
+        "profile": plan.request.profile,
+        "request": asdict(plan.request),
+        "repeats": plan.request.repeat,
+        "kernel": labs.describe(),
+        "tools": tool_versions(),
+        "emulator": emulator_version() if any(d.emulated for d in plan.devices.values()) else None,
+        "devices": {label: d.info for label, d in plan.devices.items()},
+        "filesystems": sorted({c.variant.spec for c in plan.cells}),
+        "host": {"system": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "cells": len(plan.cells),
+    }
+
+
+def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
+            stream=sys.stderr) -> list[CellResult]:
+    """Run every unfinished cell of the plan; return all results of the run."""
+    with store.running():
+        run_id = store.root.name
+        if store.exists():
+            old = store.manifest()
+            # compare as stored: JSON has lists where the request has tuples; a field
+            # added since the run was made counts as its default
+            wanted = json.loads(json.dumps(asdict(plan.request)))
+            stored = {**json.loads(json.dumps(asdict(type(plan.request)()))), **(old.get("request") or {})}
+            if stored != wanted:
+                raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new "
+                                    f"run, or `flashbed run --resume {run_id}` to finish that one")
+        else:
+            store.write_manifest(manifest_for(plan, labs, run_id))
+        todo = [c for c in plan.cells if not store.finished(c.key)]
+        done = len(plan.cells) - len(todo)
+        print(f"run {run_id}: {len(plan.cells)} cells, {done} already finished, {len(todo)} to run; "
+              f"results in {store.root}", file=stream, flush=True)
+        progress = Progress(len(todo), "cells", stream=stream)
+
+        def finished(spec: CellSpec, result: CellResult) -> str:
+            store.write(result)
+            return result.headline if result.ok else f"{result.status.upper()} {result.headline}"
+
+        if todo:
+            task = functools.partial(cell_task, labs=labs, root=store.root,
+                                     provenance={"flashbed_version": __version__, "run_id": run_id})
+            executor.run(task, todo, lambda spec: spec.key.id, finished, progress)
+        return list(store.results())

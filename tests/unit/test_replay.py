@@ -1,0 +1,83 @@
+"""Every study's parse() and a whole plan -> cell -> store -> report pass, on guest
+results recorded from real lab runs (tests/replay.py): no kernel, no emulator."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from tests.replay import DATA, REQUESTS
+
+from flashbed.execute import execute
+from flashbed.executors import LocalExecutor
+from flashbed.lab.replay import ReplayLab, ReplayLabs, cell_dir
+from flashbed.plan import make_plan
+from flashbed.store import RunStore
+from flashbed.studies import STUDIES
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replay")
+    runs = []
+    for i, req in enumerate(REQUESTS):
+        plan = make_plan(req)
+        store = RunStore(root / f"run{i}")
+        execute(plan, store, ReplayLabs(DATA), LocalExecutor(2), stream=io.StringIO())
+        runs.append((plan, store))
+    return runs
+
+
+def comparable(cell: dict) -> dict:
+    """A cell result without what differs between two runs of the same guest output
+    (wall times, where the logs are, the run's provenance)."""
+    def strip(x):
+        if isinstance(x, dict):
+            return {k: strip(v) for k, v in x.items() if k != "console"}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+    return strip({k: v for k, v in cell.items() if k not in ("seconds", "provenance", "logs")})
+
+
+def test_every_study_has_a_recording():
+    assert {c.key.study for req in REQUESTS for c in make_plan(req).cells} == set(STUDIES)
+
+
+def test_each_cell_reads_as_it_did_in_the_real_lab(replayed):
+    for plan, store in replayed:
+        for spec in plan.cells:
+            got = json.loads(store.cell_path(spec.key).read_text())
+            want = json.loads((cell_dir(DATA, spec) / "cell.json").read_text())
+            assert comparable(got) == comparable(want), spec.key.id
+            assert got["measurements"] or got["status"] != "ok", spec.key.id
+
+
+def test_a_replayed_cell_keeps_its_provenance(replayed):
+    plan, store = replayed[0]
+    r = store.load(plan.cells[0].key)
+    assert r.provenance["kernel"] == json.loads((DATA / "manifest.json").read_text())["kernel"]["release"]
+    assert r.provenance["params"]["size"] == 16 << 20  # bandwidth, as requested
+
+
+def test_a_replay_refuses_steps_it_did_not_record(tmp_path):
+    from flashbed.errors import FlashbedError
+    from flashbed.lab.uml import BootSpec, Step
+    spec = make_plan(REQUESTS[0]).cells[0]
+    with pytest.raises(FlashbedError, match="record it again"):
+        ReplayLab(cell_dir(DATA, spec)).boot(BootSpec(run_dir=tmp_path, steps=(Step("other", "true"),)))
+
+
+def test_a_replayed_run_makes_a_report(replayed):
+    from flashbed.report import write_report
+    from flashbed.report.units import slug
+    plan, store = replayed[0]
+    s = json.loads(write_report(store.root).summary.read_text())
+    assert s["missing_studies"] == []
+    dev = plan.cells[0].key.device
+    for study in STUDIES:
+        assert slug("tab", dev, study) in s["tables"], study
+    assert s["studies"]["powercut"]["cells"] == {"ok": 1}
+    assert {r["study"] for r in s["results"]} == set(STUDIES)
