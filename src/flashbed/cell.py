@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from .devices.session import open_session
 from .errors import FlashbedError
+from .lab.guest.protocol import Call
 from .lab.labs import Lab, LabFactory
 from .lab.uml import BootResult, BootSpec
 from .results import CellResult
@@ -52,17 +53,17 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
             kill = threading.Event()
 
             def host(call: str, args: dict) -> Any:
-                if call == "reset-stats":
+                if call == Call.RESET_STATS:
                     return dev.reset_stats()
-                if call == "stats":
+                if call == Call.STATS:
                     snap = dev.stats()
                     if snap is not None:
                         phases[args.get("phase", "workload")] = snap
                     return snap
-                if call == "cut-power":
+                if call == Call.CUT_POWER:
                     cut()
                     return None
-                if call == "cut-power-in":
+                if call == Call.CUT_POWER_IN:
                     # a power cut at a chosen moment of the workload that follows
                     timer = threading.Timer(float(args["seconds"]), cut)
                     timer.daemon = True

@@ -3,11 +3,12 @@ import json
 import subprocess
 import sys
 
+from flashbed.lab.guest.protocol import PROTOCOL_VERSION
 from flashbed.lab.uml import AGENT
 
 
 def run_agent(tmp_path, steps):
-    (tmp_path / "steps.json").write_text(json.dumps({"steps": steps}))
+    (tmp_path / "steps.json").write_text(json.dumps({"protocol": PROTOCOL_VERSION, "steps": steps}))
     out = subprocess.run([sys.executable, "-S", "-I", str(AGENT), str(tmp_path)],
                          capture_output=True, text=True, timeout=60)
     assert "FLASHBED-AGENT READY" in out.stdout
@@ -46,3 +47,11 @@ def test_missing_steps_file_still_leaves_a_result(tmp_path):
     r = json.loads((tmp_path / "result.json").read_text())
     assert r["status"] == "agent-error" and "steps.json" in r["error"]
     assert out.returncode == 0
+
+
+def test_steps_of_another_protocol_version_are_refused(tmp_path):
+    (tmp_path / "steps.json").write_text(json.dumps({"protocol": PROTOCOL_VERSION + 1,
+                                                     "steps": [{"name": "a", "cmd": "true"}]}))
+    subprocess.run([sys.executable, "-S", "-I", str(AGENT), str(tmp_path)], capture_output=True, timeout=60)
+    r = json.loads((tmp_path / "result.json").read_text())
+    assert r["status"] == "agent-error" and "protocol" in r["error"] and r["steps"] == []

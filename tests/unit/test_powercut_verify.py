@@ -6,10 +6,17 @@ from pathlib import Path
 import pytest
 
 from flashbed.studies.powercut import PCWORK
+from flashbed.studies.corruption import CORRUPTION_GUEST
 
-spec = importlib.util.spec_from_file_location("pcwork", PCWORK)
-pcwork = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(pcwork)
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+pcwork = _load("pcwork", PCWORK)
+corruption = _load("corruption_guest", CORRUPTION_GUEST)
 
 SEED = 11
 
@@ -148,15 +155,15 @@ def test_workload_is_deterministic_for_a_seed(tmp_path):
 
 
 def test_corruption_file_classes():
-    want = pcwork.content(1, "c0000", 1, 3 * 4096)
-    c = pcwork.classify_file
+    want = corruption.content(1, "c0000", 1, 3 * 4096)
+    c = corruption.classify_file
     assert c(want, "", want) == "intact"
     assert c(None, "EIO", want) == "io-error"
     assert c(None, "", want) == "missing"
     assert c(want[:4096], "", want) == "truncated"
     assert c(want[:4096] + b"\x00" * 4096 + want[8192:], "", want) == "zeroed"
     assert c(b"\x00" + want[1:], "", want) == "silently-corrupted"
-    old = pcwork.content(1, "c0000", 0, 3 * 4096)
+    old = corruption.content(1, "c0000", 0, 3 * 4096)
     assert c(old, "", want, (old,)) == "stale"
 
 

@@ -14,13 +14,14 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus, StepStatus
+from .guest.protocol import HostAnswer, HostCall, Step, steps_file
 from .kernel import KernelInfo, ensure_kernel
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
@@ -54,20 +55,6 @@ def _die_with_parent() -> None:
     # writing into the log directory of a cell the next run redoes
     import ctypes
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-@dataclass(frozen=True)
-class Step:
-    """One shell command the agent runs in the guest, or (with `host`) a call
-    the guest makes to the host, answered by the handler given to boot()."""
-
-    name: str
-    cmd: str = ""
-    timeout: float = 60.0
-    may_fail: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    host: str = ""
-    args: dict[str, Any] = field(default_factory=dict)
 
 
 HostHandler = Callable[[str, dict], Any]
@@ -206,7 +193,7 @@ def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
     result_path = run_dir / "result.json"
     result_path.unlink(missing_ok=True)
     shutil.rmtree(run_dir / "host-calls", ignore_errors=True)
-    (run_dir / "steps.json").write_text(json.dumps({"steps": [asdict(s) for s in spec.steps]}, indent=1))
+    (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps), indent=1))
 
     console_path = run_dir / "console.log"
     env = dict(os.environ)
@@ -281,14 +268,14 @@ def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.
                 continue
             answered.add(req.name)
             try:
-                call = json.loads(req.read_text())
+                call = HostCall.from_json(json.loads(req.read_text()))
                 if handler is None:
-                    raise FlashbedError(f"no host handler for '{call['call']}'")
-                answer = {"ok": True, "data": handler(call["call"], call.get("args", {}))}
+                    raise FlashbedError(f"no host handler for '{call.call}'")
+                answer = HostAnswer(ok=True, data=handler(call.call, call.args))
             except Exception as e:  # the guest gets the error; the cell decides
-                answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
             tmp = req.with_suffix(".resp.tmp")
-            tmp.write_text(json.dumps(answer))
+            tmp.write_text(json.dumps(answer.to_json()))
             os.replace(tmp, req.with_suffix(".resp"))
 
 

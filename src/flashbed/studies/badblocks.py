@@ -36,17 +36,19 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
-from ..lab.uml import BootResult, Nandsim, Step
+from ..lab.uml import GUEST_DIR, BootResult, Nandsim, Step
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
-from .base import MNT, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
+from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
-from .corruption import DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
-from .powercut import PCW, RUN
+from .corruption import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
+
+BB = f"{PY} {shlex.quote(str(GUEST_DIR / 'badblocks.py'))}"  # this study's own guest side (dust)
 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
@@ -165,8 +167,8 @@ class BadBlocks(Study):
                  timeout=60),
             *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), DM))],
             *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
-            Step("write", f"{PCW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
-            Step("place", f"{PCW} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
+            Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
+            Step("place", f"{BB} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
                           f"--file-blocks {p.file_blocks} "
                           f"--random-blocks {p.random_blocks} > {RUN}/dust.json; "
                           f"rc=$?; cat {RUN}/dust.json; exit $rc", timeout=120),
@@ -176,7 +178,7 @@ class BadBlocks(Study):
             Step("kmsg-clear", "dmesg -C", timeout=30, may_fail=True),
             *[Step(f"mount-bad{j}" if j else "mount-bad", c, timeout=t, may_fail=True)
               for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
-            Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
+            Step("inspect", f"mountpoint -q {MNT} && {CW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
                  may_fail=True),
             Step("umount-bad", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
                  may_fail=True),
@@ -184,7 +186,7 @@ class BadBlocks(Study):
             Step("dm-remove", f"{DMSETUP} remove {DUST_NAME}", timeout=60, may_fail=True),
             *[Step(f"remount{j}" if j else "remount", c, timeout=t, may_fail=True)
               for j, c in enumerate(v.mount_cmds(MNT))],
-            Step("inspect-after", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}",
+            Step("inspect-after", f"mountpoint -q {MNT} && {CW} inspect {MNT}/bb {RUN}/bb.json {files}",
                  timeout=t, may_fail=True),
             Step("umount2", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
                  may_fail=True),
@@ -204,11 +206,11 @@ class BadBlocks(Study):
         return [
             *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(v.make_cmds())],
             *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(mount)],
-            Step("write", f"{PCW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600, may_fail=True),
+            Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600, may_fail=True),
             Step("umount", f"umount {MNT}", timeout=t, may_fail=True),
             *[Step(f"reattach{j}", c, timeout=t, may_fail=True) for j, c in enumerate(remount)],
             *[Step(f"mount-bad{j}" if j else "mount-bad", c, timeout=t, may_fail=True) for j, c in enumerate(mount)],
-            Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
+            Step("inspect", f"mountpoint -q {MNT} && {CW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
                  may_fail=True),
             Step("umount-bad", f"! mountpoint -q {MNT} || umount {MNT}", timeout=t, may_fail=True),
             Step("kmsg", "dmesg", timeout=30, may_fail=True),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from ..devices.presets import Device
+from ..lab.guest.protocol import Call
 from ..lab.uml import AGENT, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
 from ..status import CellStatus
@@ -24,6 +25,7 @@ GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"
 TOOL = f"{PY} {shlex.quote(str(GUEST_TOOL))}"
 MNT = "/mnt"
+RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 MB = 1_000_000
 MiB = 1 << 20
 
@@ -170,12 +172,12 @@ def drop_caches(name: str = "drop-caches") -> Step:
 
 
 def stats_reset(phase: str = "workload") -> Step:
-    return Step(f"stats-reset-{phase}", host="reset-stats", args={"phase": phase})
+    return Step(f"stats-reset-{phase}", host=Call.RESET_STATS, args={"phase": phase})
 
 
 def stats_take(phase: str = "workload") -> Step:
     # sync first: what the page cache still holds has not reached the device
-    return Step(f"stats-{phase}", host="stats", args={"phase": phase})
+    return Step(f"stats-{phase}", host=Call.STATS, args={"phase": phase})
 
 
 def step_json(res: BootResult, name: str) -> dict[str, Any] | None:

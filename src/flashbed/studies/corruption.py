@@ -31,16 +31,20 @@ Outcomes per case ("<mode> <workload>", plus " drop" for drop_writes), metric
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.uml import BootResult, Step
+from ..lab.uml import GUEST_DIR, BootResult, Step
 from ..results import Measurement
 from ..status import CellStatus, FileState, IterationOutcome
 from ..variants import FsVariant
-from .base import MB, MNT, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MB, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
-from .powercut import PCW, RUN
+
+# this study's guest side (badblocks writes and inspects its files with it too)
+CORRUPTION_GUEST = GUEST_DIR / "corruption.py"
+CW = f"{PY} {shlex.quote(str(CORRUPTION_GUEST))}"
 
 DM_NAME = "fbflakey"
 DM = f"/dev/mapper/{DM_NAME}"
@@ -209,14 +213,14 @@ class Corruption(Study):
                 *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT)))],
                 Step("arm", f"{DMSETUP} reload {DM_NAME} --table \"{table}\" && {DMSETUP} resume {DM_NAME}",
                      timeout=60),
-                Step("work", f"{PCW} cwork {MNT}/cw {RUN}/cwork.json {files} --duration {duration} "
+                Step("work", f"{CW} cwork {MNT}/cw {RUN}/cwork.json {files} --duration {duration} "
                              f"--round {float(p.round_seconds)}", timeout=duration + 600, may_fail=True),
                 *[Step(f"umount{j}" if j else "umount", c, timeout=t, may_fail=True)
                   for j, c in enumerate(v.umount_cmds(MNT))],
                 Step("dm-remove", f"{DMSETUP} remove {DM_NAME}", timeout=60, may_fail=True),
                 *[Step(f"remount{j}" if j else "remount", c, timeout=t, may_fail=True)
                   for j, c in enumerate(v.mount_cmds(MNT))],
-                Step("inspect", f"mountpoint -q {MNT} && {PCW} inspect {MNT}/cw {RUN}/cwork.json {files}",
+                Step("inspect", f"mountpoint -q {MNT} && {CW} inspect {MNT}/cw {RUN}/cwork.json {files}",
                      timeout=t + size * count / 1e6, may_fail=True),
                 Step("umount2", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
                      may_fail=True),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..lab.guest.protocol import Call
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
     umount
@@ -63,7 +64,7 @@ class Mount(Study):
         first += [
             Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
                  timeout=600),
-            Step("cut-power", host="cut-power"),  # the lab is killed here
+            Step("cut-power", host=Call.CUT_POWER),  # the lab is killed here
         ]
         return [first, mount(v, "mount-unclean") + umount(v, "umount-unclean")]
 

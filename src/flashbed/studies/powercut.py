@@ -4,7 +4,7 @@ recover, and check every file against the log of what was acknowledged.
 Block devices, per iteration k (two lab boots):
   boot 2k   : mount the filesystem the previous iteration left (or make a new
               one when it was left unusable, or too full), run the workload
-              (pcwork work), which asks the host to cut power cut_at[k] s after
+              (guest powercut.py work), which asks the host to cut power cut_at[k] s after
               its own start, until the cut.
               The emulator drops what was not durable (cache, torn programs,
               per its preset); a plain file only loses the lab's page cache.
@@ -68,15 +68,15 @@ from typing import Any
 
 from .. import filesystems as fscat
 from ..lab.guest import guestlib
-from ..lab.uml import AGENT, BootResult, Step
-from ..status import BootStatus, CellStatus, FsckResult, MountState, Phase, PowerCutClass, StepStatus
+from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
+from ..lab.uml import GUEST_DIR, BootResult, Step
+from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
-from .base import MNT, PY, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
 
-PCWORK = AGENT.parent / "pcwork.py"
+PCWORK = GUEST_DIR / "powercut.py"  # this study's guest side
 PCW = f"{PY} {shlex.quote(str(PCWORK))}"
-RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 WORKDIR = f"{MNT}/pc"
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 MODES = ("sync", "async")
@@ -126,8 +126,8 @@ def case_variant(v: FsVariant, mode: str) -> FsVariant:
     return v
 
 
-def _j(obj: Any) -> str:
-    return shlex.quote(json.dumps(obj, separators=(",", ":")))
+def _j(msg: Any) -> str:
+    return shlex.quote(msg.arg())
 
 
 # --- classification (host side, pure: unit-tested with fake facts) ------------------------
@@ -140,10 +140,11 @@ def cut_hit_workload(w: BootResult) -> bool:
     return bool(s is not None and s.status is StepStatus.FAILED and re.search(r"Errno (5|30)\]", s.stderr))
 
 
-def mount_state(facts: dict, fstype: str) -> MountState:
-    m1 = facts.get("mount1")
+def mount_state(facts: RecoverFacts | dict, fstype: str) -> MountState:
+    facts = RecoverFacts.from_json(facts)
+    m1 = facts.run("mount1")
     if not m1:
-        return MountState.HANG if facts.get("hang") else MountState.FAILED
+        return MountState.HANG if facts.hang else MountState.FAILED
     status = StepStatus.coerce(m1.get("status"))
     if status is not None and status.is_hang:
         return MountState.HANG
@@ -151,7 +152,7 @@ def mount_state(facts: dict, fstype: str) -> MountState:
         return MountState.FAILED
     if m1.get("ro"):
         return MountState.READ_ONLY
-    msgs = "\n".join(m1.get("kmsg", []) + facts.get("mount1-attach", {}).get("kmsg", []))
+    msgs = "\n".join(m1.get("kmsg", []) + facts.run("mount1-attach").get("kmsg", []))
     if re.search(RECOVERY.get(fstype, r"[Rr]ecover|replay"), msgs, re.MULTILINE):
         return MountState.RECOVERY
     if re.search(DIRTY, msgs):
@@ -159,49 +160,51 @@ def mount_state(facts: dict, fstype: str) -> MountState:
     return MountState.OK
 
 
-def classify(facts: dict | None, *, cut: bool, recover_status: str | None = StepStatus.OK,
+def classify(facts: RecoverFacts | dict | None, *, cut: bool, recover_status: str | None = StepStatus.OK,
              boot_status: str | None = BootStatus.DONE, fstype: str = "") -> tuple[PowerCutClass, str]:
     """(class, reason) of one iteration from the recovery's facts; a status None
     (or "missing") means the recovery step or boot never happened."""
+    facts = RecoverFacts.from_json(facts)
     rstatus = StepStatus.coerce(recover_status)
     if not cut:
         return PowerCutClass.ERROR, "no power cut happened (the workload failed or ended before it)"
-    if (rstatus is not None and rstatus.is_hang) or (facts or {}).get("hang"):
-        return PowerCutClass.HANG, (facts or {}).get("hang") or f"recovery step {recover_status}"
+    if (rstatus is not None and rstatus.is_hang) or (facts and facts.hang):
+        return PowerCutClass.HANG, (facts and facts.hang) or f"recovery step {recover_status}"
     if boot_status == BootStatus.CRASH:
         return PowerCutClass.CRASH, "the lab kernel died during the recovery"
-    if not facts or facts.get("phase") != Phase.DONE:
+    if not facts or not facts.done:
         return (PowerCutClass.ERROR, "the recovery left no facts" if not facts
-                else f"recovery stopped at {facts.get('phase')}")
-    fsck = FsckResult(facts["fsck"]["result"]) if facts.get("fsck", {}).get("result") else None
-    if not facts.get("mounted"):
+                else f"recovery stopped at {facts.phase}")
+    fsck = facts.fsck_result
+    if not facts.mounted:
         return PowerCutClass.UNMOUNTABLE, "mount failed" + (" after the repair" if fsck not in (None, FsckResult.NA)
                                                             else "")
-    v = facts.get("verify", {})
+    v = facts.verify or {}
     if v.get("n_loss"):
         return PowerCutClass.DATA_LOSS, "; ".join(v.get("loss", [])[:3])
     if v.get("n_garbage"):
         return PowerCutClass.GARBAGE, "; ".join(v.get("garbage", [])[:3])
-    m_used = facts.get(facts.get("verified_by", "mount1"), {})
+    m_used = facts.run(facts.verified_by or "mount1")
     if m_used.get("ro") or v.get("ro_after") or v.get("probe") == "EROFS":
         return PowerCutClass.READ_ONLY, "mounted or turned read-only"
     if fsck is FsckResult.FAILED:
         return PowerCutClass.FSCK_FAILED, "checker found damage its repair did not fix"
-    if fsck is FsckResult.FIXED or facts.get("verified_by") == "mount2":
+    if fsck is FsckResult.FIXED or facts.verified_by == "mount2":
         return PowerCutClass.FSCK_FIXED, "checker found and fixed damage"
     if mount_state(facts, fstype) is MountState.RECOVERY:
         return PowerCutClass.RECOVERED, "journal/log replayed at mount"
     return PowerCutClass.CLEAN, ""
 
 
-def recovery_seconds(facts: dict | None) -> float | None:
+def recovery_seconds(facts: RecoverFacts | dict | None) -> float | None:
     """Mount (and attach) + check (+ repair, + second mount) after a cut; None if it never mounted."""
-    if not facts or not facts.get("mounted"):
+    facts = RecoverFacts.from_json(facts)
+    if not facts or not facts.mounted:
         return None
     total = 0.0
     for tag in ("mount1-attach", "mount1", "mount2-attach", "mount2"):
-        total += float(facts.get(tag, {}).get("seconds") or 0.0)
-    total += float(facts.get("fsck", {}).get("seconds") or 0.0)
+        total += float(facts.run(tag).get("seconds") or 0.0)
+    total += float((facts.fsck or {}).get("seconds") or 0.0)
     return total
 
 
@@ -302,7 +305,7 @@ class PowerCut(Study):
         return cut_points(spec.seed, self._n(spec), float(p.cut_min), float(p.cut_max))
 
     def _work(self, spec: CellSpec, k: int, log: str, stop_after: float, cut_in: float | None = None,
-              prepare: dict | None = None) -> str:
+              prepare: PrepareSpec | None = None) -> str:
         p = spec.params
         return (f"{PCW} work {WORKDIR}/{k} {log} --seed {work_seed(spec.seed, k)} "
                 f"--max-bytes {self._max_bytes(spec)} "
@@ -314,23 +317,23 @@ class PowerCut(Study):
         mb = spec.params.max_bytes
         return spec.device.capacity // 8 if mb is None else mb
 
-    def _space(self, spec: CellSpec, v: FsVariant) -> dict:
-        """A reused filesystem with less free space than twice the workload's live
-        data is made afresh (the workload must never meet ENOSPC)."""
-        return {"mnt": MNT, "umount": v.umount_cmds(MNT), "min_free": 2 * self._max_bytes(spec)}
+    def _prepare(self, spec: CellSpec, v: FsVariant, previous: str | None, mkfs: list[str]) -> PrepareSpec:
+        """Mount the filesystem again, or make it; a reused filesystem with less free
+        space than twice the workload's live data is made afresh (the workload must
+        never meet ENOSPC)."""
+        return PrepareSpec(previous=previous, mkfs=mkfs, mount=v.mount_cmds(MNT),
+                           timeout=max(float(spec.params.step_timeout), 600.0), mnt=MNT, umount=v.umount_cmds(MNT),
+                           min_free=2 * self._max_bytes(spec))
 
-    def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> dict:
+    def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> RecoverSpec:
         base = v.base
-        t = float(spec.params.step_timeout)
-        return {"mnt": MNT, "dir": f"{WORKDIR}/{k}", "log": log, "out": out, "timeout": t,
-                "fsck_timeout": float(spec.params.fsck_timeout),
-                "mount": v.mount_cmds(MNT), "umount": v.umount_cmds(MNT),
-                "check": v.check_cmd(), "repair": v.repair_cmd(),
-                "clean": list(base.check_clean), "fixed": list(base.repair_fixed),
-                "sabotage": spec.params.sabotage}
+        return RecoverSpec(mnt=MNT, dir=f"{WORKDIR}/{k}", log=log, out=out, timeout=float(spec.params.step_timeout),
+                           fsck_timeout=float(spec.params.fsck_timeout), mount=v.mount_cmds(MNT),
+                           umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
+                           clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=spec.params.sabotage)
 
-    def _recover_timeout(self, rs: dict) -> float:
-        return 6 * rs["timeout"] + 2 * rs["fsck_timeout"] + 120
+    def _recover_timeout(self, rs: RecoverSpec) -> float:
+        return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         if spec.variant.media == "mtd":
@@ -339,8 +342,7 @@ class PowerCut(Study):
         t = float(spec.params.step_timeout)
         boots = []
         for k, cut in enumerate(self.cuts(spec)):
-            prep = {"previous": f"{RUN}/previous.json" if k else None, "mkfs": v.make_cmds(),
-                    "mount": v.mount_cmds(MNT), "timeout": max(t, 600.0), **self._space(spec, v)}
+            prep = self._prepare(spec, v, f"{RUN}/previous.json" if k else None, v.make_cmds())
             # one step: mount (or make) the filesystem, then the workload, which asks for the
             # cut itself ("cut-power-in" host call) once it has started, so the cut lands
             # cut_at[k] s into it whatever the start-up took
@@ -371,21 +373,18 @@ class PowerCut(Study):
             make = [fscat.ubi_detach_cmd() + " 2>/dev/null || true", *v.make_cmds()]
         else:
             make = v.make_cmds()
-        mount_cmd = v.mount_cmds(MNT)
         for k, n in enumerate(self.cuts(spec)):
             log, out = f"{RUN}/pclog{k}.jsonl", f"{RUN}/pc-recover{k}.json"
-            prep = {"previous": f"{RUN}/pc-recover{k - 1}.json" if k else None, "mkfs": make, "mount": mount_cmd,
-                    "timeout": max(t, 600.0), **self._space(spec, v)}
+            prep = self._prepare(spec, v, f"{RUN}/pc-recover{k - 1}.json" if k else None, make)
             steps.append(Step(f"prepare{k}", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60,
                               may_fail=True))
             if fs.fstype != "ubifs":
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
-                snap = {"work": self._work(spec, k, log, n + 60), "work_log": f"{RUN}/work{k}.log", "cut": n,
-                        "mtd": v.device_path(), "snapshot": "/tmp/flash.snap", "umount": v.umount_cmds(MNT),
-                        "timeout": t}
+                snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
+                                   mtd=v.device_path(), snapshot="/tmp/flash.snap", umount=v.umount_cmds(MNT),
+                                   timeout=t)
                 steps.append(Step(f"work{k}", f"{PCW} snapcut {_j(snap)}", timeout=n + 3 * t + 60, may_fail=True))
-                rs = self._recover_spec(spec, v, k, log, out)
-                rs.update(check=None, repair=None)
+                rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
                 steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
                                   may_fail=True))
                 continue
@@ -394,16 +393,17 @@ class PowerCut(Study):
                                           f"echo {n} > {UBI_DBG}/tst_emulate_power_cut_max && "
                                           f"echo 3 > {UBI_DBG}/tst_emulate_power_cut", timeout=60, may_fail=True))
             steps.append(Step(f"work{k}", self._work(spec, k, log, 60), timeout=120, may_fail=True))
-            rs = self._recover_spec(spec, v, k, log, out)
-            rs.update(teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[v.ubi_attach_cmd()],
-                      check=None, repair=None)
+            rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out),
+                                     teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[v.ubi_attach_cmd()],
+                                     check=None, repair=None)
             steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
                               may_fail=True))
         return steps
 
     # -- reading ---------------------------------------------------------------------
-    def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[dict | None, StepStatus | None]:
-        """The recovery's facts and its step's status (None: the step never ran)."""
+    def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[RecoverFacts | None, StepStatus | None]:
+        """The recovery's facts (its step's stdout, else the file it kept writing) and
+        its step's status (None: the step never ran)."""
         if res is None:
             return None, None
         s = res.step(step)
@@ -419,7 +419,7 @@ class PowerCut(Study):
             except ValueError:
                 facts = None
         status = s.status if s is not None else (StepStatus.HANG if res.status.is_hang else None)
-        return facts, status
+        return RecoverFacts.from_json(facts), status
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         cuts = self.cuts(spec)
@@ -452,22 +452,22 @@ class PowerCut(Study):
                 ws = w.step("work")
                 detail = (ws.stderr or ws.stdout).strip().splitlines()[-1:] if ws else [w.error]
                 why += f": {w.status} {' '.join(detail)}"[:300]
-            f = facts or {}
+            f = facts or RecoverFacts()
+            v = f.verify or {}
             rec = {"k": k, "cut_at": cut_at, "class": cls, "why": why[:300],
                    "mount": mount_state(f, fstype) if cut and facts else None,
-                   "fsck": f.get("fsck", {}).get("result"),
+                   "fsck": (f.fsck or {}).get("result"),
                    "recovery": recovery_seconds(facts) if cls is not PowerCutClass.HANG else None,
-                   "acks": f.get("verify", {}).get("acks"), "ops": f.get("verify", {}).get("ops"),
-                   "ok": f.get("verify", {}).get("ok")}
+                   "acks": v.get("acks"), "ops": v.get("ops"), "ok": v.get("ok")}
             if raw:
-                rec["attach"] = f.get("mount1-attach", {}).get("seconds") if f.get("mounted") else None
-                rec["mount_seconds"] = f.get("mount1", {}).get("seconds") if f.get("mounted") else None
+                rec["attach"] = f.run("mount1-attach").get("seconds") if f.mounted else None
+                rec["mount_seconds"] = f.run("mount1").get("seconds") if f.mounted else None
             if not raw and cut:
                 rec.update(ack_timing(boot_dir(run_dir, 2 * k)))
             if cls.keeps_console and res is not None:
                 rec["console"] = res.console_log  # the kernel's own account of the hang
-            if f.get("sabotaged") is not None or "sabotaged" in f:
-                rec["sabotaged"] = f.get("sabotaged")
+            if f.sabotaged is not None:
+                rec["sabotaged"] = f.sabotaged
             records.append(rec)
         case = spec.params.mode
         meas = summarize(case, records)

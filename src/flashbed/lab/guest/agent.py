@@ -1,9 +1,10 @@
 """flashbed guest agent: runs inside the lab kernel as the last stage of init.
 
-Reads `steps.json` from the shared run directory, runs each step as a shell
-command with its own timeout, timing it with CLOCK_MONOTONIC, and rewrites
-`result.json` atomically after every step so that a killed lab still leaves
-everything that finished. Then powers the lab kernel off.
+Reads `steps.json` from the shared run directory (protocol.Step, checked for the
+protocol's version), runs each step as a shell command with its own timeout,
+timing it with CLOCK_MONOTONIC, or asks the host (protocol.HostCall), and
+rewrites `result.json` atomically after every step so that a killed lab still
+leaves everything that finished. Then powers the lab kernel off.
 
 Standard library only: it runs on the host's Debian python3 with -S -I, and
 must not import flashbed (the guest sees the host's files, not its venv).
@@ -21,7 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now  # noqa: E402
-from protocol import AgentStatus, StepStatus  # noqa: E402
+from protocol import AgentStatus, HostAnswer, HostCall, Step, StepStatus, read_steps  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
@@ -38,46 +39,39 @@ def tail(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def host_call(step: dict, run_dir: str, seq: int) -> dict:
+def host_call(step: Step, run_dir: str, seq: int) -> dict:
     """Ask the host to do something (e.g. sample the emulator's statistics).
 
     The request is a file in the shared run directory; the host answers with a
     response file. The answer becomes the step's stdout (JSON).
     """
-    calls = os.path.join(run_dir, "host-calls")
-    os.makedirs(calls, exist_ok=True)
-    req = os.path.join(calls, f"{seq:04d}.req")
-    resp = os.path.join(calls, f"{seq:04d}.resp")
     started = now()
-    write_json_atomic(req, {"call": step["host"], "args": step.get("args", {})})
-    deadline = started + float(step.get("timeout", 60))
+    resp = guestlib.post_call(run_dir, f"{seq:04d}", HostCall(step.host, step.args))
+    deadline = started + float(step.timeout)
     while not os.path.exists(resp):
         if now() > deadline:
-            return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"],
-                    "status": StepStatus.TIMEOUT,
+            return {"name": step.name, "cmd": "host:" + step.host, "status": StepStatus.TIMEOUT,
                     "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
                     "stdout": "", "stderr": "host did not answer"}
         time.sleep(0.005)
     with open(resp) as f:
-        answer = json.load(f)
-    ok = answer.get("ok", False)
-    return {"name": step.get("name", step["host"]), "cmd": "host:" + step["host"],
-            "status": StepStatus.OK if ok else StepStatus.FAILED,
-            "rc": 0 if ok else 1, "seconds": round(now() - started, 6), "started": round(started, 6),
-            "stdout": json.dumps(answer.get("data")), "stderr": answer.get("error", "")}
+        answer = HostAnswer.from_json(json.load(f))
+    return {"name": step.name, "cmd": "host:" + step.host,
+            "status": StepStatus.OK if answer.ok else StepStatus.FAILED,
+            "rc": 0 if answer.ok else 1, "seconds": round(now() - started, 6), "started": round(started, 6),
+            "stdout": json.dumps(answer.data), "stderr": answer.error}
 
 
-def run_step(step: dict, run_dir: str) -> dict:
+def run_step(step: Step, run_dir: str) -> dict:
     env = dict(os.environ)
     env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                 "LC_ALL": "C.UTF-8"})
-    env.update({k: str(v) for k, v in step.get("env", {}).items()})
+    env.update({k: str(v) for k, v in step.env.items()})
     started = now()
-    status, rc, out, err, elapsed = guestlib.run_shell(step["cmd"], float(step.get("timeout", 60)),
-                                                       cwd=step.get("cwd", run_dir), env=env)
+    status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
     return {
-        "name": step.get("name", step["cmd"][:40]),
-        "cmd": step["cmd"],
+        "name": step.name,
+        "cmd": step.cmd,
         "status": status,
         "rc": rc,
         "seconds": round(elapsed, 6),
@@ -93,16 +87,16 @@ def main() -> int:
     result = {"schema": SCHEMA, "status": AgentStatus.RUNNING, "steps": [], "uname": os.uname().release}
     try:
         with open(os.path.join(run_dir, "steps.json")) as f:
-            plan = json.load(f)
+            steps = read_steps(json.load(f))
         print(f"FLASHBED-AGENT READY {now():.6f}", flush=True)
         result["ready_monotonic"] = now()
         write_json_atomic(result_path, result)
-        for seq, step in enumerate(plan["steps"]):
-            print(f"FLASHBED-AGENT STEP {step.get('name', '')}", flush=True)
-            rec = host_call(step, run_dir, seq) if step.get("host") else run_step(step, run_dir)
+        for seq, step in enumerate(steps):
+            print(f"FLASHBED-AGENT STEP {step.name}", flush=True)
+            rec = host_call(step, run_dir, seq) if step.host else run_step(step, run_dir)
             result["steps"].append(rec)
             write_json_atomic(result_path, result)
-            ended = AgentStatus.after(StepStatus(rec["status"]), step.get("may_fail", False))
+            ended = AgentStatus.after(StepStatus(rec["status"]), step.may_fail)
             if ended is not None:
                 result["status"] = ended
                 break

@@ -1,6 +1,8 @@
-"""What the guest programs (agent.py, pcwork.py) share: the clock, atomic JSON
-files and JSON-lines logs on the shared run directory, and a shell command with
-a time limit. The host reads the logs with the same code.
+"""What the guest programs (agent.py and the failure studies' powercut.py,
+corruption.py, badblocks.py) share: the clock, atomic JSON files and JSON-lines
+logs on the shared run directory, commands with a time limit, the seeded file
+content the workloads write and the checks read back, and what the kernel says
+about a mount. The host reads the logs with the same code.
 
 Standard library only, like them: the guest sees the host's files, not
 flashbed's environment. They run as `python3 -S -I`, which leaves their own
@@ -9,16 +11,22 @@ directory off sys.path, so each puts it back before importing this.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import random
 import signal
 import subprocess
 import time
 
 if __package__:  # on the host, as flashbed.lab.guest.guestlib
-    from .protocol import StepStatus
+    from .protocol import HostCall, StepStatus
 else:  # in the guest, from this directory
-    from protocol import StepStatus
+    from protocol import HostCall, StepStatus
+
+BLOCK = 4096
+CHUNK = 64 * 1024
+LIST_LIMIT = 20  # problems listed per kind in a verdict
 
 
 def now() -> float:
@@ -33,6 +41,16 @@ def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def post_call(run_dir: str, name: str, call: HostCall) -> str:
+    """Ask the host to do something: a request file in the shared run directory's
+    host-calls/ (the host answers in <name>.resp). Returns the answer's path."""
+    calls = os.path.join(run_dir, "host-calls")
+    os.makedirs(calls, exist_ok=True)
+    req = os.path.join(calls, f"{name}.req")
+    write_json_atomic(req, call.to_json())
+    return os.path.join(calls, f"{name}.resp")
 
 
 def read_log(path: str) -> list[dict]:
@@ -81,3 +99,77 @@ def run_shell(cmd: str, timeout: float, cwd: str | None = None,
     if status.ok and proc.returncode != 0:
         status = StepStatus.FAILED
     return status, proc.returncode, out, err, now() - started
+
+
+# --- files and commands the failure studies share -----------------------------------
+
+def content(seed: int, name: str, ver: int, size: int) -> bytes:
+    """The bytes version `ver` of `name` adds (deterministic: the verifier regenerates them)."""
+    return random.Random(f"{seed}/{name}/{ver}").randbytes(size)
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(path: str, data: bytes, flags: int, do_fsync: bool) -> None:
+    fd = os.open(path, flags, 0o644)
+    try:
+        for off in range(0, len(data), CHUNK):
+            os.write(fd, data[off:off + CHUNK])
+        if do_fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str) -> tuple[bytes | None, str]:
+    try:
+        with open(path, "rb") as f:
+            return f.read(), ""
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, errno.errorcode.get(e.errno, str(e.errno))
+
+
+def run(cmd: str, timeout: float) -> dict:
+    """A shell command with a limit; a command that cannot be killed is a hang."""
+    status, rc, out, err, seconds = run_shell(cmd, timeout)
+    return {"cmd": cmd, "status": status, "rc": rc, "seconds": round(seconds, 6),
+            "out": (out + err).decode("utf-8", "replace")[-4000:]}
+
+
+def mount_options(mnt: str) -> list[str] | None:
+    """The options /mnt is mounted with now (the last mount on it), None if not mounted."""
+    opts = None
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 3 and parts[1] == mnt:
+                    opts = parts[3].split(",")
+    except OSError:
+        pass
+    return opts
+
+
+def probe_write(mnt: str) -> str:
+    """'ok', or the errno name a small synced write gets (EROFS: read-only)."""
+    path = os.path.join(mnt, ".pcprobe")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"probe")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.unlink(path)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+

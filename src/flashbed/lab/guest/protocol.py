@@ -13,7 +13,11 @@ cell results) they are the same plain strings as ever.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 # bumped when a message changes shape; the agent refuses a steps.json of another version
 PROTOCOL_VERSION = 1
@@ -115,3 +119,170 @@ class FileState(StrEnum):
     def reported(self) -> "FileState":
         """The outcome a study counts it as: stale data is silent corruption."""
         return FileState.SILENTLY_CORRUPTED if self is FileState.STALE else self
+
+
+class Call(StrEnum):
+    """Host calls: what a guest step (or a guest program) asks the host to do."""
+
+    RESET_STATS = "reset-stats"  # start a workload phase's device statistics
+    STATS = "stats"  # the phase's statistics (args: phase)
+    CUT_POWER = "cut-power"  # now: the lab is killed
+    CUT_POWER_IN = "cut-power-in"  # after args.seconds, timed from the request (a workload asks for its own cut)
+
+
+# --- messages ---------------------------------------------------------------------------
+
+class Message:
+    """A dataclass that travels as JSON: `to_json()` and `from_json()` (unknown keys
+    ignored, missing ones at their defaults, so either side may be a version ahead
+    in what it adds)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def arg(self) -> str:
+        """As one command-line argument (compact JSON; the caller shell-quotes it)."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Step(Message):
+    """One shell command the agent runs in the guest, or (with `host`) a call
+    the guest makes to the host, answered by the handler given to the lab."""
+
+    name: str
+    cmd: str = ""
+    timeout: float = 60.0
+    may_fail: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    host: str = ""  # a Call
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+def steps_file(steps: "list[Step] | tuple[Step, ...]") -> dict[str, Any]:
+    """steps.json: what the host asks of one boot."""
+    return {"protocol": PROTOCOL_VERSION, "steps": [s.to_json() for s in steps]}
+
+
+def read_steps(data: dict[str, Any]) -> "list[Step]":
+    """The steps of a steps.json, or ValueError naming the version it was written for."""
+    if data.get("protocol") != PROTOCOL_VERSION:
+        raise ValueError(f"steps.json is for protocol {data.get('protocol')}, this agent speaks {PROTOCOL_VERSION}")
+    return [Step.from_json(s) for s in data["steps"]]
+
+
+@dataclass(frozen=True)
+class HostCall(Message):
+    call: str  # a Call
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HostAnswer(Message):
+    ok: bool
+    data: Any = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class PrepareSpec(Message):
+    """Before a power-cut workload: mount the filesystem the previous recovery left,
+    or make a new one (when it left it unusable, or too full)."""
+
+    mkfs: list[str]
+    mount: list[str]
+    timeout: float
+    previous: str | None = None  # the previous recovery's facts file (None: first iteration)
+    mnt: str = "/mnt"
+    umount: list[str] = field(default_factory=list)
+    min_free: int = 0  # bytes; less free space than this: make it afresh
+
+
+@dataclass(frozen=True)
+class RecoverSpec(Message):
+    """After a power cut: mount (timed), verify against the workload's log, unmount,
+    check (and repair), and mount and verify again when the first mount failed."""
+
+    mnt: str
+    dir: str  # the workload's directory
+    log: str  # its log of intents and acknowledgements
+    out: str  # where the facts go (written after every stage)
+    timeout: float
+    fsck_timeout: float
+    mount: list[str]
+    umount: list[str]
+    check: str | None = None
+    repair: str | None = None
+    clean: list[int] = field(default_factory=lambda: [0])  # checker exit codes: clean
+    fixed: list[int] = field(default_factory=list)  # repair exit codes: errors fixed
+    sabotage: bool = False  # corrupt an acknowledged file first (tests the verifier)
+    teardown: list[str] = field(default_factory=list)  # raw NAND: what is left of the cut-off stack
+    attach: list[str] = field(default_factory=list)  # raw NAND: UBI attach, timed apart
+
+
+@dataclass(frozen=True)
+class SnapcutSpec(Message):
+    """Raw NAND without a cut switch (JFFS2): run the workload, stop every writer at
+    the cut, dump the flash, unmount, erase and write the dump back."""
+
+    work: str  # the workload's shell command
+    work_log: str
+    cut: float  # seconds into the workload
+    mtd: str
+    snapshot: str
+    umount: list[str]
+    timeout: float
+    gc_prefix: str = "jffs2_gcd_mtd"
+
+
+@dataclass
+class RecoverFacts(Message):
+    """What a recovery found (pc-recover.json, and the recover step's stdout).
+
+    `runs` holds the timed commands by tag: mount1 (and mount1-attach on raw
+    NAND), umount1, and after a repair mount2, umount2; each a record with
+    status, rc, seconds, out, kmsg (the kernel's lines meanwhile) and, for a
+    mount, ro. In JSON the tags are top-level keys, as the host has always read them.
+    """
+
+    phase: str = Phase.START
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    teardown: list[dict[str, Any]] | None = None
+    verify: dict[str, Any] | None = None  # the verifier's verdict on the files
+    verified_by: str | None = None  # the mount tag the verdict was taken under
+    fsck: dict[str, Any] | None = None  # result (FsckResult), seconds, check, repair
+    mounted: bool | None = None
+    hang: str | None = None  # what did not return
+    sabotaged: str | None = None
+    reusable: bool | None = None  # the next iteration may mount it again
+
+    TAGS = ("mount1-attach", "mount1", "umount1", "mount2-attach", "mount2", "umount2")
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in dataclasses.asdict(self).items() if k != "runs" and v is not None}
+        return {**d, **self.runs}
+
+    @classmethod
+    def from_json(cls, data: "dict[str, Any] | RecoverFacts | None") -> "RecoverFacts | None":
+        if data is None or isinstance(data, RecoverFacts):
+            return data
+        names = {f.name for f in dataclasses.fields(cls)} - {"runs"}
+        return cls(runs={k: v for k, v in data.items() if k in cls.TAGS},
+                   **{k: v for k, v in data.items() if k in names})
+
+    def run(self, tag: str) -> dict[str, Any]:
+        return self.runs.get(tag) or {}
+
+    @property
+    def done(self) -> bool:
+        return self.phase == Phase.DONE
+
+    @property
+    def fsck_result(self) -> "FsckResult | None":
+        r = (self.fsck or {}).get("result")
+        return FsckResult(r) if r else None

@@ -1,13 +1,15 @@
-"""Guest side of the failure studies: a power-cut workload with a durable log
-of what it was told was durable, the verifier that checks a filesystem against
-that log after the cut, and the recovery sequence (mount, verify, unmount,
-check, repair) timed step by step.
+"""Guest side of the `powercut` study: a workload with a durable log of what it
+was told was durable, the verifier that checks a filesystem against that log
+after the cut, and the recovery sequence (mount, verify, unmount, check,
+repair) timed step by step. The host builds the commands (studies/powercut.py);
+their JSON arguments are the protocol's PrepareSpec, RecoverSpec, SnapcutSpec,
+and the recovery prints RecoverFacts.
 
-Standard library only: it runs as `/usr/bin/python3 -S -I pcwork.py ...`
+Standard library only: it runs as `/usr/bin/python3 -S -I powercut.py ...`
 inside the lab, and the host's unit tests import it for the verifier.
 
   work DIR LOG --seed S [--max-bytes B] [--max-files N] [--max-file B] [--stop-after T] [--cut-in X]
-       [--prepare SPEC_JSON]
+       [--prepare PREPARE_SPEC]
       Write, append, replace and delete files in DIR until killed (a power
       cut), logging every operation to LOG (on the shared run directory, i.e.
       outside the device under test): an intent before it, an ack once fsync
@@ -15,23 +17,14 @@ inside the lab, and the host's unit tests import it for the verifier.
       host before the operation it announces starts.
   verify DIR LOG          Check DIR against LOG; print the verdict as JSON.
   sabotage DIR LOG        Corrupt one acknowledged file on purpose (tests the verifier).
-  prepare SPEC_JSON       Mount the filesystem again, or make a new one when the
+  prepare PREPARE_SPEC    Mount the filesystem again, or make a new one when the
                           previous recovery says it cannot be reused.
-  recover SPEC_JSON       After a cut: mount, verify, unmount, check/repair, and if
+  recover RECOVER_SPEC    After a cut: mount, verify, unmount, check/repair, and if
                           the first mount failed, mount and verify again. Prints
                           the facts as JSON (the host classifies them).
-  snapcut SPEC_JSON       Raw NAND without a cut switch (JFFS2): run the workload, stop
+  snapcut SNAPCUT_SPEC    Raw NAND without a cut switch (JFFS2): run the workload, stop
                           every writer at the cut moment, dump the flash, unmount,
                           erase and write the dump back.
-  cwork DIR STATE --count N --size B --seed S --duration T --round R
-                          Corruption study: rewrite N files of B bytes, then sync, in
-                          rounds for T seconds; STATE says what each file should hold.
-  dust DIR TARGET --sectors N --seed S [--file-blocks K] [--random-blocks R]
-                          Badblocks study: add seeded bad blocks (some under DIR's files,
-                          found with FIEMAP) to dm-dust TARGET.
-  inspect DIR STATE --count N --size B --seed S
-                          Per file: intact / zeroed / truncated / io-error / stale /
-                          silently-corrupted / missing.
 
 Durability rules the verifier applies (a file is checked as a whole):
   * acknowledged data must be intact: an acked file has exactly its acked
@@ -47,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import errno
 import json
 import math
@@ -58,21 +52,19 @@ import subprocess
 import sys
 import time
 
-# run as `python3 -S -I`: this directory is not on sys.path by itself
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import guestlib  # noqa: E402
-from guestlib import now, read_log, write_json_atomic  # noqa: E402
-from protocol import FileState, FsckResult, Phase, StepStatus, Verdict  # noqa: E402
+if __package__:  # on the host, as flashbed.lab.guest.powercut
+    from .guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
+                           read_file, read_log, run, write_all, write_json_atomic)
+    from .protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
+                           StepStatus, Verdict)
+else:  # in the guest: this directory is not on sys.path by itself (-S -I)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
+                          read_file, read_log, run, write_all, write_json_atomic)
+    from protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
+                          StepStatus, Verdict)
 
-BLOCK = 4096
-CHUNK = 64 * 1024
 DELETED = "deleted"
-LIST_LIMIT = 20  # problems listed per kind in a verdict
-
-
-def content(seed: int, name: str, ver: int, size: int) -> bytes:
-    """The bytes version `ver` of `name` adds (deterministic: the verifier regenerates them)."""
-    return random.Random(f"{seed}/{name}/{ver}").randbytes(size)
 
 
 # --- the durable log ------------------------------------------------------------------
@@ -108,39 +100,16 @@ class Log:
 
 # --- the workload ---------------------------------------------------------------------
 
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_all(path: str, data: bytes, flags: int, do_fsync: bool) -> None:
-    fd = os.open(path, flags, 0o644)
-    try:
-        for off in range(0, len(data), CHUNK):
-            os.write(fd, data[off:off + CHUNK])
-        if do_fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def request_cut(seconds: float) -> None:
-    """Ask the host to cut power `seconds` from now: a host call like the agent's
-    (a request file in the shared run directory's host-calls/), made here so the
-    cut is timed from the workload's own start, whatever the lab's start-up took."""
-    calls = os.path.join(os.environ.get("FLASHBED_RUN", "."), "host-calls")
-    os.makedirs(calls, exist_ok=True)
-    req = os.path.join(calls, "9000-cut.req")
-    write_json_atomic(req + ".new", {"call": "cut-power-in", "args": {"seconds": seconds}})
-    os.replace(req + ".new", req)
+    """Ask the host to cut power `seconds` from now: a host call like the agent's,
+    made here so the cut is timed from the workload's own start, whatever the
+    lab's start-up took. Nobody waits for the answer: the power goes."""
+    post_call(os.environ.get("FLASHBED_RUN", "."), "9000-cut", HostCall(Call.CUT_POWER_IN, {"seconds": seconds}))
 
 
 def work(args: argparse.Namespace) -> int:
     if args.prepare:  # mount (or make) the filesystem first, in the same process: one start-up less
-        rec = prepare_fs(json.loads(args.prepare))
+        rec = prepare_fs(PrepareSpec.from_json(json.loads(args.prepare)))
         print(json.dumps({"prepare": rec}), flush=True)
         if rec.get("failed"):
             print(f"prepare failed: {rec['failed']}", file=sys.stderr)
@@ -379,16 +348,6 @@ def judge(fm: FileModel, actual: bytes | None, err: str = "") -> tuple[str, str]
     return Verdict.GARBAGE, f"unknown operation {op}"
 
 
-def read_file(path: str) -> tuple[bytes | None, str]:
-    try:
-        with open(path, "rb") as f:
-            return f.read(), ""
-    except FileNotFoundError:
-        return None, ""
-    except OSError as e:
-        return None, errno.errorcode.get(e.errno, str(e.errno))
-
-
 def verify_dir(d: str, recs: list[dict]) -> dict:
     head, files = build_model(recs)
     out = {"begun": head["begun"], "ops": head["ops"], "acks": head["acks"], "checked": 0, "acked_files": 0,
@@ -458,17 +417,10 @@ def sabotage(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- commands with limits, kernel messages --------------------------------------------
+# --- recovery after a cut --------------------------------------------------------------
 
 class Hang(Exception):
     pass
-
-
-def run(cmd: str, timeout: float) -> dict:
-    """A shell command with a limit; a command that cannot be killed is a hang."""
-    status, rc, out, err, seconds = guestlib.run_shell(cmd, timeout)
-    return {"cmd": cmd, "status": status, "rc": rc, "seconds": round(seconds, 6),
-            "out": (out + err).decode("utf-8", "replace")[-4000:]}
 
 
 class Kmsg:
@@ -499,48 +451,10 @@ class Kmsg:
         return lines[-200:]
 
 
-def mount_options(mnt: str) -> list[str] | None:
-    """The options /mnt is mounted with now (the last mount on it), None if not mounted."""
-    opts = None
-    try:
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 3 and parts[1] == mnt:
-                    opts = parts[3].split(",")
-    except OSError:
-        pass
-    return opts
-
-
-def probe_write(mnt: str) -> str:
-    """'ok', or the errno name a small synced write gets (EROFS: read-only)."""
-    path = os.path.join(mnt, ".pcprobe")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, b"probe")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.unlink(path)
-        return "ok"
-    except OSError as e:
-        return errno.errorcode.get(e.errno, str(e.errno))
-
-
-# --- recovery after a cut --------------------------------------------------------------
-
-def _save(path: str | None, facts: dict) -> None:
-    if not path:
-        return
-    path = os.path.expandvars(path)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(facts, f)
-        f.flush()
-        os.fsync(f.fileno())  # the lab may be killed next (a hang): the host must have it
-    os.replace(tmp, path)
+def _save(path: str | None, facts: RecoverFacts) -> None:
+    # synced: the lab may be killed next (a hang), and the host must have what was found
+    if path:
+        write_json_atomic(os.path.expandvars(path), facts.to_json())
 
 
 def run_all(cmds: list[str], timeout: float) -> dict:
@@ -555,127 +469,120 @@ def run_all(cmds: list[str], timeout: float) -> dict:
     return rec
 
 
-def mount_and_verify(spec: dict, facts: dict, tag: str, kmsg: Kmsg) -> bool:
+def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kmsg) -> bool:
     """Mount, note read-only and kernel messages, verify; True if it was mounted."""
-    mnt = spec["mnt"]
     kmsg.take()
-    if spec.get("attach"):  # raw NAND: UBI attach, timed apart from the mount
-        a = run_all(spec["attach"], spec["timeout"])
+    if spec.attach:  # raw NAND: UBI attach, timed apart from the mount
+        a = run_all(spec.attach, spec.timeout)
         a["kmsg"] = kmsg.take()
-        facts[tag + "-attach"] = a
-        _save(spec.get("out"), facts)
+        facts.runs[tag + "-attach"] = a
+        _save(spec.out, facts)
         if a["status"].is_hang:
             raise Hang(f"{tag}: attach did not return")
         if not a["status"].ok:
-            facts[tag] = {"status": StepStatus.FAILED, "rc": None, "seconds": 0.0, "out": "attach failed",
-                          "kmsg": []}
+            facts.runs[tag] = {"status": StepStatus.FAILED, "rc": None, "seconds": 0.0, "out": "attach failed",
+                               "kmsg": []}
             return False
-    m = run_all(spec["mount"], spec["timeout"])
+    m = run_all(spec.mount, spec.timeout)
     m["kmsg"] = kmsg.take()
-    facts[tag] = m
-    _save(spec.get("out"), facts)
+    facts.runs[tag] = m
+    _save(spec.out, facts)
     if m["status"].is_hang:
         raise Hang(f"{tag}: mount did not return")
     if not m["status"].ok:
         return False
-    opts = mount_options(mnt) or []
-    m["ro"] = "ro" in opts
-    if spec.get("sabotage"):
-        facts["sabotaged"] = sabotage_dir(spec["dir"], read_log(spec["log"]))
-    facts["phase"] = Phase.verifying(tag)
-    _save(spec.get("out"), facts)
+    m["ro"] = "ro" in (mount_options(spec.mnt) or [])
+    if spec.sabotage:
+        facts.sabotaged = sabotage_dir(spec.dir, read_log(spec.log)) or ""  # "": no file to sabotage
+    facts.phase = Phase.verifying(tag)
+    _save(spec.out, facts)
     t = now()
-    v = verify_dir(spec["dir"], read_log(spec["log"]))
+    v = verify_dir(spec.dir, read_log(spec.log))
     v["seconds"] = round(now() - t, 6)
-    v["probe"] = probe_write(mnt) if not m["ro"] else "EROFS"
+    v["probe"] = probe_write(spec.mnt) if not m["ro"] else "EROFS"
     v["kmsg"] = kmsg.take()
-    opts = mount_options(mnt) or []
-    v["ro_after"] = "ro" in opts
-    facts["verify"] = v
-    facts["verified_by"] = tag
-    _save(spec.get("out"), facts)
-    u = run_all(spec["umount"], spec["timeout"])
+    v["ro_after"] = "ro" in (mount_options(spec.mnt) or [])
+    facts.verify = v
+    facts.verified_by = tag
+    _save(spec.out, facts)
+    u = run_all(spec.umount, spec.timeout)
     u["kmsg"] = kmsg.take()
-    facts["u" + tag] = u
-    _save(spec.get("out"), facts)
+    facts.runs["u" + tag] = u
+    _save(spec.out, facts)
     if u["status"].is_hang:
         raise Hang(f"u{tag}: umount did not return")
     return True
 
 
-def recover_facts(spec: dict) -> dict:
-    facts: dict = {"phase": Phase.START}
-    for key in ("log", "dir", "out"):
-        if spec.get(key):
-            spec[key] = os.path.expandvars(spec[key])
+def recover_facts(spec: RecoverSpec) -> RecoverFacts:
+    facts = RecoverFacts()
+    spec = dataclasses.replace(spec, **{k: os.path.expandvars(getattr(spec, k)) for k in ("log", "dir", "out")})
     kmsg = Kmsg()
     try:
-        if spec.get("teardown"):  # raw NAND: what is left of the cut-off stack goes first
-            facts["teardown"] = [run(c, spec["timeout"]) for c in spec["teardown"]]
-            if any(r["status"].is_hang for r in facts["teardown"]):
+        if spec.teardown:  # raw NAND: what is left of the cut-off stack goes first
+            facts.teardown = [run(c, spec.timeout) for c in spec.teardown]
+            if any(r["status"].is_hang for r in facts.teardown):
                 raise Hang("teardown after the cut did not return")
         mounted = mount_and_verify(spec, facts, "mount1", kmsg)
-        if spec.get("check"):
-            facts["phase"] = Phase.FSCK
-            _save(spec.get("out"), facts)
-            c = run(spec["check"], spec["fsck_timeout"])
+        if spec.check:
+            facts.phase = Phase.FSCK
+            _save(spec.out, facts)
+            c = run(spec.check, spec.fsck_timeout)
             fsck = {"check": c, "seconds": c["seconds"]}
             if c["status"].is_hang:
-                facts["fsck"] = fsck
+                facts.fsck = fsck
                 raise Hang("fsck did not return")
-            if c["rc"] in spec["clean"] and c["status"].returned:
+            if c["rc"] in spec.clean and c["status"].returned:
                 fsck["result"] = FsckResult.CLEAN
-            elif spec.get("repair"):
-                r = run(spec["repair"], spec["fsck_timeout"])
+            elif spec.repair:
+                r = run(spec.repair, spec.fsck_timeout)
                 fsck["repair"] = r
                 fsck["seconds"] = round(c["seconds"] + r["seconds"], 6)
                 if r["status"].is_hang:
-                    facts["fsck"] = fsck
+                    facts.fsck = fsck
                     raise Hang("repair did not return")
-                fsck["result"] = (FsckResult.FIXED if r["rc"] in spec["fixed"] or r["rc"] in spec["clean"]
-                                  else FsckResult.FAILED)
+                fsck["result"] = FsckResult.FIXED if r["rc"] in spec.fixed or r["rc"] in spec.clean \
+                    else FsckResult.FAILED
             else:
                 fsck["result"] = FsckResult.FAILED
-            facts["fsck"] = fsck
-            _save(spec.get("out"), facts)
+            facts.fsck = fsck
+            _save(spec.out, facts)
             if not mounted:
                 mounted = mount_and_verify(spec, facts, "mount2", kmsg)
         else:
-            facts["fsck"] = {"result": FsckResult.NA, "seconds": 0.0}
-        facts["mounted"] = mounted
-        facts["phase"] = Phase.DONE
+            facts.fsck = {"result": FsckResult.NA, "seconds": 0.0}
+        facts.mounted = mounted
+        facts.phase = Phase.DONE
     except Hang as e:
-        facts["hang"] = str(e)
-        facts["phase"] = Phase.HANG
-    facts["reusable"] = bool(facts.get("phase") == Phase.DONE and facts.get("mounted")
-                             and facts.get("fsck", {}).get("result") != FsckResult.FAILED
-                             and not facts.get("verify", {}).get("n_loss")
-                             and not facts.get("verify", {}).get("n_garbage"))
-    _save(spec.get("out"), facts)
+        facts.hang = str(e)
+        facts.phase = Phase.HANG
+    v = facts.verify or {}
+    facts.reusable = bool(facts.done and facts.mounted and facts.fsck_result is not FsckResult.FAILED
+                          and not v.get("n_loss") and not v.get("n_garbage"))
+    _save(spec.out, facts)
     return facts
 
 
 def recover(args: argparse.Namespace) -> int:
-    spec = json.loads(args.spec)
-    facts = recover_facts(spec)
-    print(json.dumps(facts))
+    facts = recover_facts(RecoverSpec.from_json(json.loads(args.spec)))
+    print(json.dumps(facts.to_json()))
     sys.stdout.flush()
-    if facts.get("hang"):
+    if facts.hang:
         os._exit(3)  # a child stuck in the kernel must not hold us
     return 0
 
 
 def prepare(args: argparse.Namespace) -> int:
-    rec = prepare_fs(json.loads(args.spec))
+    rec = prepare_fs(PrepareSpec.from_json(json.loads(args.spec)))
     print(json.dumps(rec))
     return 1 if rec.get("failed") else 0
 
 
-def prepare_fs(spec: dict) -> dict:
+def prepare_fs(spec: PrepareSpec) -> dict:
     """Mount the filesystem the previous recovery left, or make a new one."""
     fresh = True
     reason = "first iteration"
-    prev = os.path.expandvars(spec["previous"]) if spec.get("previous") else None
+    prev = os.path.expandvars(spec.previous) if spec.previous else None
     if prev:
         try:
             with open(prev) as f:
@@ -686,188 +593,27 @@ def prepare_fs(spec: dict) -> dict:
             reason = "previous recovery left no verdict"
     rec = {"fresh": fresh, "reason": reason}
     if not fresh:
-        m = run_all(spec["mount"], spec["timeout"])
+        m = run_all(spec.mount, spec.timeout)
         rec["mount"] = m
         if not m["status"].ok:
             fresh, rec["fresh"], rec["reason"] = True, True, "remount failed"
-        elif spec.get("min_free"):
+        elif spec.min_free:
             # a filesystem that ages across iterations must not run the workload out of
             # space (nilfs2 keeps its recent checkpoints): start afresh before it does
-            st = os.statvfs(spec["mnt"])
+            st = os.statvfs(spec.mnt)
             free = st.f_bavail * st.f_frsize
             rec["free"] = free
-            if free < spec["min_free"]:
+            if free < spec.min_free:
                 fresh, rec["fresh"], rec["reason"] = True, True, f"only {free >> 20} MiB free"
-                rec["umount"] = run_all(spec["umount"], spec["timeout"])
+                rec["umount"] = run_all(spec.umount, spec.timeout)
     if fresh:
         for key in ("mkfs", "mount"):
-            r = run_all(spec[key], spec["timeout"])
+            r = run_all(getattr(spec, key), spec.timeout)
             rec[key] = r
             if not r["status"].ok:
                 rec["failed"] = f"{key}: {r['out'].strip()[-200:]}"
                 break
     return rec
-
-
-# --- corruption study: files rewritten in rounds, inspected afterwards ---------------------
-
-def cwork(args: argparse.Namespace) -> int:
-    """Rewrite COUNT files of SIZE bytes, then sync, round after round, for DURATION
-    seconds (a round starts at most every ROUND seconds); each round's content
-    differs, so an old round's bytes are told apart from the last one's."""
-    os.makedirs(args.dir, exist_ok=True)
-    state = {"rounds": 0, "last": {}, "attempted": {}, "errors": [], "ro": False, "sync_seconds": []}
-    t0 = now()
-    r = 0
-    while not state["errors"]:
-        r += 1
-        start = now()
-        for i in range(args.count):
-            name = f"c{i:04d}"
-            state["attempted"][name] = r
-            try:
-                write_all(os.path.join(args.dir, name), content(args.seed, name, r, args.size),
-                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC, False)
-                state["last"][name] = r
-            except OSError as e:
-                state["errors"].append(f"round {r} {name}: {errno.errorcode.get(e.errno, e.errno)}")
-                state["ro"] = e.errno == errno.EROFS
-                break
-        t = now()
-        os.sync()
-        state["sync_seconds"].append(round(now() - t, 6))
-        state["rounds"] = r
-        write_json_atomic(args.state, state)
-        if now() - t0 >= args.duration:
-            break
-        time.sleep(max(0.0, start + args.round - now()))
-    state["seconds"] = round(now() - t0, 6)
-    write_json_atomic(args.state, state)
-    print(json.dumps({k: v for k, v in state.items() if k not in ("last", "attempted", "sync_seconds")}))
-    return 0
-
-
-def classify_file(actual: bytes | None, err: str, want: bytes, older: tuple = ()) -> FileState:
-    """intact / io-error / missing / truncated / zeroed / stale (an older round's
-    bytes) / silently-corrupted (other bytes, and no error said so)."""
-    if err:
-        return FileState.IO_ERROR
-    if actual is None:
-        return FileState.MISSING
-    if actual == want:
-        return FileState.INTACT
-    if len(actual) < len(want):
-        return FileState.TRUNCATED
-    if any(actual == o for o in older):
-        return FileState.STALE
-    for o in range(0, len(actual), BLOCK):
-        a = actual[o:o + BLOCK]
-        if a != want[o:o + BLOCK] and a.count(0) == len(a):
-            return FileState.ZEROED
-    return FileState.SILENTLY_CORRUPTED
-
-
-def inspect(args: argparse.Namespace) -> int:
-    try:
-        with open(args.state) as f:
-            state = json.load(f)
-    except (OSError, ValueError):
-        state = {"attempted": {}}
-    counts: dict[str, int] = {}
-    detail = []
-    for i in range(args.count):
-        name = f"c{i:04d}"
-        r = state["attempted"].get(name)
-        if r is None:
-            continue  # never written: nothing to expect
-        actual, err = read_file(os.path.join(args.dir, name))
-        older = ()
-        if actual is not None and len(actual) == args.size:
-            older = tuple(content(args.seed, name, k, args.size) for k in range(max(1, r - 3), r))
-        c = classify_file(actual, err, content(args.seed, name, r, args.size), older)
-        counts[c] = counts.get(c, 0) + 1
-        if c is not FileState.INTACT and len(detail) < LIST_LIMIT:
-            detail.append(f"{name}: {c}{' ' + err if err else ''}")
-    opts = mount_options(args.mnt) or []
-    ro = "ro" in opts
-    print(json.dumps({"counts": counts, "detail": detail, "ro": ro,
-                      "probe": "EROFS" if ro else probe_write(args.mnt)}))
-    return 0
-
-
-# --- badblocks study: where files live, bad blocks under them -----------------------------
-
-FS_IOC_FIEMAP = 0xC020660B
-
-
-def extents(path: str, max_extents: int = 256) -> list[tuple[int, int]]:
-    """(physical byte offset, length) of a file's data: FIEMAP, else FIBMAP; [] if neither works."""
-    import fcntl
-    import struct
-    head = struct.pack("=QQIIII", 0, 2 ** 64 - 1, 1, 0, max_extents, 0)  # FIEMAP_FLAG_SYNC
-    buf = bytearray(head + b"\0" * (56 * max_extents))
-    try:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            fcntl.ioctl(fd, FS_IOC_FIEMAP, buf)
-        finally:
-            os.close(fd)
-    except OSError:
-        return fibmap_extents(path)
-    n = struct.unpack_from("=I", buf, 20)[0]
-    out = []
-    for i in range(n):
-        _logical, phys, length = struct.unpack_from("=QQQ", buf, 32 + 56 * i)
-        out.append((phys, length))
-    return out or fibmap_extents(path)
-
-
-FIBMAP, FIGETBSZ = 1, 2
-
-
-def fibmap_extents(path: str) -> list[tuple[int, int]]:
-    """Block by block with FIBMAP, for filesystems without FIEMAP (FAT)."""
-    import fcntl
-    import struct
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return []
-    try:
-        bsz = struct.unpack("i", fcntl.ioctl(fd, FIGETBSZ, struct.pack("i", 0)))[0]
-        nblocks = (os.fstat(fd).st_size + bsz - 1) // bsz
-        out = []
-        for i in range(nblocks):
-            b = struct.unpack("i", fcntl.ioctl(fd, FIBMAP, struct.pack("i", i)))[0]
-            if b:
-                out.append((b * bsz, bsz))
-        return out
-    except OSError:
-        return []
-    finally:
-        os.close(fd)
-
-
-def dust(args: argparse.Namespace) -> int:
-    """Pick bad blocks (seeded): some under the files' data, some anywhere in the
-    used part of the device; hand them to dm-dust (enabling it is the caller's)."""
-    rng = random.Random(args.seed)
-    data_blocks = set()
-    for name in sorted(os.listdir(args.dir)):
-        for phys, length in extents(os.path.join(args.dir, name)):
-            data_blocks.update(range(phys // BLOCK, (phys + length + BLOCK - 1) // BLOCK))
-    total = args.sectors * 512 // BLOCK
-    top = max(data_blocks) + 1 if data_blocks else total
-    picked = set(rng.sample(sorted(data_blocks), min(args.file_blocks, len(data_blocks))))
-    picked |= {rng.randrange(0, min(top, total)) for _ in range(args.random_blocks)}
-    for b in sorted(picked):
-        r = run(f"dmsetup message {args.target} 0 addbadblock {b}", 30)
-        if not r["status"].ok:
-            print(json.dumps({"error": r["out"][-300:], "block": b}))
-            return 1
-    print(json.dumps({"blocks": sorted(picked), "under_files": len(picked & data_blocks),
-                      "file_blocks_known": len(data_blocks)}))
-    return 0
 
 
 # --- raw NAND without power-cut emulation (JFFS2): freeze, snapshot, restore ---------------
@@ -908,13 +654,13 @@ def snapcut(args: argparse.Namespace) -> int:
     starts), dump the flash, throw the filesystem away, erase the flash and write
     the dump back (erased pages left erased): the flash then holds the data it
     held at the cut."""
-    spec = json.loads(args.spec)
+    spec = SnapcutSpec.from_json(json.loads(args.spec))
     out: dict = {"cut": False}
-    with open(os.path.expandvars(spec["work_log"]), "wb") as log:
-        w = subprocess.Popen(["/bin/sh", "-c", spec["work"]], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+    with open(os.path.expandvars(spec.work_log), "wb") as log:
+        w = subprocess.Popen(["/bin/sh", "-c", spec.work], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
     try:
-        w.wait(timeout=spec["cut"])
+        w.wait(timeout=spec.cut)
         out["error"] = f"the workload ended (exit {w.returncode}) before the cut"
         print(json.dumps(out))
         return 1
@@ -928,15 +674,15 @@ def snapcut(args: argparse.Namespace) -> int:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/comm") as f:
-                    if f.read().startswith(spec.get("gc_prefix", "jffs2_gcd_mtd")):
+                    if f.read().startswith(spec.gc_prefix):
                         gcs.append(int(entry))
             except OSError:
                 pass
     out["gc"] = {str(pid): _stop(pid, 2.0) for pid in gcs}
-    snap = spec["snapshot"]
+    snap = spec.snapshot
     # data pages only: JFFS2 keeps nothing but clean markers in the OOB, and a block
     # without one is erased again at mount (part of its recovery)
-    d = run(f"nanddump -q -f {snap} {spec['mtd']}", spec["timeout"])
+    d = run(f"nanddump -q -f {snap} {spec.mtd}", spec.timeout)
     out["dump"] = {k: d[k] for k in ("status", "rc", "seconds")}
     out["cut"] = d["status"].ok
     os.killpg(w.pid, signal.SIGKILL)
@@ -946,8 +692,8 @@ def snapcut(args: argparse.Namespace) -> int:
         except ProcessLookupError:
             pass
     w.wait()
-    for c in spec["umount"]:
-        r = run(c, spec["timeout"])
+    for c in spec.umount:
+        r = run(c, spec.timeout)
         out.setdefault("umount", []).append(r["status"])
         if r["status"].is_hang:
             out["cut"] = False
@@ -956,8 +702,8 @@ def snapcut(args: argparse.Namespace) -> int:
             sys.stdout.flush()
             os._exit(3)
     if out["cut"]:
-        for c in (f"flash_erase -q {spec['mtd']} 0 0", f"nandwrite -q -k {spec['mtd']} {snap}"):
-            r = run(c, spec["timeout"])
+        for c in (f"flash_erase -q {spec.mtd} 0 0", f"nandwrite -q -k {spec.mtd} {snap}"):
+            r = run(c, spec.timeout)
             out.setdefault("restore", []).append({k: r[k] for k in ("cmd", "status", "rc", "out")})
             if not r["status"].ok:
                 out["cut"] = False
@@ -968,8 +714,9 @@ def snapcut(args: argparse.Namespace) -> int:
     return 0 if out["cut"] else 1
 
 
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="pcwork")
+    p = argparse.ArgumentParser(prog="powercut")
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("work")
     w.add_argument("dir")
@@ -980,36 +727,15 @@ def main(argv: list[str] | None = None) -> int:
     w.add_argument("--max-file", type=int, default=1 << 20)
     w.add_argument("--stop-after", type=float, default=600.0)
     w.add_argument("--cut-in", type=float, help="ask the host to cut power this many seconds after the start")
-    w.add_argument("--prepare", help="a prepare SPEC_JSON to run first")
+    w.add_argument("--prepare", help="a PrepareSpec (JSON) to run first")
     for name in ("verify", "sabotage"):
         s = sub.add_parser(name)
         s.add_argument("dir")
         s.add_argument("log")
-    for name in ("prepare", "recover"):
+    for name in ("prepare", "recover", "snapcut"):
         sub.add_parser(name).add_argument("spec")
-    for name in ("cwork", "inspect"):
-        s = sub.add_parser(name)
-        s.add_argument("dir")
-        s.add_argument("state")
-        s.add_argument("--count", type=int, required=True)
-        s.add_argument("--size", type=int, required=True)
-        s.add_argument("--seed", type=int, required=True)
-        if name == "cwork":
-            s.add_argument("--duration", type=float, default=10.0)
-            s.add_argument("--round", type=float, default=1.0)
-        else:
-            s.add_argument("--mnt", default="/mnt")
-    sub.add_parser("snapcut").add_argument("spec")
-    s = sub.add_parser("dust")
-    s.add_argument("dir")
-    s.add_argument("target")
-    s.add_argument("--sectors", type=int, required=True)
-    s.add_argument("--seed", type=int, required=True)
-    s.add_argument("--file-blocks", type=int, default=8)
-    s.add_argument("--random-blocks", type=int, default=32)
     args = p.parse_args(argv)
     return {"work": work, "verify": verify, "sabotage": sabotage, "prepare": prepare, "recover": recover,
-            "cwork": cwork, "inspect": inspect, "dust": dust,
             "snapcut": snapcut}[args.cmd](args)
 
 
