@@ -1,24 +1,16 @@
-"""Figures: matplotlib, rendered to inline SVG, deterministic for the same data.
+"""Charts of the report: what each study's results look like as figures.
 
-No pyplot (no global state, no display): each figure is a matplotlib Figure saved as
-SVG with a per-figure hash salt and SVG id (unique, stable element ids inside one HTML
-page) and no date. Text stays text (svg.fonttype none), so a figure is small and its
-words are searchable. Every figure carries its provenance footer (device preset,
-kernel, tool versions, profile, repeats) inside the SVG.
+Every chart is drawn with matplotlib through svg.py (deterministic inline SVG with
+its provenance footer). What a study gets is the study's own declaration
+(Study.figures, outcome_tables; studies/views.py), else a default for its shape.
 """
 
 from __future__ import annotations
 
-import io
 import math
-import re
-import textwrap
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable
 
-import matplotlib
-from matplotlib.figure import Figure as MplFigure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
@@ -29,25 +21,7 @@ from . import catalog, units
 from .doc import Figure
 from .load import RunData, Stat
 from .provenance import figure_footer
-
-_RC = {
-    "font.family": ["DejaVu Sans"],
-    "font.size": 8.5,
-    "axes.titlesize": 9,
-    "axes.labelsize": 8.5,
-    "xtick.labelsize": 7.5,
-    "ytick.labelsize": 7.5,
-    "legend.fontsize": 8,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "axes.grid.axis": "y",
-    "grid.alpha": 0.35,
-    "grid.linewidth": 0.6,
-    "axes.axisbelow": True,
-    "svg.fonttype": "none",
-    "figure.dpi": 72,
-}
+from .svg import finish, new_figure, wrap_label
 
 _FS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
               "#bcbd22", "#17becf", "#393b79", "#ad494a", "#637939", "#8c6d31", "#7b4173", "#3182bd"]
@@ -69,60 +43,12 @@ class Ctx:
     colors: dict[str, str]
 
 
-@contextmanager
-def _figure(width: float, height: float) -> Iterator[MplFigure]:
-    with matplotlib.rc_context(_RC):
-        fig = MplFigure(figsize=(width, height), layout="constrained")
-        yield fig
-
-
-def to_svg(fig: MplFigure, fig_id: str) -> str:
-    """The figure as an <svg> element: stable ids (salted by the figure id), no date."""
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": fig_id, "svg.id": f"{fig_id}-svg"}):
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    s = buf.getvalue()
-    s = s[s.index("<svg"):]
-    return _scope_ids(s, fig_id).strip() + "\n"
-
-
-_REF_RE = re.compile(r'(\bid="|xlink:href="#|\bhref="#|url\(#)([^")]+)')
-
-
-def _scope_ids(svg: str, fig_id: str) -> str:
-    """Prefix every element id (and reference to it) with the figure id: matplotlib names groups
-    'figure_1', 'axes_1', ... in every figure, and ids must be unique within one HTML page. Text
-    falls back to similar fonts where DejaVu Sans is not installed."""
-    root = f"{fig_id}-svg"
-
-    def sub(m: re.Match) -> str:
-        return m[0] if m[2] == root else f"{m[1]}{fig_id}--{m[2]}"
-    svg = _REF_RE.sub(sub, svg)
-    return svg.replace("font-family: 'DejaVu Sans'",
-                       "font-family: 'DejaVu Sans', Verdana, 'Liberation Sans', Arial, sans-serif")
-
-
-def _finish(ctx: Ctx, fig: MplFigure, fig_id: str, title: str, device: str, fss: list[str],
+def _finish(ctx: Ctx, fig, fig_id: str, title: str, device: str, fss: list[str],
             study: str | None, ns: list[int], legend_fss: list[str] | None = None,
             extra_handles: list | None = None) -> Figure:
     handles = [Patch(color=ctx.colors[f], label=f) for f in (legend_fss if legend_fss is not None else fss)]
     handles += extra_handles or []
-    if handles:
-        fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6), frameon=False)
-    footer = figure_footer(ctx.run, device, fss, study, ns)
-    wrapped = "\n".join(textwrap.fill(line, 150) for line in footer.split("\n"))
-    fig.supxlabel(wrapped, fontsize=6.5, color="#555555", ha="left", x=0.01)
-    svg = to_svg(fig, fig_id)
-    return Figure(id=fig_id, title=title, svg=svg, caption=footer.replace("\n", " · "))
-
-
-def _wrap_label(s: str, width: int = 12) -> str:
-    """Case labels wrap at spaces; filesystem names before '+' and '@' ('f2fs\n+discard')."""
-    if len(s) <= width:
-        return s
-    if " " not in s:
-        return re.sub(r"(?<=.)([+@])", r"\n\1", s)
-    return "\n".join(textwrap.wrap(s, width, break_long_words=False, break_on_hyphens=False))
+    return finish(fig, fig_id, title, handles, figure_footer(ctx.run, device, fss, study, ns))
 
 
 def _chunks(items: list[str]) -> list[list[str]]:
@@ -168,7 +94,7 @@ def _grouped_bars(ax, groups: list[str], series: list[str], colors: dict[str, st
         yerr = [lo, hi] if any(v > 0 for v in lo + hi) else None
         ax.bar(xs, hs, width * 0.95, color=colors[s], yerr=yerr,
                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "#222222"})
-    ax.set_xticks(range(len(groups)), [_wrap_label(g) for g in groups])
+    ax.set_xticks(range(len(groups)), [wrap_label(g) for g in groups])
     ax.set_xlim(-0.5, len(groups) - 0.5)
     if log:
         ax.set_yscale("log")
@@ -207,7 +133,7 @@ def bars_figure(ctx: Ctx, device: str, study: str, metrics: list[str], title: st
     width = min(11.0, max(6.0, 0.25 * len(fss) * min(len(cases), MAX_GROUPS_PER_ROW) + 2.5))
     ns: list[int] = []
     fig_id = units.slug("fig", device, study, kind)
-    with _figure(width, 2.3 * len(rows) + 1.1) as fig:
+    with new_figure(width, 2.3 * len(rows) + 1.1) as fig:
         axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
         for ax, (m, chunk) in zip(axes, rows):
             unit = run.unit(device, study, m)
@@ -232,7 +158,7 @@ def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: 
     nrow = math.ceil(len(metrics) / ncol)
     ns: list[int] = []
     fig_id = units.slug("fig", device, study, kind)
-    with _figure(min(11.0, 3.2 * ncol + 0.5), 2.4 * nrow + 1.1) as fig:
+    with new_figure(min(11.0, 3.2 * ncol + 0.5), 2.4 * nrow + 1.1) as fig:
         axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
         for ax, m in zip(axes, metrics):
             unit = run.unit(device, study, m)
@@ -269,7 +195,7 @@ def curve_figures(ctx: Ctx, device: str, study: str, spec: Curves) -> list[Figur
         fixed_txt = ", ".join(a.fixed.format(fixed[a.field]) for a in spec.axes if a is not axis)
         title = f"{spec.title} vs {axis.words} ({fixed_txt})"
         fig_id = units.slug("fig", device, study, f"vs-{axis.field}")
-        with _figure(min(11.0, 3.6 * len(panels) + 1.0), 2.5 * len(metrics) + 1.1) as fig:
+        with new_figure(min(11.0, 3.6 * len(panels) + 1.0), 2.5 * len(metrics) + 1.1) as fig:
             axes = fig.subplots(len(metrics), len(panels), squeeze=False, sharex=True)
             for r, m in enumerate(metrics):
                 unit = run.unit(device, study, m)
@@ -329,7 +255,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
             bi += 1
     ns: list[int] = []
     fig_id = units.slug("fig", device, study, key)
-    with _figure(min(11.0, 3.0 * len(cases) + 1.5), 3.4) as fig:
+    with new_figure(min(11.0, 3.0 * len(cases) + 1.5), 3.4) as fig:
         axes = fig.subplots(1, len(cases), squeeze=False)[0]
         for ax, case in zip(axes, cases):
             trans = blended_transform_factory(ax.transData, ax.transAxes)
@@ -352,7 +278,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
                     if fl:
                         ax.text(i, 0.02, fl[0].status, transform=trans, rotation=90, fontsize=7,
                                 color=FAIL_COLOR, ha="center", va="bottom")
-            ax.set_xticks(range(len(fss)), [_wrap_label(f, 10) for f in fss])
+            ax.set_xticks(range(len(fss)), [wrap_label(f, 10) for f in fss])
             ax.set_title(f"{case}")
             ax.set_ylabel("iterations (count)" if table.per_iteration else "outcomes (count)")
         handles = [Patch(color=colors[n], label=n) for n in order]
@@ -372,7 +298,7 @@ def wear_figure(ctx: Ctx, device: str) -> Figure | None:
     fss = sorted({fs for s in studies for fs in run.filesystems(device, s)}, key=units.natural_key)
     ns: list[int] = []
     fig_id = units.slug("fig", device, "wear")
-    with _figure(min(11.0, max(6.0, 0.22 * len(fss) * len(studies) + 2.5)), 2.4 * len(keys) + 1.1) as fig:
+    with new_figure(min(11.0, max(6.0, 0.22 * len(fss) * len(studies) + 2.5)), 2.4 * len(keys) + 1.1) as fig:
         axes = fig.subplots(len(keys), 1, squeeze=False)[:, 0]
         for ax, k in zip(axes, keys):
             ns += _grouped_bars(ax, studies, fss, ctx.colors,
@@ -400,7 +326,7 @@ def latency_figure(ctx: Ctx, device: str, study: str = "bandwidth") -> Figure | 
     ns: list[int] = []
     n = len(fss)
     fig_id = units.slug("fig", device, study, "latency")
-    with _figure(8.0, 0.28 * len(cases) * max(n, 2) / 2 + 1.6) as fig:
+    with new_figure(8.0, 0.28 * len(cases) * max(n, 2) / 2 + 1.6) as fig:
         ax = fig.subplots()
         ax.grid(True, axis="x", which="both", alpha=0.3)
         ax.grid(False, axis="y")
@@ -434,7 +360,7 @@ def ratio_figure(run: RunData, colors: dict[str, str], fig_id: str, title: str, 
     if not groups or not series:
         return None
     n = len(series)
-    with _figure(8.0, 0.22 * len(groups) * max(n, 2) / 1.6 + 1.6) as fig:
+    with new_figure(8.0, 0.22 * len(groups) * max(n, 2) / 1.6 + 1.6) as fig:
         ax = fig.subplots()
         ax.grid(True, axis="x", which="both", alpha=0.3)
         ax.grid(False, axis="y")
@@ -461,11 +387,7 @@ def ratio_figure(run: RunData, colors: dict[str, str], fig_id: str, title: str, 
         ax.set_yticks(range(len(groups)), groups)
         ax.invert_yaxis()
         ax.set_xlabel(xlabel)
-        fig.legend(handles=[Patch(color=colors[s], label=s) for s in series], loc="outside upper center",
-                   ncols=min(n, 5), frameon=False)
-        wrapped = "\n".join(textwrap.fill(line, 150) for line in footer.split("\n"))
-        fig.supxlabel(wrapped, fontsize=6.5, color="#555555", ha="left", x=0.01)
-        return Figure(id=fig_id, title=title, svg=to_svg(fig, fig_id), caption=footer.replace("\n", " · "))
+        return finish(fig, fig_id, title, [Patch(color=colors[s], label=s) for s in series], footer, ncols=5)
 
 
 def _spec_figures(ctx: Ctx, device: str, study: str, spec) -> list[Figure | None]:
