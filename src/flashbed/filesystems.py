@@ -35,6 +35,10 @@ class Filesystem:
     mount_opts: tuple[str, ...] = ()
     min_size: int = 16 * MiB
     description: str = ""
+    # kernel log lines of this filesystem (regex; default: its type), and those that say a
+    # mount replayed a journal or log (regex; default: any recover/replay)
+    log_prefix: str = ""
+    recovery_log: str = ""
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -59,48 +63,57 @@ class Filesystem:
         return shlex.join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
 
 
+EXT_RECOVERY = r"recovery complete|orphan|recovering journal"
+
 CATALOGUE: dict[str, Filesystem] = {
     f.name: f
     for f in [
         Filesystem("ext2", "block", "ext2", ("mkfs.ext2", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext2: no journal"),
+                   description="ext2: no journal", log_prefix=r"EXT2-fs"),
         Filesystem("ext3", "block", "ext3", ("mkfs.ext3", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext3: ext2 with a journal"),
+                   description="ext3: ext2 with a journal", log_prefix=r"EXT[34]-fs", recovery_log=EXT_RECOVERY),
         Filesystem("ext4", "block", "ext4", ("mkfs.ext4", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext4 with its default journal"),
+                   description="ext4 with its default journal", log_prefix=r"EXT4-fs", recovery_log=EXT_RECOVERY),
         Filesystem("ext4-nojournal", "block", "ext4", ("mkfs.ext4", "-F", "-q", "-O", "^has_journal"),
                    "e2fsprogs", check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"),
-                   repair_fixed=(1, 2), description="ext4 without its journal"),
+                   repair_fixed=(1, 2), description="ext4 without its journal", log_prefix=r"EXT4-fs",
+                   recovery_log=EXT_RECOVERY),
         # btrfs-progs refuses smaller devices in its default (non-mixed) profile
         Filesystem("btrfs", "block", "btrfs", ("mkfs.btrfs", "-f", "-q"), "btrfs-progs",
                    check=("btrfs", "check", "--readonly"), repair=("btrfs", "check", "--repair", "--force"),
-                   min_size=128 * MiB, description="btrfs, copy-on-write"),
+                   min_size=128 * MiB, description="btrfs, copy-on-write", log_prefix=r"BTRFS",
+                   recovery_log=r"log replay|replaying log"),
         # xfsprogs >= 5.19 refuses filesystems under 300 MB
         Filesystem("xfs", "block", "xfs", ("mkfs.xfs", "-f", "-q"), "xfsprogs",
                    check=("xfs_repair", "-n"), repair=("xfs_repair",),
-                   min_size=300 * 1000 * 1000, description="xfs"),
+                   min_size=300 * 1000 * 1000, description="xfs", log_prefix=r"XFS",
+                   recovery_log=r"Starting recovery|Ending recovery"),
         Filesystem("f2fs", "block", "f2fs", ("mkfs.f2fs", "-f", "-q"), "f2fs-tools",
                    check=("fsck.f2fs", "-f", "--dry-run"), repair=("fsck.f2fs", "-f", "-y"), repair_fixed=(1,),
-                   min_size=64 * MiB, description="f2fs, log-structured for flash"),
+                   min_size=64 * MiB, description="f2fs, log-structured for flash", log_prefix=r"F2FS-fs",
+                   recovery_log=r"[Rr]ecover|roll.?forward"),
         # nilfs-tools ships no checker
         Filesystem("nilfs2", "block", "nilfs2", ("mkfs.nilfs2", "-f", "-q"), "nilfs-tools",
-                   min_size=64 * MiB, description="nilfs2, log-structured with snapshots"),
+                   min_size=64 * MiB, description="nilfs2, log-structured with snapshots", log_prefix=r"NILFS",
+                   recovery_log=r"recovery complete|[Rr]ecover"),
         Filesystem("vfat", "block", "vfat", ("mkfs.vfat",), "dosfstools",
                    check=("fsck.vfat", "-n"), repair=("fsck.vfat", "-a"), repair_fixed=(1,),
-                   description="FAT (size-chosen FAT16/FAT32)"),
+                   description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs"),
         Filesystem("exfat", "block", "exfat", ("mkfs.exfat",), "exfatprogs",
                    check=("fsck.exfat", "-n"), repair=("fsck.exfat", "-y"), repair_fixed=(1,),
-                   description="exFAT"),
+                   description="exFAT", log_prefix=r"exFAT-fs"),
         # UBIFS: UBI on the raw NAND, one volume filling it; the kernel formats an
         # empty volume at first mount. mtd-utils in Debian 12 has no fsck.ubifs.
         Filesystem("ubifs", "mtd", "ubifs", ("ubiformat", "-y", "-q"), "mtd-utils",
-                   min_size=16 * MiB, description="UBIFS on UBI on raw NAND"),
+                   min_size=16 * MiB, description="UBIFS on UBI on raw NAND", log_prefix=r"UBIFS|ubi\d",
+                   recovery_log=r"recovery needed|completing recovery|recovery completed"),
         # JFFS2 directly on the MTD device; erase with clean markers first
         Filesystem("jffs2", "mtd", "jffs2", ("flash_erase", "-j", "-q"), "mtd-utils",
-                   min_size=4 * MiB, description="JFFS2 on raw NAND"),
+                   min_size=4 * MiB, description="JFFS2 on raw NAND", log_prefix=r"jffs2|JFFS2",
+                   recovery_log=r"^$x"),  # never: JFFS2 scans, it has no replay to report
     ]
 }
 
@@ -115,6 +128,11 @@ def get(name: str) -> Filesystem:
         raise FlashbedError(
             f"unknown filesystem '{name}': choose from {', '.join(CATALOGUE)}"
         ) from None
+
+
+def by_fstype(fstype: str) -> Filesystem | None:
+    """The catalogue entry of a `mount -t` type (variants of one type share its kernel's facts)."""
+    return next((f for f in CATALOGUE.values() if f.fstype == fstype), None)
 
 
 def check_host_tools(names: list[str] | tuple[str, ...]) -> None:

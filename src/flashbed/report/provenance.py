@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import re
 
+from .. import filesystems as fscat
 from . import catalog
 from .load import RunData
 
-# tool-name fragments per filesystem family (mkfs.ext4, e2fsck, mkfs.ubifs, ubiattach, ...)
-FS_TOOL_HINTS = {
-    "ext2": ["ext2", "ext4", "e2fs"], "ext3": ["ext3", "ext4", "e2fs"], "ext4": ["ext4", "e2fs"],
-    "f2fs": ["f2fs"], "btrfs": ["btrfs"], "xfs": ["xfs"], "nilfs2": ["nilfs"],
-    "vfat": ["fat", "dosfs"], "exfat": ["exfat"], "ubifs": ["ubi", "mtd"], "jffs2": ["jffs2", "mtd"],
-}
 
 
 def fs_families(fs: str) -> list[str]:
@@ -24,10 +19,16 @@ def relevant_tools(run: RunData, fss: list[str], study: str | None) -> dict[str,
     tools = run.tools
     if not tools:
         return {}
-    hints = [h for fs in fss for fam in fs_families(fs) for h in FS_TOOL_HINTS.get(fam, [fam])]
+    # a filesystem's tools: its catalogue package (e2fsprogs), or a tool named after it (mkfs.ext4)
+    hints = [h for fs in fss for fam in fs_families(fs) for h in (fam, _package(fam)) if h]
     hints += catalog.tools(study)  # tools the study drives directly
     picked = {k: v for k, v in tools.items() if any(h in k.lower() for h in hints)}
     return picked or tools
+
+
+def _package(family: str) -> str:
+    fs = fscat.CATALOGUE.get(family)
+    return fs.package if fs is not None else ""
 
 
 def tools_text(tools: dict[str, str]) -> str:

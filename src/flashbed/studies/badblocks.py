@@ -56,17 +56,16 @@ RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
 DUST = "dust"  # the block devices' one case
 ITER_OUTCOMES = (IterationOutcome.MOUNTS, IterationOutcome.READ_ONLY, IterationOutcome.UNMOUNTABLE,
                  IterationOutcome.HANG)
-# kernel lines in which the filesystem (or UBI under it) says it met the fault
-FS_PREFIX = {"ext2": r"EXT2-fs", "ext3": r"EXT[34]-fs", "ext4": r"EXT4-fs", "xfs": r"XFS", "btrfs": r"BTRFS",
-             "f2fs": r"F2FS-fs", "nilfs2": r"NILFS", "vfat": r"FAT-fs", "exfat": r"exFAT-fs",
-             "ubifs": r"UBIFS|ubi\d", "jffs2": r"jffs2|JFFS2"}
+# kernel lines in which the filesystem (or UBI under it: its catalogue log_prefix)
+# says it met the fault
 FAULT_WORDS = r"error|corrupt|bad|fail|crc|checksum|ecc|bit-?flip|scrub|tortur|i/o|uncorrectable"
 # statistics lines that name those words without reporting a fault
 BENIGN = r"PEBs: \d|I/O unit sizes|bad PEB handling|errors=|error_remount|Quota mode"
 
 
 def noticed(kmsg: str, fstype: str) -> bool:
-    prefix = FS_PREFIX.get(fstype, fstype)
+    fs = fscat.by_fstype(fstype)
+    prefix = fs.log_prefix if fs is not None and fs.log_prefix else fstype
     return any(re.search(prefix, line) and re.search(FAULT_WORDS, line, re.IGNORECASE) and not re.search(BENIGN, line)
                for line in kmsg.splitlines())
 

@@ -86,18 +86,10 @@ EXTRA_CLASSES = tuple(c for c in PowerCutClass if not c.always_shown)
 MOUNT_STATES = tuple(MountState)
 FSCK_RESULTS = tuple(FsckResult)
 
-# kernel messages that say a mount replayed a journal or log (or found the fs dirty)
-RECOVERY = {
-    "ext3": r"recovery complete|orphan|recovering journal",
-    "ext4": r"recovery complete|orphan|recovering journal",
-    "xfs": r"Starting recovery|Ending recovery",
-    "btrfs": r"log replay|replaying log",
-    "f2fs": r"[Rr]ecover|roll.?forward",
-    "nilfs2": r"recovery complete|[Rr]ecover",
-    "ubifs": r"recovery needed|completing recovery|recovery completed",
-    "jffs2": r"^$x",  # never: JFFS2 scans, it has no replay to report
-}
+# kernel messages that say a mount found the filesystem dirty (those that say it replayed
+# a journal or log are each filesystem's own: its catalogue recovery_log)
 DIRTY = r"not properly unmounted|mounting unchecked|dirty"
+ANY_RECOVERY = r"[Rr]ecover|replay"
 
 
 def boot_dir(run_dir: Path, index: int) -> Path:
@@ -153,7 +145,8 @@ def mount_state(facts: RecoverFacts | dict, fstype: str) -> MountState:
     if m1.get("ro"):
         return MountState.READ_ONLY
     msgs = "\n".join(m1.get("kmsg", []) + facts.run("mount1-attach").get("kmsg", []))
-    if re.search(RECOVERY.get(fstype, r"[Rr]ecover|replay"), msgs, re.MULTILINE):
+    fs = fscat.by_fstype(fstype)
+    if re.search(fs.recovery_log if fs is not None and fs.recovery_log else ANY_RECOVERY, msgs, re.MULTILINE):
         return MountState.RECOVERY
     if re.search(DIRTY, msgs):
         return MountState.WARNING
@@ -276,7 +269,7 @@ class PowerCut(Study):
 
     @dataclass(frozen=True)
     class Params:
-        modes: tuple[str, ...] = param(("sync", "async"), choices=MODES, help="mount modes, one cell each")
+        modes: tuple[str, ...] = param(MODES, choices=MODES, help="mount modes, one cell each")
         cut_min: float = param(0.5, unit="s", help="earliest cut after the workload starts")
         cut_max: float = param(3.0, unit="s", help="latest cut")
         max_file: int = param(1 << 20, unit="bytes", help="largest file the workload writes")
