@@ -21,9 +21,9 @@ from .lab.labs import Lab, LabFactory
 from .lab.uml import BootResult, BootSpec
 from .results import CellResult
 from .status import CellStatus
+from .store import RunStore
 from .studies import STUDIES
 from .studies.base import CellSpec
-from .store import RunStore
 from .studies.params import as_json
 
 OnPart = Callable[[int, int], None]  # (boots done, boots in all)
@@ -46,8 +46,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     phases: dict[str, dict[str, Any]] = {}
     prov = dict(provenance or {})
     prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
-                 "kernel": lab.release, "variant": spec.variant.spec, "params": as_json(spec.params), "seed": spec.seed,
-                 "pace": pace})
+                 "kernel": lab.release, "variant": spec.variant.spec, "params": as_json(spec.params),
+                 "seed": spec.seed, "pace": pace})
     try:
         with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()

@@ -218,12 +218,14 @@ def test_corruption_cases_and_tables():
     assert names[4] == "after-10s one-30MB drop" and len(names) == 8
     params = dict(st.cases(prof, dev))
     s = CellSpec(key=CellKey(dev.label, "ext4", "corruption", names[0]), device=dev,
-                 variant=variants.parse("ext4", dev), params=dataclasses.replace(params[names[0]], iterations=2), seed=1)
+                 variant=variants.parse("ext4", dev), params=dataclasses.replace(params[names[0]], iterations=2),
+                 seed=1)
     boots = st.boots(s, Path("/nonexistent"))
     assert len(boots) == 2
     arm = next(x for x in boots[0] if x.name == "arm")
     assert "flakey /dev/ubda 0 10 10000000 5 corrupt_bio_byte 1 w 0 0" in arm.cmd
-    drop = CellSpec(key=s.key, device=dev, variant=s.variant, params=dataclasses.replace(params[names[7]], iterations=1))
+    drop = CellSpec(key=s.key, device=dev, variant=s.variant,
+                    params=dataclasses.replace(params[names[7]], iterations=1))
     assert "1 1 1 drop_writes" in next(x for x in st.boots(drop, Path("/x"))[0] if x.name == "arm").cmd
 
 
@@ -270,7 +272,7 @@ def test_raw_nand_reattach_uses_the_devices_vid_header_offset(tmp_path):
     assert cmds.count("-O 4096") >= 3  # make + one re-attach per iteration
     dev = presets.load_spec("nand-2g-4k@128M")
     b = CellSpec(key=CellKey(dev.label, "ubifs", "badblocks", "badblocks"), device=dev,
-                 variant=variants.parse("ubifs", dev), params=STUDIES["badblocks"].params(fault="badblocks", iterations=1),
-                 seed=1)
+                 variant=variants.parse("ubifs", dev),
+                 params=STUDIES["badblocks"].params(fault="badblocks", iterations=1), seed=1)
     steps = [step.cmd for boot in STUDIES["badblocks"].boots(b, tmp_path) for step in boot]
     assert all("-O 4096" in c for c in steps if c.startswith("ubiattach"))

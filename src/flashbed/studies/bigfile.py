@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, seconds, \
+from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, seconds, \
     stats_reset, stats_take, umount
-
 from .params import param
 from .views import Bars
 

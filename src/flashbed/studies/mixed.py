@@ -7,10 +7,10 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from . import fio
+from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
+    stats_take, umount
 from .params import param
 from .views import Bars
-from .base import MNT, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, stats_reset, \
-    stats_take, umount
 
 JOBS = {
     "seqread": {"rw": "read", "bs": "4M"},

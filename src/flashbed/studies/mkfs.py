@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, mount, step_json, umount
+from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, mount, passed, step_json, umount
 
 KTHREADS = "ps -e -o ppid=,pid= | awk '$1 == 2 || $2 == 2' | wc -l"
 

@@ -14,10 +14,8 @@ from pathlib import Path
 
 from ..lab.guest.protocol import Call
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, drop_caches, first_failure, m, make_and_mount, mount, \
-    umount
-
-from .base import Case
+from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
+    passed, umount
 from .params import param
 from .views import Axis, Bars, CaseLabel, Curves
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
+from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, stats_reset, \
+    stats_take, umount
 from .params import param
 from .views import Bars
-from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, stats_reset, \
-    stats_take, umount
 
 
 class Overwrite(Study):

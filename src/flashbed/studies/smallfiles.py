@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.uml import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, passed, first_failure, m, make_and_mount, seconds, stats_reset, \
+from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, seconds, stats_reset, \
     stats_take, umount
-
 from .params import param
 from .views import Bars
 
