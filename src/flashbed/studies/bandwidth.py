@@ -72,6 +72,8 @@ class Bandwidth(Study):
             f = fio.job_figures(data["jobs"][0])
             out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
             out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
+            # the interval the figure covers, to set against the device's busy time
+            out += m(case, "runtime", f["runtime"], "s")
         err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec.params)})
         rw4k = next((x.value for x in out if x.case == "randwrite 4k direct" and x.metric == "iops"), None)
         seqw = next((x.value for x in out if x.case == "write 4M direct" and x.metric == "bandwidth"), None)

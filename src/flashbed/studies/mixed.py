@@ -52,6 +52,7 @@ class Mixed(Study):
         for job in (data or {}).get("jobs", []):
             f = fio.job_figures(job)
             out += m(job["jobname"], "bandwidth", f["bandwidth"], "MB/s") + m(job["jobname"], "iops", f["iops"], "IO/s")
+            out += m(job["jobname"], "runtime", f["runtime"], "s")
             total_bw += f["bandwidth"]
             total_iops += f["iops"]
         if out:
