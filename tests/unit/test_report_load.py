@@ -190,13 +190,15 @@ def test_utilisation_needs_a_phase_of_the_figure_and_real_pace(tmp_path):
 def test_device_part_kernel_name_and_sources_when_the_manifest_has_them(tmp_path):
     cells = [gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.5, "s")])]
     plain = load_run(gen.write_run(tmp_path / "a", cells))
-    assert plain.device_part("emmc-1g") == "" and plain.kernel_text == "6.12.38-flashbed"
+    assert plain.device_part("emmc-1g") == plain.real_part("emmc-1g") == ""
+    assert plain.kernel_text == "6.12.38-flashbed"
     info = {"name": "emmc-8g", "kind": "block", "model": "Example eMMC 8GB", "part": "EX8G-123",
             "description": "8 GB eMMC 4.5 class",
             "sources": {"seq_read_mb_s": "vendor datasheet rev 2", "rand_write_4k_iops": ["bench A", "bench B"]}}
     run = load_run(gen.write_run(tmp_path / "b", cells, devices={"emmc-1g": info},
                                  kernel={"release": "7.3.1", "name": "7.3", "source_version": "7.3.1-1"}))
-    assert run.device_part("emmc-1g") == ("models Example eMMC 8GB / EX8G-123; 8 GB eMMC 4.5 class; sources: "
-                                          "seq_read_mb_s: vendor datasheet rev 2; rand_write_4k_iops: bench A; "
-                                          "bench B")
+    assert run.real_part("emmc-1g") == "Example eMMC 8GB / EX8G-123"
+    assert run.device_text("emmc-1g") == "emmc-1g (preset emmc-8g: block, models Example eMMC 8GB / EX8G-123)"
+    assert run.device_part("emmc-1g") == ("8 GB eMMC 4.5 class; sources: seq_read_mb_s: vendor datasheet rev 2; "
+                                          "rand_write_4k_iops: bench A; bench B")
     assert run.kernel_text == "7.3.1 (7.3 kernel, from linux-source 7.3.1-1)"

@@ -227,3 +227,20 @@ def test_device_bound_figures_carry_no_mark(tmp_path):
     for svg in paths.figures.glob("*.svg"):
         assert "lab-bound" not in svg.read_text() and "lab 90%" not in svg.read_text(), svg.name
     assert not any(d["lab_bound"] for d in json.loads(paths.summary.read_text())["device_busy"])
+
+
+def test_the_real_part_and_its_sources_are_named_when_the_preset_names_them(tmp_path):
+    info = {"name": "emmc-8g", "kind": "block", "ftl": "page", "capacity_bytes": 1 << 30,
+            "model": "Example eMMC 8GB", "sources": {"seq_read_mb_s": "vendor datasheet rev 2"}}
+    run = gen.write_run(tmp_path / "r", [gen.cell("ext4", "smallfiles", [("copy", "seconds", 20.0, "s")]),
+                                         gen.cell("f2fs", "smallfiles", [("copy", "seconds", 15.0, "s")])],
+                        devices={"emmc-1g": info}, kernel={"release": "7.3.1", "name": "7.3"})
+    paths = write_report(run)
+    md = paths.markdown.read_text()
+    first = md.split("\n## ", 2)[1]  # the Answer section
+    assert ("**Device emmc-1g (preset emmc-8g: block, page FTL, 1 GiB, models Example eMMC 8GB)** — "
+            "sources: seq_read_mb_s: vendor datasheet rev 2.") in first
+    assert "Lab kernel 7.3.1 (7.3 kernel)" in first
+    assert "| device | preset | kind | FTL | capacity (MiB) | page size (bytes) | erase block (KiB) | real part | sources |" in md
+    svg = next(paths.figures.glob("*.svg")).read_text()
+    assert "models Example eMMC 8GB" in svg

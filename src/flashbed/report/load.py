@@ -150,21 +150,30 @@ class RunData:
         cap = info.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             bits.append(_size_text(cap))
+        if self.real_part(device):
+            bits.append(f"models {self.real_part(device)}")
         preset = info.get("name") or device
         return f"{device} (preset {preset}" + (f": {', '.join(bits)})" if bits else ")")
 
-    def device_part(self, device: str) -> str:
-        """The real part the preset models and the sources of its figures, as far as the
-        manifest's device information names them ('' when it names none)."""
+    def real_part(self, device: str) -> str:
+        """The real part the preset reproduces ('model / part'), '' when the preset names none."""
         info = self.device_info(device)
-        names = [str(info[k]) for k in ("model", "part") if info.get(k)]
-        bits = [f"models {' / '.join(dict.fromkeys(names))}"] if names else []
+        return " / ".join(dict.fromkeys(str(info[k]) for k in ("model", "part") if info.get(k)))
+
+    def device_part(self, device: str) -> str:
+        """The preset's description and the sources of its figures, as far as the manifest's
+        device information names them ('' when it names none)."""
+        info = self.device_info(device)
+        bits = []
         if info.get("description"):
             bits.append(str(info["description"]))
-        src = _sources_text(info.get("sources"))
+        src = self.sources(device)
         if src:
             bits.append(f"sources: {src}")
         return "; ".join(bits)
+
+    def sources(self, device: str) -> str:
+        return _sources_text(self.device_info(device).get("sources"))
 
     # ---- structure -------------------------------------------------------------
     def devices(self) -> list[str]:

@@ -203,4 +203,10 @@ def devices_table(run: RunData) -> Table:
                         v if isinstance(v, (int, float)) else None)
         rows.append([Cell(d, d), Cell(str(vals[0] or d)), Cell(str(vals[1] or "—")), Cell(str(vals[2] or "—")),
                      num(vals[3], 1048576.0), num(vals[4]), num(vals[5], 1024.0)])
+    # the real part each preset reproduces and where its figures come from, when the presets say
+    for name, text in (("real part", run.real_part), ("sources", run.sources)):
+        if any(text(d) for d in run.devices()):
+            cols.append(Column(name, numeric=False))
+            for row, d in zip(rows, run.devices()):
+                row.append(Cell(text(d) or "—", text(d)))
     return Table("tab-devices", "Devices (from the run manifest)", cols, rows)
