@@ -350,3 +350,14 @@ def test_a_lab_bound_decisive_criterion_leaves_the_use_case_undecided(tmp_path):
     assert r.undecided[0].why.startswith("4 KiB buffered read rate is lab-bound (ext4 device busy 30 %)")
     assert r.undecided[0].command == "flashbed run --device emmc-1g --fs ext4,f2fs --study bandwidth --jobs 1"
     assert r.undecided[0].ask == "measure it again on a quiet host"
+
+
+def test_a_decisive_statistic_no_run_can_measure_does_not_hold_the_choice_up(recs):
+    """Raw NAND runs on nandsim, without the flash emulator: the boot partition is decided on boot time
+    and image size there, and says why the flash time at boot is missing."""
+    boot = _by_id(recs["nand-mlc-2g"])["boot"]
+    assert boot.decided and boot.winner.fs == "ubifs"
+    assert [(boot.use_case.criteria[i].label, why) for i, why in boot.not_measured
+            if boot.use_case.criteria[i].decisive] == [
+        ("flash time at boot", "the device has no flash emulator statistics (raw NAND through nandsim, or a plain "
+                               "file)")]

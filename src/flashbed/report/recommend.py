@@ -21,6 +21,8 @@ from .rerun import measure_command
 from .weights import Criterion, UseCase
 
 INFRA_STATUSES = {"error"}
+# why an emulator statistic is missing on a device that has none: no run can measure it there
+NO_EMULATOR = "the device has no flash emulator statistics (raw NAND through nandsim, or a plain file)"
 STRONG = 1.05  # a difference smaller than 5 % is not named as a strength or weakness
 
 
@@ -137,6 +139,8 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, f"study {c.study} is not in this run"))
         elif c.study not in run.studies(device):
             not_measured.append((i, f"study {c.study} was not run on {device}"))
+        elif c.source == "device" and not run.device_stat_keys(device):
+            not_measured.append((i, NO_EMULATOR))
         else:
             what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
@@ -181,8 +185,8 @@ def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
     out = []
     reasons = dict(r.not_measured)
     for i, c in enumerate(r.use_case.criteria):
-        if not c.decisive:
-            continue
+        if not c.decisive or reasons.get(i) == NO_EMULATOR:
+            continue  # a decisive statistic no run can measure on this device does not hold the choice up
         if i in reasons:
             out.append(Undecided(i, f"{c.label} not measured ({reasons[i]})",
                                  measure_command(run, r.device, [c.study])))
