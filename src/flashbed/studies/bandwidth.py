@@ -45,7 +45,9 @@ class Bandwidth(Study):
                   # back as zeroes without touching the device
                   "fallocate": "none"}
         steps = make_and_mount(spec.variant)
-        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "write", "bs": "1M", "create_only": 1}}, common)
+        # a read job's set-up writes its files out in full; a write job's only creates them, which left
+        # the laying-out (and its writeback) to the first measured job
+        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "read", "bs": "1M", "create_only": 1}}, common)
         steps.append(Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800))
         for rw, bs, direct in self.matrix(p):
             case = case_name(rw, bs, direct)
