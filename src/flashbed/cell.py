@@ -51,14 +51,23 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     try:
         with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()
+            since: dict[str, float] = {}  # phase -> when its statistics were reset
 
             def host(call: str, args: dict) -> Any:
                 if call == Call.RESET_STATS:
-                    return dev.reset_stats()
+                    reply = dev.reset_stats()
+                    since[args.get("phase", "workload")] = time.monotonic()
+                    return reply
                 if call == Call.STATS:
+                    phase = args.get("phase", "workload")
+                    wall = time.monotonic() - since.pop(phase) if phase in since else None
                     snap = dev.stats()
                     if snap is not None:
-                        phases[args.get("phase", "workload")] = snap
+                        if wall is not None:
+                            # the phase's wall time beside the device's busy time: how much of it the
+                            # device worked (the report marks figures the lab, not the device, limited)
+                            snap["wall_seconds"] = round(wall, 6)
+                        phases[phase] = snap
                     return snap
                 if call == Call.CUT_POWER:
                     cut()

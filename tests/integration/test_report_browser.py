@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.report import compare
+from flashbed.report import compare, write_report
 from tests.report_fixtures import generator
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -146,8 +146,21 @@ PAGE_PROBE = r"""
 """
 
 
+# the first screen: where the answer's lines are, in the viewport as loaded (no scrolling)
+FIRST_SCREEN_PROBE = r"""
+(() => {
+  const a = document.getElementById("answer");
+  const box = e => { const r = e.getBoundingClientRect();
+                     return {text: e.textContent, top: r.top, bottom: r.bottom, width: r.width}; };
+  return JSON.stringify({devices: [...a.querySelectorAll("p.device")].map(box),
+                         lines: [...a.querySelectorAll("li")].map(box), height: window.innerHeight,
+                         scroll: window.scrollY, first: a.previousElementSibling.tagName});
+})()
+"""
+
+
 def render_page(html_path: Path, screenshot: Path, width: int = 1280, height: int = 1000,
-                sort_table: str = "tab-overview") -> dict:
+                sort_table: str = "tab-overview", probe_js: str = PAGE_PROBE) -> dict:
     """Load the page, probe it, screenshot it; collect every console/page/log problem."""
     binary = _chromium()
     assert binary
@@ -162,7 +175,7 @@ def render_page(html_path: Path, screenshot: Path, width: int = 1280, height: in
                     {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=sid)
             dt.send("Page.navigate", {"url": html_path.resolve().as_uri()}, session=sid)
             dt.wait_event("Page.loadEventFired", session=sid)
-            expr = PAGE_PROBE.replace("SORT_TABLE", json.dumps(sort_table))
+            expr = probe_js.replace("SORT_TABLE", json.dumps(sort_table))
             probe = dt.send("Runtime.evaluate", {"expression": expr, "returnByValue": True}, session=sid)
             if "exceptionDetails" in probe:
                 raise AssertionError(f"page probe failed: {probe['exceptionDetails']}")
@@ -225,6 +238,48 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert (w, h) == (1280, 1000)
     assert len(png) > 20_000  # not a blank page
+
+
+def _first_screen(run: Path, shot: Path) -> dict:
+    res = render_page(run / "report.html", shot, 1366, 768, probe_js=FIRST_SCREEN_PROBE)
+    assert res["problems"] == []
+    return res["probe"]
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_the_first_screen_answers_the_question(tmp_path):
+    """At 1366x768, without scrolling: each device, then one line per use case with the choice."""
+    run = generator().reported_run()
+    summary = json.loads((run / "summary.json").read_text())
+    p = _first_screen(run, tmp_path / "first.png")
+    assert p["height"] == 768 and p["scroll"] == 0 and p["first"] == "HEADER"
+    assert [d["text"].split(" (")[0] for d in p["devices"]] == ["Device emmc-8g", "Device nand-mlc-2g"]
+    recs = summary["recommendation"]
+    assert len(p["lines"]) == sum(len(uc) for uc in recs.values())
+    for line in p["devices"] + p["lines"]:
+        assert 0 < line["top"] and line["bottom"] <= 768 and line["width"] > 300, line
+    texts = [x["text"] for x in p["lines"]]
+    for (device, ucs), chunk in zip(recs.items(), (texts[:5], texts[5:])):
+        for uc, text in zip(ucs.values(), chunk):
+            assert text.startswith(uc["title"] + ":")
+            if uc["winner"]:
+                assert f": {uc['winner']}, runner-up {uc['runner_up']} — " in text, text
+    png = (tmp_path / "first.png").read_bytes()
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (1366, 768)
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")
+def test_not_decided_lines_and_their_commands_fit_the_first_screen(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(generator().reported_run(), run)
+    for cell in (run / "cells").glob("*__powercut__*"):
+        cell.unlink()
+    write_report(run)
+    p = _first_screen(run, tmp_path / "undecided.png")
+    undecided = [x for x in p["lines"] if "not decided" in x["text"]]
+    assert len(undecided) == 4  # rootfs, logging, database on emmc-8g; rootfs on the raw NAND device
+    for line in undecided:
+        assert "measure it: flashbed run " in line["text"] and line["bottom"] <= 768, line
 
 
 @pytest.mark.skipif(_chromium() is None, reason="no Chromium (Debian: apt-get install chromium)")

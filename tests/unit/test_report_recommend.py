@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 
 import pytest
 
@@ -12,6 +14,7 @@ from flashbed.report import recommendation_text
 from flashbed.report import weights as W
 from flashbed.report.load import load_run
 from flashbed.report.recommend import rank, recommend
+from flashbed.report.rerun import measure_command
 from flashbed.studies import STUDIES
 
 STUDY_ORDER = list(STUDIES)
@@ -34,6 +37,17 @@ def _by_id(rankings):
 
 
 # ---- the weights file --------------------------------------------------------------
+
+def test_packaged_weights_mark_what_decides_each_use_case():
+    w = W.load_weights()
+    decisive = {u.id: {(c.study, c.metric) for c in u.criteria if c.decisive} for u in w.use_cases}
+    assert decisive == {"boot": {("boot", "busy_seconds"), ("boot", "used")},
+                        "rootfs": {("powercut", "survived")}, "logging": {("powercut", "survived")},
+                        "database": {("powercut", "survived")},
+                        "media": {("bigfile", "seconds"), ("bigfile", "write_amplification")}}
+    assert 0 < w.lab_bound_below < 100
+    assert "device_busy_below" in W.DEFAULT_WEIGHTS.read_text() and "decisive" in W.DEFAULT_WEIGHTS.read_text()
+
 
 def test_packaged_weights_cover_the_five_use_cases():
     w = W.load_weights()
@@ -66,6 +80,10 @@ def test_weights_file_documents_itself():
     ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='higher'\n"
      "weight=1\nwieght=2\n", "unknown field"),
     ("this is = not toml [", "not valid TOML"),
+    ("[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\ncase='c'\nmetric='m'\nbetter='higher'\n"
+     "weight=1\ndecisive='yes'\n", "decisive must be true or false"),
+    ("[lab_bound]\ndevice_busy_below=150\n[[use_case]]\nid='x'\n[[use_case.criterion]]\nlabel='a'\nstudy='s'\n"
+     "case='c'\nmetric='m'\nbetter='higher'\nweight=1\n", "device_busy_below must be a percentage"),
     ("[outcomes.powercut]\ngood=['clean']\nbad=['hang']\nignore=['clean']\n", "lists clean more than once"),
 ])
 def test_bad_weights_file_is_one_clear_line(tmp_path, body, message):
@@ -217,3 +235,131 @@ def test_an_infrastructure_error_is_not_held_against_the_filesystem(tmp_path):
     run = load_run(_small_run(tmp_path, extra), w)
     btrfs = next(e for e in rank(run, "emmc-1g", w.use_cases[0]).entries if e.fs == "btrfs")
     assert btrfs.values[0].status == "missing" and 0 not in btrfs.scores and not btrfs.complete
+
+
+# ---- decisive criteria: no winner without them ------------------------------------------
+
+POWERCUT_USE_CASES = ("rootfs", "logging", "database")
+
+
+@pytest.fixture(scope="module")
+def no_powercut(tmp_path_factory):
+    """The fixture run without its power-cut cells, reported."""
+    from flashbed.report import write_report
+    run = tmp_path_factory.mktemp("nopc") / "run"
+    shutil.copytree(gen.reported_run(), run)
+    for p in (run / "cells").glob("*__powercut__*"):
+        p.unlink()
+    write_report(run)
+    return run
+
+
+NO_PC_COMMAND = (
+    "flashbed run --profile quick --device emmc-8g --fs ext4,ext4+noatime,f2fs+discard,btrfs --study powercut --repeat 2")
+
+
+def test_without_power_cuts_those_use_cases_are_not_decided(no_powercut):
+    recs = _by_id(recommend(load_run(no_powercut))["emmc-8g"])
+    for uc in POWERCUT_USE_CASES:
+        r = recs[uc]
+        assert not r.decided and r.winner is None and r.runner_up is None, uc
+        assert r.entries  # the partial ranking is still shown
+        [u] = r.undecided
+        assert r.use_case.criteria[u.criterion].study == "powercut"
+        assert "not measured" in u.why and u.command == NO_PC_COMMAND
+    # the rest is decided as before
+    assert recs["media"].decided and recs["media"].winner.fs == "f2fs+discard"
+
+
+def test_not_decided_in_markdown_html_and_summary(no_powercut):
+    md = (no_powercut / "report.md").read_text()
+    html = (no_powercut / "report.html").read_text()
+    line = ("**Root filesystem**: **not decided**: power cuts survived (async) not measured (study powercut is not "
+            f"in this run); measure it: `{NO_PC_COMMAND}`.")
+    assert line in md
+    assert md.index(line) < md.index("## Recommendation")  # on the first screen
+    assert "Partial ranking, on the criteria that were measured: not a recommendation." in md
+    assert "Choose **" in md  # the decided ones still choose
+    assert f"<code>{NO_PC_COMMAND}</code>" in html and "<strong>not decided</strong>" in html
+    s = json.loads((no_powercut / "summary.json").read_text())
+    for uc in POWERCUT_USE_CASES:
+        rec = s["recommendation"]["emmc-8g"][uc]
+        assert rec["decided"] is False and rec["winner"] is None and rec["ranking_partial"] is True
+        assert rec["not_decided"][0]["command"] == NO_PC_COMMAND
+    assert s["recommendation"]["emmc-8g"]["media"]["decided"] is True
+
+
+def test_the_measuring_command_carries_the_run_s_own_settings(tmp_path):
+    """Repeats, seed, pace and the overrides for the missing study come from the manifest; a study
+    whose cells the lab itself failed is finished by resuming the run."""
+    run_dir = _small_run(tmp_path)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    m["request"] = {"profile": "paper", "fs": ["f2fs", "ext4", "xfs"], "devices": ["emmc-1g"], "repeat": 3, "seed": 7,
+                    "pace": "none", "overrides": {"powercut": {"modes": ["sync"], "iterations": 5},
+                                                 "bigfile": {"size": 1 << 20}}}
+    m["profile"] = "paper"
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    run = load_run(run_dir)
+    assert measure_command(run, "emmc-1g", ["powercut"]) == (
+        "flashbed run --profile paper --device emmc-1g --fs f2fs,ext4 --study powercut --repeat 3 --seed 7 "
+        "--pace none --set powercut.iterations=5 --set powercut.modes=sync")
+    gen.write_run(tmp_path / "err", [gen.cell("ext4", "powercut", [], status="error", error="lab died")])
+    assert measure_command(load_run(tmp_path / "err"), "emmc-1g", ["powercut"]) == "flashbed run --resume err"
+
+
+# ---- lab-bound figures: marked, never deciding ---------------------------------------
+
+LAB_CRIT = """
+[[use_case.criterion]]
+label = "4 KiB buffered read rate"
+study = "bandwidth"
+case = "read 4k buffered"
+metric = "bandwidth"
+better = "higher"
+weight = 5
+""" + "\n[[use_case.criterion]]" + CRIT.split("[[use_case.criterion]]")[2].format(w2=1)  # CRIT's mount time
+
+
+def lab_run(tmp_path, busy_a: float, busy_b: float):
+    """ext4 reads faster than f2fs with fio running 1 s; the device busy busy_a / busy_b of it."""
+    def bw(fs, rate, busy):
+        return gen.cell(fs, "bandwidth", [("read 4k buffered", "bandwidth", rate, "MB/s"),
+                                          ("read 4k buffered", "runtime", 1.0, "s")],
+                        device_stats={"read 4k buffered": {"busy_seconds": busy, "wall_seconds": 2.0}})
+    return gen.write_run(tmp_path / "run", [
+        bw("ext4", 80.0, busy_a), bw("f2fs", 40.0, busy_b),
+        gen.cell("ext4", "mount", [("1024MB fill60 clean", "mount", 0.3, "s")]),
+        gen.cell("f2fs", "mount", [("1024MB fill60 clean", "mount", 0.1, "s")])])
+
+
+def test_a_lab_bound_criterion_scores_nobody_and_decides_nothing(tmp_path):
+    w = _weights(tmp_path, LAB_CRIT)
+    r = rank(load_run(lab_run(tmp_path, 0.3, 0.9), w), "emmc-1g", w.use_cases[0])
+    assert list(r.lab_bound) == [0] and [fs for fs, _b in r.lab_bound[0]] == ["ext4"]
+    assert r.scored == [1] and all(0 not in e.scores for e in r.entries) and all(e.complete for e in r.entries)
+    assert r.winner.fs == "f2fs"  # on mount time alone; ext4's lab-bound 2x read rate decides nothing
+    assert "read rate" not in r.entries[0].text and "read rate" not in r.entries[1].text
+    # device-bound, the same figures decide
+    (tmp_path / "busy").mkdir()
+    r2 = rank(load_run(lab_run(tmp_path / "busy", 0.9, 0.9), w), "emmc-1g", w.use_cases[0])
+    assert not r2.lab_bound and r2.winner.fs == "ext4" and "read rate" in r2.entries[0].text
+
+
+def test_a_lab_bound_decisive_criterion_leaves_the_use_case_undecided(tmp_path):
+    w = _weights(tmp_path, LAB_CRIT.replace("weight = 5", "weight = 5\ndecisive = true"))
+    r = rank(load_run(lab_run(tmp_path, 0.3, 0.9), w), "emmc-1g", w.use_cases[0])
+    assert not r.decided and r.winner is None
+    assert r.undecided[0].why.startswith("4 KiB buffered read rate is lab-bound (ext4 device busy 30 %)")
+    assert r.undecided[0].command == "flashbed run --device emmc-1g --fs ext4,f2fs --study bandwidth --jobs 1"
+    assert r.undecided[0].ask == "measure it again on a quiet host"
+
+
+def test_a_decisive_statistic_no_run_can_measure_does_not_hold_the_choice_up(recs):
+    """Raw NAND runs on nandsim, without the flash emulator: the boot partition is decided on boot time
+    and image size there, and says why the flash time at boot is missing."""
+    boot = _by_id(recs["nand-mlc-2g"])["boot"]
+    assert boot.decided and boot.winner.fs == "ubifs"
+    assert [(boot.use_case.criteria[i].label, why) for i, why in boot.not_measured
+            if boot.use_case.criteria[i].decisive] == [
+        ("flash time at boot", "the device has no flash emulator statistics (raw NAND through nandsim, or a plain "
+                               "file)")]

@@ -182,3 +182,65 @@ def test_any_subset_of_studies(tmp_path):
                         ("ext4", "flaky small-files"): 100.0, ("f2fs", "every-write big-file"): 0.0}
     html = paths.html.read_text()
     assert "kernel panic" in html
+
+
+# ---- lab-bound figures are marked where they are shown -------------------------------
+
+def _bandwidth_report(tmp_path, busy: float):
+    """Two filesystems' 4 KiB buffered and 4 MiB direct reads; fio ran 1 s, the device busy `busy` s of it."""
+    cells = []
+    for fs, rate in (("ext4", 60.0), ("f2fs", 45.0)):
+        meas, phases = [], {}
+        for case, r in (("read 4k buffered", rate), ("read 4M direct", 2 * rate)):
+            meas += [(case, "bandwidth", r, "MB/s"), (case, "lat_p50", 50.0, "µs"), (case, "lat_p99", 400.0, "µs"),
+                     (case, "runtime", 1.0, "s")]
+            phases[case] = {"busy_seconds": busy, "wall_seconds": 1.8, "host_write_bytes": 0}
+        cells.append(gen.cell(fs, "bandwidth", meas, device_stats=phases))
+    run = gen.write_run(tmp_path / "run", cells)
+    return write_report(run), run
+
+
+def test_lab_bound_figures_are_marked_in_html_and_markdown(tmp_path):
+    paths, _run = _bandwidth_report(tmp_path, 0.3)
+    md, html = paths.markdown.read_text(), paths.html.read_text()
+    # the study table: the device-busy column says it, with the utilisation
+    row = next(line for line in md.splitlines() if line.startswith("| read 4k buffered | ext4 |"))
+    assert "| 30 lab-bound |" in row
+    assert 'class="labbound num"' in html and "device busy 30 % of fio&#x27;s run time" in html
+    # the figures: hatched, labelled with the utilisation, explained in the footer (inside the SVG)
+    svg = (paths.figures / "fig-emmc-1g-bandwidth-bandwidth.svg").read_text()
+    assert "lab 30%" in svg and "lab-bound" in svg
+    assert "the device was busy less than 50 % of the figure" in md  # the figure's caption in Markdown
+    assert "lab 30%" in (paths.figures / "fig-emmc-1g-bandwidth-latency.svg").read_text()
+    s = json.loads(paths.summary.read_text())
+    assert s["device_busy"][0] == {"device": "emmc-1g", "fs": "ext4", "study": "bandwidth",
+                                   "case": "read 4M direct", "device_busy_pct": 30.0, "n": 1, "lab_bound": True,
+                                   "basis": "fio's run time"}
+
+
+def test_device_bound_figures_carry_no_mark(tmp_path):
+    paths, _run = _bandwidth_report(tmp_path, 0.9)
+    md, html = paths.markdown.read_text(), paths.html.read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| read 4k buffered | ext4 |"))
+    assert "| 90 |" in row and "lab-bound" not in row
+    assert "labbound" not in html.split("</style>", 1)[1]
+    for svg in paths.figures.glob("*.svg"):
+        assert "lab-bound" not in svg.read_text() and "lab 90%" not in svg.read_text(), svg.name
+    assert not any(d["lab_bound"] for d in json.loads(paths.summary.read_text())["device_busy"])
+
+
+def test_the_real_part_and_its_sources_are_named_when_the_preset_names_them(tmp_path):
+    info = {"name": "emmc-8g", "kind": "block", "ftl": "page", "capacity_bytes": 1 << 30,
+            "model": "Example eMMC 8GB", "sources": {"seq_read_mb_s": "vendor datasheet rev 2"}}
+    run = gen.write_run(tmp_path / "r", [gen.cell("ext4", "smallfiles", [("copy", "seconds", 20.0, "s")]),
+                                         gen.cell("f2fs", "smallfiles", [("copy", "seconds", 15.0, "s")])],
+                        devices={"emmc-1g": info}, kernel={"release": "7.3.1", "name": "7.3"})
+    paths = write_report(run)
+    md = paths.markdown.read_text()
+    first = md.split("\n## ", 2)[1]  # the Answer section
+    assert ("**Device emmc-1g (preset emmc-8g: block, page FTL, 1 GiB, models Example eMMC 8GB)** — "
+            "sources: seq_read_mb_s: vendor datasheet rev 2.") in first
+    assert "Lab kernel 7.3.1 (7.3 kernel)" in first
+    assert "| device | preset | kind | FTL | capacity (MiB) | page size (bytes) | erase block (KiB) | real part | sources |" in md
+    svg = next(paths.figures.glob("*.svg")).read_text()
+    assert "models Example eMMC 8GB" in svg

@@ -20,7 +20,7 @@ def run_meta(run: RunData) -> list[tuple[str, str]]:
         ("created", str(m.get("created", "?"))),
         ("profile", run.profile),
         ("repeats", str(m.get("repeats", "?"))),
-        ("lab kernel", run.kernel),
+        ("lab kernel", run.kernel_text),
         ("devices", "; ".join(run.device_text(d) for d in run.devices())),
         ("cells", f"{total} ({ok} ok, {total - ok} did not finish)"),
         ("flashbed", str(m.get("flashbed_version", "?"))),
@@ -83,4 +83,4 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     sections.append(ap)
     return Document(title=f"flashbed report: {run.run_id}",
                     subtitle="Which filesystem, with which options, for this flash part and this workload.",
-                    meta=run_meta(run), sections=sections)
+                    meta=run_meta(run), sections=sections, answer=R.answer_section(run, recs))

@@ -236,11 +236,11 @@ def recommendation_compare(a: RunData, b: RunData, devs: list[Pair], ra: dict, r
             continue
         for x, y in zip(ra[dp.a], rb[dp.b]):
             wa, wb = x.winner, y.winner
-            changed = (wa.fs if wa else None) != (wb.fs if wb else None)
+            changed = x.choice_text() != y.choice_text()
             rows.append([Cell(dp.label), Cell(x.use_case.title),
-                         Cell(wa.fs if wa else "nothing measured"),
+                         Cell(x.choice_text()),
                          Cell(f"{wa.score:.2f}" if wa else "—", round(wa.score, 6) if wa else None),
-                         Cell(wb.fs if wb else "nothing measured"),
+                         Cell(y.choice_text()),
                          Cell(f"{wb.score:.2f}" if wb else "—", round(wb.score, 6) if wb else None),
                          Cell("yes" if changed else "", "yes" if changed else "", cls="bad" if changed else "")])
     return Table("tab-cmp-recommendation", "Recommendation in A and in B", cols, rows,

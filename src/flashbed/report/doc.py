@@ -78,6 +78,7 @@ class Document:
     subtitle: str
     meta: list[tuple[str, str]]  # (label, value) shown at the top
     sections: list[Section]
+    answer: Section | None = None  # the first screen: the device and the choice per use case
 
     def walk(self):
         def rec(blocks):
@@ -85,7 +86,7 @@ class Document:
                 yield b
                 if isinstance(b, Section):
                     yield from rec(b.blocks)
-        yield from rec(self.sections)
+        yield from rec(([self.answer] if self.answer else []) + self.sections)
 
     def figures(self) -> list[Figure]:
         return [b for b in self.walk() if isinstance(b, Figure)]

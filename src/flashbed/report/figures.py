@@ -19,7 +19,7 @@ from ..studies.base import OutcomeTable, claimed_metrics
 from ..studies.views import Bars, Curves, Latency
 from . import catalog, units
 from .doc import Figure
-from .load import RunData, Stat
+from .load import Busy, RunData, Stat
 from .provenance import figure_footer
 from .svg import finish, new_figure, wrap_label
 
@@ -28,6 +28,7 @@ _FS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
 _GOOD_COLORS = ["#1a9850", "#91cf60", "#d9ef8b", "#66bd63"]
 _BAD_COLORS = ["#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026", "#762a83", "#542788", "#40004b"]
 FAIL_COLOR = "#b2182b"
+LAB_HATCH = "////"
 
 MAX_GROUPS_PER_ROW = 10
 
@@ -45,10 +46,40 @@ class Ctx:
 
 def _finish(ctx: Ctx, fig, fig_id: str, title: str, device: str, fss: list[str],
             study: str | None, ns: list[int], legend_fss: list[str] | None = None,
-            extra_handles: list | None = None) -> Figure:
+            extra_handles: list | None = None, lab: "LabMarks | None" = None) -> Figure:
     handles = [Patch(color=ctx.colors[f], label=f) for f in (legend_fss if legend_fss is not None else fss)]
     handles += extra_handles or []
-    return finish(fig, fig_id, title, handles, figure_footer(ctx.run, device, fss, study, ns))
+    if lab and lab.hits:
+        handles += lab.handles()
+    footer = figure_footer(ctx.run, device, fss, study, ns)
+    if lab and lab.hits:
+        footer += "\n" + lab.note()
+    return finish(fig, fig_id, title, handles, footer)
+
+
+class LabMarks:
+    """Which drawn figures were lab-bound (the device busy less than the threshold of their time):
+    asked per (group, series) while drawing, remembered for the legend and the footer."""
+
+    def __init__(self, run: RunData, find: Callable[[str, str], Busy | None], legend=None):
+        self.run, self.find, self.hits = run, find, []
+        self.legend = legend or Patch(facecolor="white", edgecolor="#444444", hatch=LAB_HATCH, label="lab-bound")
+
+    def __call__(self, group: str, series: str) -> Busy | None:
+        b = self.find(group, series)
+        if b is not None:
+            self.hits.append(b)
+        return b
+
+    def handles(self) -> list:
+        return [self.legend]
+
+    def note(self) -> str:
+        lo = min(b.util.mean for b in self.hits)
+        hi = max(b.util.mean for b in self.hits)
+        return (f"lab-bound (marked, labelled 'lab' with the device's busy share): the device was busy less than "
+                f"{self.run.weights.lab_bound_below:g} % of the figure's time ({lo:.0f}–{hi:.0f} % here), "
+                f"so the lab, not the device, set it")
 
 
 def _chunks(items: list[str]) -> list[list[str]]:
@@ -66,14 +97,15 @@ def _use_log(values: list[float]) -> bool:
 
 def _grouped_bars(ax, groups: list[str], series: list[str], colors: dict[str, str],
                   value: Callable[[str, str], Stat | None], failed: Callable[[str, str], str],
-                  unit: str, log: bool) -> list[int]:
-    """Bars: one group per x label, one bar per series; error bars = min-max over repeats."""
+                  unit: str, log: bool, lab: Callable[[str, str], Busy | None] | None = None) -> list[int]:
+    """Bars: one group per x label, one bar per series; error bars = min-max over repeats.
+    Bars `lab` calls lab-bound are hatched and labelled with the device's busy share."""
     ns: list[int] = []
     n = max(len(series), 1)
     width = 0.8 / n
     trans = blended_transform_factory(ax.transData, ax.transAxes)
     for j, s in enumerate(series):
-        xs, hs, lo, hi = [], [], [], []
+        xs, hs, lo, hi, hatch = [], [], [], [], []
         for i, g in enumerate(groups):
             x = i - 0.4 + width * (j + 0.5)
             st = value(g, s)
@@ -89,10 +121,16 @@ def _grouped_bars(ax, groups: list[str], series: list[str], colors: dict[str, st
             lo.append(m - units.to_display(st.lo, unit))
             hi.append(units.to_display(st.hi, unit) - m)
             ns.append(st.n)
+            busy = lab(g, s) if lab else None
+            hatch.append(LAB_HATCH if busy else "")
+            if busy:
+                ax.text(x, units.to_display(st.hi, unit), f" lab {min(busy.util.mean, 100):.0f}%", rotation=90,
+                        fontsize=5.5, color="#333333", ha="center", va="bottom")
         if not xs:
             continue
         yerr = [lo, hi] if any(v > 0 for v in lo + hi) else None
-        ax.bar(xs, hs, width * 0.95, color=colors[s], yerr=yerr,
+        ax.bar(xs, hs, width * 0.95, color=colors[s], yerr=yerr, hatch=hatch if any(hatch) else None,
+               edgecolor="white" if any(hatch) else None, linewidth=0,
                error_kw={"elinewidth": 0.8, "capsize": 1.5, "ecolor": "#222222"})
     ax.set_xticks(range(len(groups)), [wrap_label(g) for g in groups])
     ax.set_xlim(-0.5, len(groups) - 0.5)
@@ -133,17 +171,19 @@ def bars_figure(ctx: Ctx, device: str, study: str, metrics: list[str], title: st
     width = min(11.0, max(6.0, 0.25 * len(fss) * min(len(cases), MAX_GROUPS_PER_ROW) + 2.5))
     ns: list[int] = []
     fig_id = units.slug("fig", device, study, kind)
+    lab = LabMarks(run, lambda c, fs: None)
     with new_figure(width, 2.3 * len(rows) + 1.1) as fig:
         axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
         for ax, (m, chunk) in zip(axes, rows):
             unit = run.unit(device, study, m)
             stats = [s for fs in fss for c in cases if (s := run.get(device, fs, study, c, m))]
             log = _use_log([s.mean for s in stats])
+            lab.find = lambda c, fs, m=m: run.lab_bound(device, fs, study, c, m)
             ns += _grouped_bars(ax, chunk, fss, ctx.colors, lambda c, fs, m=m: run.get(device, fs, study, c, m),
-                                _failed_text(run, device, study), unit, log)
+                                _failed_text(run, device, study), unit, log, lab)
             _shared_ylim(ax, stats, unit, log)
             ax.set_ylabel(f"{units.metric_label(m)} ({units.display_unit(unit) or 'value'})")
-        return _finish(ctx, fig, fig_id, title, device, fss, study, ns)
+        return _finish(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
 
 
 def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: list[str], title: str,
@@ -158,19 +198,21 @@ def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: 
     nrow = math.ceil(len(metrics) / ncol)
     ns: list[int] = []
     fig_id = units.slug("fig", device, study, kind)
+    lab = LabMarks(run, lambda _g, fs: None)
     with new_figure(min(11.0, 3.2 * ncol + 0.5), 2.4 * nrow + 1.1) as fig:
         axes = fig.subplots(nrow, ncol, squeeze=False).ravel()
         for ax, m in zip(axes, metrics):
             unit = run.unit(device, study, m)
+            lab.find = lambda _g, fs, m=m: run.lab_bound(device, fs, study, case, m)
             ns += _grouped_bars(ax, [""], fss, ctx.colors, lambda _g, fs, m=m: run.get(device, fs, study, case, m),
                                 lambda _g, fs: (fl[0].status if (fl := run.failures_for(device, fs, study, case))
-                                                else ""), unit, False)
+                                                else ""), unit, False, lab)
             ax.set_xticks([])
             ax.set_title(units.metric_label(m))
             ax.set_ylabel(units.display_unit(unit) or "value")
         for ax in axes[len(metrics):]:
             ax.set_visible(False)
-        return _finish(ctx, fig, fig_id, title, device, fss, study, ns)
+        return _finish(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
 
 
 def curve_figures(ctx: Ctx, device: str, study: str, spec: Curves) -> list[Figure]:
@@ -326,6 +368,8 @@ def latency_figure(ctx: Ctx, device: str, study: str = "bandwidth") -> Figure | 
     ns: list[int] = []
     n = len(fss)
     fig_id = units.slug("fig", device, study, "latency")
+    lab = LabMarks(run, lambda c, fs: run.lab_bound(device, fs, study, c, "lat_p50"),
+                   Line2D([], [], marker="o", ls="--", color="#444444", mfc="white", label="lab-bound"))
     with new_figure(8.0, 0.28 * len(cases) * max(n, 2) / 2 + 1.6) as fig:
         ax = fig.subplots()
         ax.grid(True, axis="x", which="both", alpha=0.3)
@@ -335,14 +379,19 @@ def latency_figure(ctx: Ctx, device: str, study: str = "bandwidth") -> Figure | 
                 y = i - 0.35 + 0.7 * (j + 0.5) / n
                 p50, p99 = run.get(device, fs, study, c, "lat_p50"), run.get(device, fs, study, c, "lat_p99")
                 pts = [s.mean for s in (p50, p99) if s]
+                busy = lab(c, fs) if pts else None
+                face = "white" if busy else ctx.colors[fs]  # lab-bound: hollow markers, dashed
                 if len(pts) == 2:
-                    ax.plot(pts, [y, y], color=ctx.colors[fs], lw=1.2)
+                    ax.plot(pts, [y, y], color=ctx.colors[fs], lw=1.2, ls="--" if busy else "-")
                 if p50:
-                    ax.plot([p50.mean], [y], "o", color=ctx.colors[fs], ms=3.5)
+                    ax.plot([p50.mean], [y], "o", color=ctx.colors[fs], mfc=face, ms=3.5)
                     ns.append(p50.n)
                 if p99:
-                    ax.plot([p99.mean], [y], "^", color=ctx.colors[fs], ms=4)
+                    ax.plot([p99.mean], [y], "^", color=ctx.colors[fs], mfc=face, ms=4)
                     ns.append(p99.n)
+                if busy:
+                    ax.text(max(pts), y, f"  lab {min(busy.util.mean, 100):.0f}%", fontsize=5.5, color="#333333",
+                            va="center", ha="left")
         ax.set_yticks(range(len(cases)), cases)
         ax.invert_yaxis()
         ax.set_xscale("log")
@@ -350,7 +399,7 @@ def latency_figure(ctx: Ctx, device: str, study: str = "bandwidth") -> Figure | 
         extra = [Line2D([], [], marker="o", ls="", color="#444444", label="p50"),
                  Line2D([], [], marker="^", ls="", color="#444444", label="p99")]
         return _finish(ctx, fig, fig_id, "Latency percentiles (fio completion latency)", device, fss, study, ns,
-                       extra_handles=extra)
+                       extra_handles=extra, lab=lab)
 
 
 def ratio_figure(run: RunData, colors: dict[str, str], fig_id: str, title: str, groups: list[str],

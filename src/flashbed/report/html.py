@@ -16,9 +16,16 @@ CSS = """
 * { box-sizing: border-box; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", Arial, sans-serif; color: var(--fg);
        margin: 0; background: #fff; }
-header.top { padding: 1.2rem 2rem .8rem; border-bottom: 1px solid var(--line); background: var(--bg2); }
-header.top h1 { margin: 0 0 .2rem; font-size: 1.6rem; }
-header.top p.sub { margin: 0 0 .6rem; color: var(--muted); }
+header.top { padding: .8rem 2rem .6rem; border-bottom: 1px solid var(--line); background: var(--bg2); }
+header.top h1 { margin: 0 0 .1rem; font-size: 1.45rem; }
+header.top p.sub { margin: 0; color: var(--muted); }
+section.answer { margin: 0; padding: .4rem 2rem .6rem; border-bottom: 1px solid var(--line); max-width: 1300px; }
+section.answer h2 { margin: .2rem 0 .2rem; border: 0; padding: 0; font-size: 1.2rem; }
+section.answer p { margin: .35rem 0 .1rem; }
+section.answer ul { margin: 0 0 .3rem; padding-left: 1.2rem; }
+section.answer li { margin: .12rem 0; }
+section.answer code { font-size: .85em; }
+div.meta { padding: .6rem 2rem; border-bottom: 1px solid var(--line); }
 dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: .1rem 1rem; margin: 0; font-size: .9rem; }
 dl.meta dt { color: var(--muted); } dl.meta dd { margin: 0; }
 nav.toc { padding: .6rem 2rem; border-bottom: 1px solid var(--line); font-size: .9rem; }
@@ -46,6 +53,7 @@ th[aria-sort="descending"]::after { content: " ▼"; font-size: .7em; }
 td.best { font-weight: 700; color: var(--best); }
 td.bad { color: var(--bad); }
 td.missing { color: var(--muted); }
+td.labbound { color: var(--muted); font-style: italic; }
 p.tnote { font-size: .8rem; color: var(--muted); margin: .2rem 0 0; }
 """
 
@@ -145,17 +153,18 @@ def _figure(f: Figure) -> str:
             f'</figcaption>\n{f.svg}</figure>')
 
 
-def _section(s: Section, level: int) -> str:
+def _section(s: Section, level: int, cls: str = "") -> str:
     h = min(level, 6)
-    out = [f'<section id="{esc(s.id)}"><h{h}>{esc(s.title)}</h{h}>']
+    attrs = f' class="{esc(cls)}"' if cls else ""
+    out = [f'<section id="{esc(s.id)}"{attrs}><h{h}>{esc(s.title)}</h{h}>']
     for b in s.blocks:
         if isinstance(b, Paragraph):
-            cls = f' class="{esc(b.cls)}"' if b.cls else ""
-            out.append(f"<p{cls}>{inline(b.text)}</p>")
+            pcls = f' class="{esc(b.cls)}"' if b.cls else ""
+            out.append(f"<p{pcls}>{inline(b.text)}</p>")
         elif isinstance(b, ListBlock):
             tag = "ol" if b.ordered else "ul"
-            cls = ' class="ranking"' if b.ordered else ""
-            out.append(f"<{tag}{cls}>" + "".join(f"<li>{inline(i)}</li>" for i in b.items) + f"</{tag}>")
+            lcls = ' class="ranking"' if b.ordered else ""
+            out.append(f"<{tag}{lcls}>" + "".join(f"<li>{inline(i)}</li>" for i in b.items) + f"</{tag}>")
         elif isinstance(b, Table):
             out.append(_table(b))
         elif isinstance(b, Figure):
@@ -174,6 +183,7 @@ def render_html(doc: Document) -> str:
         toc.append(f'<li><a href="#{esc(s.id)}">{esc(s.title)}</a>' + (f"<ul>{subs}</ul>" if subs else "")
                    + "</li>")
     meta = "".join(f"<dt>{esc(k)}</dt><dd>{inline(v)}</dd>" for k, v in doc.meta)
+    answer = _section(doc.answer, 2, "answer") if doc.answer else ""
     body = "\n".join(_section(s, 2) for s in doc.sections)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -186,8 +196,9 @@ def render_html(doc: Document) -> str:
 <style>{CSS}</style>
 </head>
 <body>
-<header class="top"><h1>{esc(doc.title)}</h1><p class="sub">{inline(doc.subtitle)}</p>
-<dl class="meta">{meta}</dl></header>
+<header class="top"><h1>{esc(doc.title)}</h1><p class="sub">{inline(doc.subtitle)}</p></header>
+{answer}
+<div class="meta"><dl class="meta">{meta}</dl></div>
 <nav class="toc" aria-label="contents"><ul>{"".join(toc)}</ul></nav>
 <main>
 {body}

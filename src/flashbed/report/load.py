@@ -54,6 +54,20 @@ class Stat:
 
 
 @dataclass(frozen=True)
+class Busy:
+    """How much of a timed figure's own duration the flash device was busy (emulator busy time
+    over the figure's duration), per repeat. Low: the device sat idle waiting for the lab."""
+
+    util: Stat  # percent
+    basis: str  # what the duration is: fio's run time, the measured time, the phase's wall time
+
+    def text(self) -> str:
+        u = self.util
+        lo, hi = min(u.lo, 100.0), min(u.hi, 100.0)
+        return f"device busy {lo:.0f} %" if round(lo) == round(hi) else f"device busy {lo:.0f}–{hi:.0f} %"
+
+
+@dataclass(frozen=True)
 class Failure:
     id: str
     device: str
@@ -76,6 +90,10 @@ class RunData:
     values: dict[tuple[str, str, str, str, str], Stat] = field(default_factory=dict)
     # (device, fs, study, key case) -> stat -> Stat over repeats; key case "*" = whole study
     dstats: dict[tuple[str, str, str, str], dict[str, Stat]] = field(default_factory=dict)
+    # (device, fs, study, phase) -> stat -> Stat over repeats: a cell's named statistics phases
+    pstats: dict[tuple[str, str, str, str], dict[str, Stat]] = field(default_factory=dict)
+    # (device, fs, study, measurement case) -> how busy the device was during that case's figures
+    busy: dict[tuple[str, str, str, str], Busy] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -104,6 +122,17 @@ class RunData:
         return str(k.get("release") or k.get("source_version") or "?")
 
     @property
+    def kernel_text(self) -> str:
+        """'6.12.117 (6.12 kernel, from linux-source 6.12.117-1~deb12u1)': release, name, source."""
+        k = self.manifest.get("kernel") or {}
+        extra = []
+        if k.get("name"):
+            extra.append(f"{k['name']} kernel")
+        if k.get("source_version") and str(k["source_version"]) != self.kernel:
+            extra.append(f"from linux-source {k['source_version']}")
+        return self.kernel + (f" ({', '.join(extra)})" if extra else "")
+
+    @property
     def tools(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in sorted((self.manifest.get("tools") or {}).items())}
 
@@ -122,8 +151,30 @@ class RunData:
         cap = info.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
             bits.append(_size_text(cap))
+        if self.real_part(device):
+            bits.append(f"models {self.real_part(device)}")
         preset = info.get("name") or device
         return f"{device} (preset {preset}" + (f": {', '.join(bits)})" if bits else ")")
+
+    def real_part(self, device: str) -> str:
+        """The real part the preset reproduces ('model / part'), '' when the preset names none."""
+        info = self.device_info(device)
+        return " / ".join(dict.fromkeys(str(info[k]) for k in ("model", "part") if info.get(k)))
+
+    def device_part(self, device: str) -> str:
+        """The preset's description and the sources of its figures, as far as the manifest's
+        device information names them ('' when it names none)."""
+        info = self.device_info(device)
+        bits = []
+        if info.get("description"):
+            bits.append(str(info["description"]))
+        src = self.sources(device)
+        if src:
+            bits.append(f"sources: {src}")
+        return "; ".join(bits)
+
+    def sources(self, device: str) -> str:
+        return _sources_text(self.device_info(device).get("sources"))
 
     # ---- structure -------------------------------------------------------------
     def devices(self) -> list[str]:
@@ -191,6 +242,28 @@ class RunData:
     def device_stat(self, device: str, fs: str, study: str, key_case: str = "*") -> dict[str, Stat]:
         return self.dstats.get((device, fs, study, key_case), {})
 
+    def phase_stat(self, device: str, fs: str, study: str, phase: str) -> dict[str, Stat]:
+        return self.pstats.get((device, fs, study, phase), {})
+
+    def busy_for(self, device: str, fs: str, study: str, case: str) -> Busy | None:
+        return self.busy.get((device, fs, study, case))
+
+    def lab_bound_case(self, device: str, fs: str, study: str, case: str) -> Busy | None:
+        """The case's device utilisation when it is below the threshold: the lab, not the device,
+        set its timed figures. None when device-bound or unknown."""
+        b = self.busy.get((device, fs, study, case))
+        return b if b is not None and b.util.mean < self.weights.lab_bound_below else None
+
+    def lab_bound(self, device: str, fs: str, study: str, case: str, metric: str) -> Busy | None:
+        """lab_bound_case for a timed metric (rates, latencies, times); None for any other metric."""
+        return self.lab_bound_case(device, fs, study, case) if metric in units.TIMED_METRICS else None
+
+    @property
+    def paced(self) -> bool:
+        """Whether the emulator ran in real time (--pace none skips the device's delays)."""
+        req = self.manifest.get("request") or {}
+        return (req.get("pace") if isinstance(req, dict) else None) in (None, "real")
+
     def device_stat_keys(self, device: str) -> list[str]:
         s = {k for (d, _f, _s, c), st in self.dstats.items() if d == device and c == "*" for k in st}
         order = units.DEVICE_STAT_ORDER
@@ -201,6 +274,15 @@ class RunData:
             lo, hi = min(ns), max(ns)
             return f"{lo}" if lo == hi else f"{lo}–{hi}"
         return str(self.manifest.get("repeats", "?"))
+
+
+def _sources_text(src: Any) -> str:
+    """Sources as a preset may give them: text, a list, or a table of figure -> source."""
+    if isinstance(src, dict):
+        return "; ".join(f"{k}: {_sources_text(v)}" for k, v in src.items() if v)
+    if isinstance(src, (list, tuple)):
+        return "; ".join(t for t in (_sources_text(x) for x in src) if t)
+    return str(src) if src else ""
 
 
 def _size_text(b: float) -> str:
@@ -235,6 +317,11 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     val_units: dict[tuple[str, str, str, str, str], str] = {}
     # (device, fs, study, key case) -> repeat -> stat dict of that cell
     cell_ds: dict[tuple[str, str, str, str], dict[int, dict[str, float]]] = defaultdict(dict)
+    # (device, fs, study, phase) -> repeat -> that phase's stat dicts (one per cell that has it)
+    phase_ds: dict[tuple[str, str, str, str], dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
+    utils: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    basis: dict[tuple[str, str, str, str], str] = {}
+    paced = (manifest.get("request") or {}).get("pace") in (None, "real")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
 
@@ -263,6 +350,15 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         ds = _cell_device_stats(r.device_stats)
         if ds:
             cell_ds[(k.device, k.fs, k.study, k.case)][k.repeat] = ds
+        for phase, raw in (r.device_stats or {}).items():
+            if phase != "workload" and (flat := _phase_numbers(raw)):
+                phase_ds[(k.device, k.fs, k.study, phase)][k.repeat].append(flat)
+        if paced:  # at --pace none the device's time is modelled, not spent: no utilisation
+            for case in per_case:
+                u = _utilisation(r.device_stats, case, per_case)
+                if u is not None:
+                    utils[(k.device, k.fs, k.study, case)].append(u[0])
+                    basis[(k.device, k.fs, k.study, case)] = u[1]
 
     data.cell_status = dict(status)
     data.values = {k: Stat(tuple(v), val_units[k]) for k, v in sorted(vals.items())}
@@ -275,6 +371,9 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
             study_rep[(dev, fs, study)][rep].append(ds)
     for (dev, fs, study), reps in sorted(study_rep.items()):
         data.dstats[(dev, fs, study, "*")] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
+    for key, reps in sorted(phase_ds.items()):
+        data.pstats[key] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
+    data.busy = {key: Busy(Stat(tuple(v), "%"), basis[key]) for key, v in sorted(utils.items())}
 
     for study, names in sorted(unclassified.items()):
         data.notes.append(f"{study}: outcome name(s) {', '.join(sorted(names))} are in neither the good nor the "
@@ -315,18 +414,60 @@ def _survived(study: str, metrics: dict[str, tuple[float, str]], weights: Weight
     return 100.0 * math.fsum(v for n, v in outs.items() if n in spec["good"]) / total
 
 
-def _cell_device_stats(device_stats: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """One cell's emulator statistics: phase 'workload' if present, else the only/last phase."""
-    if not isinstance(device_stats, dict) or not device_stats:
-        return {}
-    phase = "workload" if "workload" in device_stats else list(device_stats)[-1]
-    raw = device_stats.get(phase)
+def _phase_numbers(raw: Any) -> dict[str, float]:
     if not isinstance(raw, dict):
         return {}
     out = {k: v for k, v in ((k, _num(v)) for k, v in raw.items()) if v is not None}
     if "erase_count_max" in out and "erase_count_min" in out:
         out["erase_spread"] = out["erase_count_max"] - out["erase_count_min"]
     return out
+
+
+def _cell_device_stats(device_stats: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """One cell's emulator statistics: phase 'workload' if present, else all its phases combined
+    (a study that samples the device per case, like bandwidth, has one phase per case)."""
+    if not isinstance(device_stats, dict) or not device_stats:
+        return {}
+    if "workload" in device_stats:
+        return _phase_numbers(device_stats["workload"])
+    phases = [p for p in (_phase_numbers(raw) for raw in device_stats.values()) if p]
+    return _combine(phases) if len(phases) > 1 else (phases[0] if phases else {})
+
+
+def _utilisation(device_stats: dict[str, Any], case: str,
+                 per_case: dict[str, dict[str, tuple[float, str]]]) -> tuple[float, str] | None:
+    """(device busy % of the figure's duration, what the duration is) for one measurement case of
+    a cell, or None when no statistics phase covers that case alone (or its jobs, run at once)."""
+    if not isinstance(device_stats, dict):
+        return None
+    if isinstance(device_stats.get(case), dict):
+        phase = _phase_numbers(device_stats[case])
+        own = per_case.get(case, {})
+        if "runtime" in own:
+            dur, why = own["runtime"][0], "fio's run time"
+        elif "seconds" in own:
+            dur, why = own["seconds"][0], "the measured time"
+        else:
+            dur, why = phase.get("wall_seconds"), "the statistics phase's wall time"
+    elif isinstance(device_stats.get("workload"), dict):
+        phase = _phase_numbers(device_stats["workload"])
+        runtimes = [m["runtime"][0] for m in per_case.values() if "runtime" in m]
+        if runtimes:  # fio jobs that ran at once (mixed): the longest job spans the phase
+            dur, why = max(runtimes), "the longest fio job's run time (jobs ran at once)"
+        elif len(per_case) == 1:
+            dur, why = phase.get("wall_seconds"), "the statistics phase's wall time"
+        else:  # several figures one after another in one phase: none of them has its own share
+            return None
+    else:
+        return None
+    busy = phase.get("busy_seconds")
+    if busy is None or not dur or dur <= 0:
+        return None
+    return 100.0 * busy / dur, why
+
+
+_SUMMED = frozenset({"host_write_bytes", "host_read_bytes", "nand_program_pages", "nand_read_pages", "nand_erases",
+                     "busy_seconds", "wall_seconds", "gc_count"})
 
 
 def _combine(cells: list[dict[str, float]]) -> dict[str, float]:
@@ -339,11 +480,12 @@ def _combine(cells: list[dict[str, float]]) -> dict[str, float]:
             out[k] = max(xs)
         elif k in ("erase_count_min",):
             out[k] = min(xs)
-        elif k in ("host_write_bytes", "nand_program_pages", "nand_erases", "busy_seconds", "gc_count"):
+        elif k in _SUMMED:
             out[k] = math.fsum(xs)
         elif k == "write_amplification":
             pairs = [(c[k], c.get("host_write_bytes")) for c in cells if k in c]
-            if all(h is not None and h > 0 for _w, h in pairs):
+            if all(h is not None for _w, h in pairs) and any(h > 0 for _w, h in pairs):
+                # weighted by host bytes: a phase that wrote nothing (a read) adds nothing
                 out[k] = math.fsum(w * h for w, h in pairs) / math.fsum(h for _w, h in pairs)
             else:
                 out[k] = math.fsum(xs) / len(xs)

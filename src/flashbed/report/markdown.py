@@ -45,6 +45,9 @@ def section_md(s: Section, level: int, figure_link: Callable[[Figure], str | Non
 
 
 def render_markdown(doc: Document, figure_link: Callable[[Figure], str | None] | None = None) -> str:
-    out = [f"# {doc.title}", doc.subtitle, "\n".join(f"- {k}: {v}" for k, v in doc.meta)]
+    out = [f"# {doc.title}", doc.subtitle]
+    if doc.answer:
+        out.append(section_md(doc.answer, 2, figure_link))
+    out.append("\n".join(f"- {k}: {v}" for k, v in doc.meta))
     out += [section_md(s, 2, figure_link) for s in doc.sections]
     return "\n\n".join(out).rstrip() + "\n"

@@ -3,7 +3,9 @@
 The criteria and weights live in weights.toml (see its comments for the scoring rule);
 this module only applies them. A criterion nobody measured is listed as not measured;
 a variant without a value for a criterion is not scored on it (and marked incomplete),
-a variant whose cells failed scores 0 on it.
+a variant whose cells failed scores 0 on it. A criterion lab-bound for any variant scores
+nobody. A use case missing a decisive criterion is not decided: no winner, a partial
+ranking and the command that measures what is missing.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from fnmatch import fnmatchcase
 from ..status import Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
-from .load import RunData, Stat
+from .load import Busy, RunData, Stat
+from .rerun import measure_command
 from .weights import Criterion, UseCase
 
+# why an emulator statistic is missing on a device that has none: no run can measure it there
+NO_EMULATOR = "the device has no flash emulator statistics (raw NAND through nandsim, or a plain file)"
 STRONG = 1.05  # a difference smaller than 5 % is not named as a strength or weakness
 
 
@@ -28,6 +33,7 @@ class Value:
     unit: str = ""
     n: int = 0  # repeats behind the value (smallest over matched cases)
     why: str = ""  # failure status
+    lab: Busy | None = None  # set when the figure is lab-bound (the least busy matched case)
 
 
 @dataclass
@@ -45,16 +51,45 @@ class Entry:
 
 
 @dataclass
+class Undecided:
+    """A decisive criterion the device's ranking lacks: why, and what measures it."""
+
+    criterion: int
+    why: str
+    command: str = ""
+    ask: str = "measure it"  # what the command is for
+
+
+@dataclass
 class Ranking:
     device: str
     use_case: UseCase
     entries: list[Entry]
     measured: list[int]  # criterion indexes measured on this device
     not_measured: list[tuple[int, str]]  # (criterion index, reason)
+    lab_bound: dict[int, list[tuple[str, Busy]]] = field(default_factory=dict)  # criterion -> (fs, busy)
+    undecided: list[Undecided] = field(default_factory=list)
+
+    @property
+    def scored(self) -> list[int]:
+        """Measured criteria that score: the lab-bound ones are ties for everyone."""
+        return [i for i in self.measured if i not in self.lab_bound]
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.entries) and not self.undecided
 
     @property
     def winner(self) -> Entry | None:
-        return self.entries[0] if self.entries else None
+        """The choice; None when nothing was measured or a decisive criterion is missing."""
+        return self.entries[0] if self.decided else None
+
+    @property
+    def runner_up(self) -> Entry | None:
+        return self.entries[1] if self.decided and len(self.entries) > 1 else None
+
+    def choice_text(self) -> str:
+        return self.winner.fs if self.winner else ("not decided" if self.measured else "nothing measured")
 
 
 def _geomean(xs: list[float]) -> float:
@@ -69,7 +104,9 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
             stats = [run.device_stat(device, fs, c.study).get(c.metric)]
         else:
             stats = [st.get(c.metric) for (d, f, s, kc), st in sorted(run.dstats.items())
-                     if d == device and f == fs and s == c.study and kc != "*" and fnmatchcase(kc, c.case)]
+                     if d == device and f == fs and s == c.study and kc != "*" and fnmatchcase(kc, c.case)] or \
+                [st.get(c.metric) for (d, f, s, ph), st in sorted(run.pstats.items())
+                 if d == device and f == fs and s == c.study and fnmatchcase(ph, c.case)]
         unit = units.device_stat_unit(c.metric)
         fails = run.failures_for(device, fs, c.study)
     else:
@@ -82,7 +119,10 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
     fails = [f for f in fails if f.status.is_result]
     present: list[Stat] = [s for s in stats if s is not None]
     if present:
-        return Value(Measured.OK, _geomean([s.mean for s in present]), unit, min(s.n for s in present))
+        labs = [] if c.source == "device" else \
+            [b for k in cases if (b := run.lab_bound(device, fs, c.study, k, c.metric))]
+        return Value(Measured.OK, _geomean([s.mean for s in present]), unit, min(s.n for s in present),
+                     lab=min(labs, key=lambda b: b.util.mean) if labs else None)
     if fails:
         return Value(Measured.FAILED, None, unit, why=fails[0].status)
     return Value(Measured.MISSING)
@@ -99,14 +139,19 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, f"study {c.study} is not in this run"))
         elif c.study not in run.studies(device):
             not_measured.append((i, f"study {c.study} was not run on {device}"))
+        elif c.source == "device" and not run.device_stat_keys(device):
+            not_measured.append((i, NO_EMULATOR))
         else:
             what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
+    lab_bound = {i: [(fs, vals[fs][i].lab) for fs in fss if vals[fs][i].lab] for i in measured}
+    lab_bound = {i: v for i, v in lab_bound.items() if v}
+    scored = [i for i in measured if i not in lab_bound]
     entries = []
-    total_w = math.fsum(uc.criteria[i].weight for i in measured)
+    total_w = math.fsum(uc.criteria[i].weight for i in scored)
     for fs in fss:
         entries.append(Entry(fs=fs, score=0.0, coverage=0.0, values=vals[fs]))
-    for i in measured:
+    for i in scored:
         c = uc.criteria[i]
         oks = [(e, e.values[i].value) for e in entries if e.values[i].status is Measured.OK]
         if oks:
@@ -128,10 +173,33 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         e.coverage = w / total_w if total_w else 0.0
     entries = [e for e in entries if e.scores]
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
-    r = Ranking(device, uc, entries, measured, not_measured)
+    r = Ranking(device, uc, entries, measured, not_measured, lab_bound)
+    r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
     return r
+
+
+def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
+    """The decisive criteria this ranking lacks (not measured, or lab-bound), with what measures them."""
+    out = []
+    reasons = dict(r.not_measured)
+    for i, c in enumerate(r.use_case.criteria):
+        if not c.decisive or reasons.get(i) == NO_EMULATOR:
+            continue  # a decisive statistic no run can measure on this device does not hold the choice up
+        if i in reasons:
+            out.append(Undecided(i, f"{c.label} not measured ({reasons[i]})",
+                                 measure_command(run, r.device, [c.study])))
+        elif i in r.lab_bound:
+            # a busy host starves the lab: alone on a quiet one, the same figure can be the device's
+            out.append(Undecided(i, f"{c.label} is lab-bound ({_lab_list(r.lab_bound[i])}): the lab, "
+                                    f"not the device, set it", measure_command(run, r.device, [c.study], alone=True),
+                                 "measure it again on a quiet host"))
+    return out
+
+
+def _lab_list(items: list[tuple[str, Busy]]) -> str:
+    return ", ".join(f"{fs} {b.text()}" for fs, b in items)
 
 
 def _adv(c: Criterion, v: float, rv: float) -> float | None:
@@ -156,6 +224,42 @@ def _phrase(c: Criterion, v: Value, rv: Value, ref: str, strength: bool) -> str:
     return f"{c.label} {units.ratio_text(v.value / rv.value)} {ref}'s ({a} vs {b})"
 
 
+def _compare(r: Ranking, e: Entry, ref: Entry) -> tuple[list[int], list[int]]:
+    """The scored criteria where e is clearly better / clearly worse than ref, weightiest first."""
+    diffs = []
+    for i in r.scored:
+        c = r.use_case.criteria[i]
+        mine, theirs = e.values[i], ref.values[i]
+        if mine.status is Measured.OK and theirs.status is Measured.OK:
+            a = _adv(c, mine.value, theirs.value)
+            if a is not None:
+                diffs.append((c.weight * abs(math.log(a)), a, i))
+    diffs.sort(reverse=True)
+    return [i for _w, a, i in diffs if a >= STRONG], [i for _w, a, i in diffs if a <= 1 / STRONG]
+
+
+def deciding_text(r: Ranking) -> str:
+    """The figures that decided the choice against the runner-up, as 'label value vs value': its
+    clearest advantages and every decisive criterion (those where it is worse after a 'but')."""
+    w, ru = r.winner, r.runner_up
+    if w is None:
+        return ""
+    if ru is None:
+        return "the only filesystem measured"
+    strengths, weaknesses = _compare(r, w, ru)
+    decisive = [i for i in r.scored if r.use_case.criteria[i].decisive]
+    pro = strengths[:2] + [i for i in decisive if i not in strengths[:2] and i not in weaknesses]
+    con = [i for i in decisive if i in weaknesses]
+
+    def figure(i: int) -> str:
+        c, v, rv = r.use_case.criteria[i], w.values[i], ru.values[i]
+        theirs = units.fmt_unit(rv.value, rv.unit) if rv.status is Measured.OK else rv.why or rv.status
+        return f"{c.label} {units.fmt_unit(v.value, v.unit)} vs {theirs}"
+    pro_txt = [figure(i) for i in pro if w.values[i].status is Measured.OK]
+    text = "; ".join(pro_txt) or f"on par with {ru.fs} on every criterion both were measured on"
+    return text + ("; but " + "; ".join(figure(i) for i in con) if con else "")
+
+
 def _sentence(r: Ranking, k: int) -> str:
     e = r.entries[k]
     uc = r.use_case
@@ -164,19 +268,10 @@ def _sentence(r: Ranking, k: int) -> str:
         body = "the only filesystem measured"
     else:
         ref = r.entries[1] if k == 0 else r.entries[0]
-        diffs = []
-        for i in r.measured:
-            c = uc.criteria[i]
-            mine, theirs = e.values[i], ref.values[i]
-            if mine.status is Measured.OK and theirs.status is Measured.OK:
-                a = _adv(c, mine.value, theirs.value)
-                if a is not None:
-                    diffs.append((c.weight * abs(math.log(a)), a, i))
-        strengths = [d for d in sorted(diffs, reverse=True) if d[1] >= STRONG]
-        weaknesses = [d for d in sorted(diffs, reverse=True) if d[1] <= 1 / STRONG]
-        fails = [(uc.criteria[i], e.values[i]) for i in r.measured if e.values[i].status is Measured.FAILED]
-        s_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, True) for _w, _a, i in strengths]
-        w_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, False) for _w, _a, i in weaknesses]
+        strengths, weaknesses = _compare(r, e, ref)
+        fails = [(uc.criteria[i], e.values[i]) for i in r.scored if e.values[i].status is Measured.FAILED]
+        s_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, True) for i in strengths]
+        w_txt = [_phrase(uc.criteria[i], e.values[i], ref.values[i], ref.fs, False) for i in weaknesses]
         f_txt = [f"{c.label}: {v.why} (scores 0)" for c, v in fails]
         if k == 0:
             parts = s_txt[:3] or [f"on par with {ref.fs} on every criterion it was measured on"]
@@ -190,7 +285,7 @@ def _sentence(r: Ranking, k: int) -> str:
                 body += f"; better: {s_txt[0]}"
         if buts:
             body += "; but " + ", ".join(buts)
-    missing = [uc.criteria[i].label for i in r.measured if e.values[i].status is Measured.MISSING]
+    missing = [uc.criteria[i].label for i in r.scored if e.values[i].status is Measured.MISSING]
     if missing:
         body += f" (incomplete: not measured on {', '.join(missing)})"
     return f"{head}: {body}."
@@ -205,20 +300,24 @@ def recommend(run: RunData) -> dict[str, list[Ranking]]:
 def _ranking_table(r: Ranking) -> Table:
     uc = r.use_case
     cols = [Column("rank", "", True), Column("filesystem", numeric=False), Column("score", "0–1")]
-    units_of = {}
     for i in r.measured:
         u = next((e.values[i].unit for e in r.entries if e.values[i].status is Measured.OK), "")
-        units_of[i] = u
         c = uc.criteria[i]
-        cols.append(Column(f"{c.label} [w {c.weight:g}, {c.better}]", units.display_unit(u)))
+        tags = [f"w {c.weight:g}", c.better] + (["decisive"] if c.decisive else []) + \
+            (["lab-bound: not scored"] if i in r.lab_bound else [])
+        cols.append(Column(f"{c.label} [{', '.join(tags)}]", units.display_unit(u)))
     rows = []
     for k, e in enumerate(r.entries):
         row = [Cell(str(k + 1), k + 1), Cell(e.fs, e.fs), Cell(f"{e.score:.2f}", round(e.score, 6))]
         for i in r.measured:
             v = e.values[i]
-            if v.status is Measured.OK:
+            if v.status is Measured.OK and v.lab:
+                row.append(Cell(f"{units.fmt(v.value, v.unit)} (lab-bound, {v.lab.text()})",
+                                units.to_display(v.value, v.unit), title=f"not scored: {v.lab.text()} of "
+                                f"{v.lab.basis}", cls="labbound"))
+            elif v.status is Measured.OK:
                 row.append(Cell(units.fmt(v.value, v.unit), units.to_display(v.value, v.unit),
-                                title=f"score {e.scores.get(i, 0):.2f}",
+                                title=f"score {e.scores[i]:.2f}" if i in e.scores else "not scored (lab-bound)",
                                 cls="best" if e.scores.get(i) == 1.0 and len(r.entries) > 1 else ""))
             elif v.status is Measured.FAILED:
                 row.append(Cell(v.why, None, title="scores 0", cls="bad"))
@@ -229,22 +328,49 @@ def _ranking_table(r: Ranking) -> Table:
                  "criterion values (geometric mean over matching cases); hover for the 0–1 criterion score")
 
 
+def undecided_text(r: Ranking, head: str = "not decided") -> str:
+    """'not decided: <what is missing>; measure it: `command`' (Markdown inline marks)."""
+    why = [u.why + (f"; {u.ask}: `{u.command}`" if u.command else "") for u in r.undecided]
+    if not r.entries and not why:
+        why = ["every criterion measured here is lab-bound"]
+    return f"{head}: " + "; ".join(why)
+
+
+def answer_line(r: Ranking) -> str:
+    """One line of the first screen: the choice, the runner-up and the deciding figures, or why not."""
+    head = f"**{r.use_case.title}**: "
+    if r.winner:
+        ru = f", runner-up {r.runner_up.fs}" if r.runner_up else ""
+        return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}."
+    if r.measured:
+        return head + undecided_text(r, "**not decided**") + "."
+    return head + "nothing measured on this device (none of its studies ran here)."
+
+
 def ranking_section(run: RunData, r: Ranking) -> Section:
     uc = r.use_case
     sec = Section(units.slug("rec", r.device, uc.id, "sec"), uc.title)
     if uc.summary:
         sec.add(Paragraph(uc.summary[0].upper() + uc.summary[1:] + ".", cls="note"))
-    if r.entries:
-        w = r.entries[0]
-        ru = r.entries[1] if len(r.entries) > 1 else None
-        line = f"Choose **{w.fs}**" + (f"; runner-up **{ru.fs}** (score {w.score:.2f} vs {ru.score:.2f})."
-                                       if ru else ".")
-        sec.add(Paragraph(line))
-        sec.add(ListBlock([e.text for e in r.entries], ordered=True))
-        sec.add(_ranking_table(r))
+    if r.decided:
+        w, ru = r.winner, r.runner_up
+        sec.add(Paragraph(f"Choose **{w.fs}**" + (f"; runner-up **{ru.fs}** (score {w.score:.2f} vs "
+                                                  f"{ru.score:.2f})." if ru else ".")))
+    elif r.measured:
+        sec.add(Paragraph(undecided_text(r, "Not decided") + ".", cls="missing"))
+        if r.entries:
+            sec.add(Paragraph("Partial ranking, on the criteria that were measured: not a recommendation.",
+                              cls="missing"))
     else:
         sec.add(Paragraph("No filesystem was measured on any criterion of this use case on this device.",
                           cls="missing"))
+    if r.entries:
+        sec.add(ListBlock([e.text for e in r.entries], ordered=True))
+        sec.add(_ranking_table(r))
+    if r.lab_bound:
+        sec.add(Paragraph("Lab-bound, not scored for anyone (the device sat idle waiting for the lab): " + "; ".join(
+            f"{uc.criteria[i].label} — {_lab_list(items)}" for i, items in r.lab_bound.items()) + ".",
+            cls="missing"))
     if r.not_measured:
         sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
             f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
@@ -258,7 +384,9 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
         f"Per use case, filesystems are ranked by a weighted score (1.00 = best on every criterion) over the "
         f"criteria in `{run.weights.path.name}` (the package's editable weights table; its comments explain "
         f"the rule). Each line gives the figures that decided it against the runner-up (for the winner) or "
-        f"the winner (for the rest). Filesystems are compared only with others on the same device."))
+        f"the winner (for the rest). Filesystems are compared only with others on the same device. A use case "
+        f"is decided only when its decisive criteria were measured; otherwise it says what to run, and its "
+        f"ranking is partial. {lab_bound_method(run)}"))
     top.add(overview_table(recs))
     for device, rankings in recs.items():
         ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
@@ -266,6 +394,33 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
             ds.add(ranking_section(run, r))
         top.add(ds)
     return top
+
+
+def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
+    """The report's first screen: per device, the device (and the real part it models), then per use
+    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run."""
+    sec = Section("answer", "Answer")
+    for device, rankings in recs.items():
+        part = run.device_part(device)
+        sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
+                          cls="device"))
+        sec.add(ListBlock([answer_line(r) for r in rankings]))
+    sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
+                      f"tool versions under Run. Rankings, trade-offs and every figure follow.", cls="note"))
+    return sec
+
+
+def lab_bound_method(run: RunData) -> str:
+    """How lab-bound figures are found and treated, for the report's methods text."""
+    if not run.paced:
+        return ("This run ran the emulator without its delays (--pace none): its times and rates are not "
+                "device figures, and no figure is checked for being lab-bound.")
+    return (f"A timed figure is lab-bound when the flash device was busy less than "
+            f"{run.weights.lab_bound_below:g} % of the figure's own duration (the emulator's busy time in the "
+            f"figure's statistics phase over fio's run time or the measured time): the device sat idle waiting "
+            f"for the lab, so the lab set the figure. Lab-bound figures are marked in tables and figures; a "
+            f"criterion lab-bound for any filesystem on a device scores nobody there and decides nothing. "
+            f"Figures without a statistics phase of their own (mount times, appio's operations) are not checked.")
 
 
 def overview_table(recs: dict[str, list[Ranking]]) -> Table:
@@ -276,15 +431,16 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
     rows = []
     for device, rankings in recs.items():
         for r in rankings:
-            w = r.winner
-            ru = r.entries[1] if len(r.entries) > 1 else None
+            w, ru = r.winner, r.runner_up
             if r.measured:
                 nm = ", ".join(r.use_case.criteria[i].label for i, _why in r.not_measured)
             else:
                 nm = f"all {len(r.use_case.criteria)} criteria (none was measured on {device})"
+            choice = r.choice_text()
             rows.append([
                 Cell(device, device), Cell(r.use_case.title, r.use_case.title),
-                Cell(w.fs if w else "nothing measured", w.fs if w else "", cls="" if w else "missing"),
+                Cell(choice, w.fs if w else "", cls="" if w else "missing",
+                     title=undecided_text(r).replace("`", "") if r.undecided else ""),
                 Cell(f"{w.score:.2f}" if w else "—", round(w.score, 6) if w else None),
                 Cell(ru.fs if ru else "—", ru.fs if ru else ""),
                 Cell(f"{ru.score:.2f}" if ru else "—", round(ru.score, 6) if ru else None),
@@ -314,18 +470,33 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
             uc = r.use_case
             d[uc.id] = {
                 "title": uc.title,
+                "decided": r.decided,
                 "winner": r.winner.fs if r.winner else None,
-                "runner_up": r.entries[1].fs if len(r.entries) > 1 else None,
+                "runner_up": r.runner_up.fs if r.runner_up else None,
+                "deciding": deciding_text(r),
+                "not_decided": [{"criterion": uc.criteria[u.criterion].label, "why": u.why,
+                                 "command": u.command} for u in r.undecided],
+                "ranking_partial": bool(r.entries) and not r.decided,
                 "ranking": [{"fs": e.fs, "score": round(e.score, 4), "coverage": round(e.coverage, 4),
                              "complete": e.complete, "text": e.text,
-                             "criteria": {uc.criteria[i].label: (
-                                 {"value": _round(e.values[i].value), "unit": e.values[i].unit,
-                                  "score": round(e.scores[i], 4)} if e.values[i].status is Measured.OK
-                                 else {"status": e.values[i].status, "why": e.values[i].why})
-                                 for i in r.measured}}
+                             "criteria": {uc.criteria[i].label: _value_data(e, i) for i in r.measured}}
                             for e in r.entries],
                 "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
+                "lab_bound": [{"criterion": uc.criteria[i].label,
+                               "device_busy_pct": {fs: _round(b.util.mean) for fs, b in items}}
+                              for i, items in r.lab_bound.items()],
             }
+    return out
+
+
+def _value_data(e: Entry, i: int) -> dict:
+    v = e.values[i]
+    if v.status is not Measured.OK:
+        return {"status": v.status, "why": v.why}
+    out = {"value": _round(v.value), "unit": v.unit,
+           "score": round(e.scores[i], 4) if i in e.scores else None}
+    if v.lab:
+        out["lab_bound"] = {"device_busy_pct": _round(v.lab.util.mean), "basis": v.lab.basis}
     return out
 
 

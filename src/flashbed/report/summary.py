@@ -36,6 +36,9 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
                for (d, f, s, c, m), st in sorted(run.values.items())]
     dstats = [{"device": d, "fs": f, "study": s, "cell_case": c, "stat": k, "unit": st.unit, "mean": r6(st.mean),
                "n": st.n} for (d, f, s, c), stats in sorted(run.dstats.items()) for k, st in sorted(stats.items())]
+    busy = [{"device": d, "fs": f, "study": s, "case": c, "device_busy_pct": r6(b.util.mean), "n": b.util.n,
+             "lab_bound": run.lab_bound_case(d, f, s, c) is not None, "basis": b.basis}
+            for (d, f, s, c), b in sorted(run.busy.items())]
     return {
         "schema": SUMMARY_SCHEMA,
         "kind": "run",
@@ -47,6 +50,9 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         "notes": list(run.notes),
         "results": results,
         "device_stats": dstats,
+        # per timed case: the device's busy share of the figure's duration; lab-bound below the threshold
+        "lab_bound_below_pct": run.weights.lab_bound_below if run.paced else None,
+        "device_busy": busy,
         "figures": [f.id for f in doc.figures()],
         "tables": [t.id for t in doc.tables()],
     }

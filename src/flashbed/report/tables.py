@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..status import CellStatus
 from . import units
 from .doc import Cell, Column, Table
-from .load import RunData, Stat
+from .load import Busy, RunData, Stat
 
 
 def _stat_cell(st: Stat | None, unit: str, fail: str = "") -> Cell:
@@ -21,6 +21,28 @@ def _stat_cell(st: Stat | None, unit: str, fail: str = "") -> Cell:
         text += f" ±{units.fmt(st.sd, unit)}"
     tip = f"n={st.n}: " + ", ".join(units.fmt(v, unit) for v in st.values)
     return Cell(text, units.to_display(st.mean, unit), title=tip)
+
+
+def _lab_mark(cell: Cell, lab: Busy | None, say: bool = True) -> Cell:
+    """A lab-bound figure keeps its value, says so with the utilisation (in its text, or with
+    say=False only in its style and tooltip, when the row's device-busy column says it), and is
+    never 'best'."""
+    if lab is not None:
+        if say:
+            cell.text += f" (lab-bound, {lab.text()})"
+        cell.title = f"{lab.text()} of {lab.basis}; {cell.title}"
+        cell.cls = "labbound"
+    return cell
+
+
+def _busy_cell(run: RunData, device: str, fs: str, study: str, case: str) -> Cell:
+    b = run.busy_for(device, fs, study, case)
+    if b is None:
+        return Cell("—", None, cls="missing", title="no statistics phase of its own")
+    lab = run.lab_bound_case(device, fs, study, case)
+    u = b.util
+    return Cell(f"{min(u.mean, 100.0):.0f}" + (" lab-bound" if lab else ""), round(u.mean, 3),
+                title=f"{b.text()} of {b.basis} (n={u.n})", cls="labbound" if lab else "")
 
 
 def _mark_best(cells: list[Cell], stats: list[Stat | None], direction: str) -> None:
@@ -51,6 +73,10 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
     title = f"{units.study_title(study)} — {device}"
     note = (f"device {run.device_text(device)}; kernel {run.kernel}; profile {run.profile}; mean ± standard "
             f"deviation over repeats (hover a value for every repeat); best per row group in bold")
+    busy = any(run.busy_for(device, fs, study, c) for fs in fss for c in cases)
+    if busy:
+        note += (f"; device busy = the emulator's busy time over the figure's own duration, lab-bound below "
+                 f"{run.weights.lab_bound_below:g} % (the lab, not the device, set the figure; never marked best)")
     if len(metrics) == 1 and len(fss) > 1:
         # one metric: cases down, filesystems across
         m = metrics[0]
@@ -59,13 +85,17 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         cols = [Column("case", numeric=False)] + [Column(f"{fs}: {units.metric_label(m)}", du) for fs in fss]
         rows = []
         for c in cases:
+            labs = [run.lab_bound(device, fs, study, c, m) for fs in fss]
             stats = [run.get(device, fs, study, c, m) for fs in fss]
-            cells = [_stat_cell(st, unit, _fail(run, device, fs, study, c)) for st, fs in zip(stats, fss)]
-            _mark_best(cells, stats, units.direction(m))
+            cells = [_lab_mark(_stat_cell(st, unit, _fail(run, device, fs, study, c)), lab)
+                     for st, fs, lab in zip(stats, fss, labs)]
+            _mark_best(cells, [None if lab else st for st, lab in zip(stats, labs)], units.direction(m))
             rows.append([Cell(c or "(whole study)", None)] + cells)
         return Table(tid, title, cols, rows, note)
     cols = [Column("case", numeric=False), Column("filesystem", numeric=False)]
     cols += [Column(units.metric_label(m), units.display_unit(run.unit(device, study, m))) for m in metrics]
+    if busy:
+        cols.append(Column("device busy", "%"))
     cols.append(Column("cells", numeric=False))
     rows = []
     for c in cases:
@@ -76,10 +106,13 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
             fail = _fail(run, device, fs, study, c)
             if all(s is None for s in stats) and not fail:
                 continue  # this filesystem has no such case
+            labs = [run.lab_bound(device, fs, study, c, m) for m in metrics]
             group.append([Cell(c or "(whole study)", None), Cell(fs, None)] +
-                         [_stat_cell(st, run.unit(device, study, m), fail) for st, m in zip(stats, metrics)] +
+                         [_lab_mark(_stat_cell(st, run.unit(device, study, m), fail), lab, say=False)
+                          for st, m, lab in zip(stats, metrics, labs)] +
+                         ([_busy_cell(run, device, fs, study, c)] if busy else []) +
                          [_status_text(run, device, fs, study, c)])
-            grid.append(stats)
+            grid.append([None if lab else st for st, lab in zip(stats, labs)])
         for j, m in enumerate(metrics):
             _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.direction(m))
         rows += group
@@ -171,4 +204,10 @@ def devices_table(run: RunData) -> Table:
                         v if isinstance(v, (int, float)) else None)
         rows.append([Cell(d, d), Cell(str(vals[0] or d)), Cell(str(vals[1] or "—")), Cell(str(vals[2] or "—")),
                      num(vals[3], 1048576.0), num(vals[4]), num(vals[5], 1024.0)])
+    # the real part each preset reproduces and where its figures come from, when the presets say
+    for name, text in (("real part", run.real_part), ("sources", run.sources)):
+        if any(text(d) for d in run.devices()):
+            cols.append(Column(name, numeric=False))
+            for row, d in zip(rows, run.devices()):
+                row.append(Cell(text(d) or "—", text(d)))
     return Table("tab-devices", "Devices (from the run manifest)", cols, rows)

@@ -38,7 +38,11 @@ _METRICS: dict[str, tuple[str, str]] = {
     "iterations": ("iterations", NEUTRAL),
     "recovery": ("recovery (median)", LOWER),
     "survived": ("survived", HIGHER),
+    "runtime": ("fio run time", NEUTRAL),
 }
+
+# figures set by how fast something ran: the device or, when it sat idle, the lab (lab-bound)
+TIMED_METRICS = frozenset({"bandwidth", "iops", "throughput", "lat_p50", "lat_p99", "seconds", "mount", "read"})
 
 # emulator statistics (device_stats) and derived ones
 _DEVICE_STATS: dict[str, tuple[str, str, str]] = {
@@ -49,9 +53,12 @@ _DEVICE_STATS: dict[str, tuple[str, str, str]] = {
     "erase_count_max": ("erase count max", LOWER, "erases"),
     "erase_count_mean": ("erase count mean", LOWER, "erases"),
     "host_write_bytes": ("host writes", NEUTRAL, "bytes"),
+    "host_read_bytes": ("host reads", NEUTRAL, "bytes"),
+    "nand_read_pages": ("NAND pages read", NEUTRAL, "pages"),
     "nand_program_pages": ("NAND pages programmed", LOWER, "pages"),
     "nand_erases": ("NAND block erases", LOWER, "erases"),
     "busy_seconds": ("device busy", LOWER, "s"),
+    "wall_seconds": ("wall time", NEUTRAL, "s"),
     "gc_count": ("GC runs", LOWER, "count"),
     "latency_p50_us": ("device latency p50", LOWER, "µs"),
     "latency_p99_us": ("device latency p99", LOWER, "µs"),

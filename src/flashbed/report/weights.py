@@ -20,6 +20,7 @@ class Criterion:
     weight: float
     case: str = "*"  # exact case or glob
     source: str = "measure"  # "measure" | "device"
+    decisive: bool = False  # the use case cannot be decided without it
 
     def describe(self) -> str:
         what = f"{self.study} / {self.case} / {self.metric}" if self.source == "measure" else \
@@ -42,6 +43,8 @@ class Weights:
     # study -> {"good": [...], "bad": [...], "ignore": [...]} outcome names for the derived
     # "survived" metric
     outcomes: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    # a timed figure whose device was busy less than this share of its time (%) is lab-bound
+    lab_bound_below: float = 50.0
 
 
 def load_weights(path: Path | None = None) -> Weights:
@@ -83,7 +86,7 @@ def load_weights(path: Path | None = None) -> Weights:
             for k in ("label", "study", "metric", "better", "weight"):
                 if k not in c:
                     raise bad(f"{where}: '{k}' is missing")
-            unknown = set(c) - {"label", "study", "metric", "better", "weight", "case", "source"}
+            unknown = set(c) - {"label", "study", "metric", "better", "weight", "case", "source", "decisive"}
             if unknown:
                 raise bad(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
             if c["better"] not in ("higher", "lower"):
@@ -96,13 +99,19 @@ def load_weights(path: Path | None = None) -> Weights:
                 raise bad(f"{where}: source must be \"measure\" or \"device\", not {src!r}")
             if src == "measure" and "case" not in c:
                 raise bad(f"{where}: 'case' is missing")
+            if not isinstance(c.get("decisive", False), bool):
+                raise bad(f"{where}: decisive must be true or false, not {c['decisive']!r}")
             crits.append(Criterion(label=str(c["label"]), study=str(c["study"]), metric=str(c["metric"]),
                                    better=c["better"], weight=float(w), case=str(c.get("case", "*")),
-                                   source=src))
+                                   source=src, decisive=c.get("decisive", False)))
         if not crits:
             raise bad(f"use case '{uid}' has no criteria")
         ucs.append(UseCase(id=uid, title=str(u.get("title", uid)), summary=str(u.get("summary", "")),
                            criteria=tuple(crits)))
     if not ucs:
         raise bad("no [[use_case]] tables")
-    return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes)
+    lab = data.get("lab_bound") or {}
+    below = lab.get("device_busy_below", 50.0) if isinstance(lab, dict) else None
+    if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 <= below <= 100:
+        raise bad(f"[lab_bound] device_busy_below must be a percentage from 0 to 100, not {below!r}")
+    return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes, lab_bound_below=float(below))

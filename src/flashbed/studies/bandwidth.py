@@ -64,7 +64,9 @@ class Bandwidth(Study):
                   # back as zeroes without touching the device
                   "fallocate": "none"}
         steps = make_and_mount(spec.variant)
-        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "write", "bs": "1M", "create_only": 1}}, common)
+        # a read job's set-up writes its files out in full; a write job's only creates them, which left
+        # the laying-out (and its writeback) to the first measured job
+        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "read", "bs": "1M", "create_only": 1}}, common)
         steps.append(Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800))
         for rw, bs, direct in self.matrix(p):
             case = case_name(rw, bs, direct)
@@ -91,6 +93,8 @@ class Bandwidth(Study):
             f = fio.job_figures(data["jobs"][0])
             out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
             out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
+            # the interval the figure covers, to set against the device's busy time
+            out += m(case, "runtime", f["runtime"], "s")
         err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec.params)})
         rw4k = next((x.value for x in out if x.case == "randwrite 4k direct" and x.metric == "iops"), None)
         seqw = next((x.value for x in out if x.case == "write 4M direct" and x.metric == "bandwidth"), None)

@@ -40,7 +40,9 @@ class BigFile(Study):
             Step("write", f"dd if=/dev/zero of={MNT}/big bs=64k count={count} status=none && sync", timeout=7200),
             stats_take("write"),
             drop_caches(),
+            stats_reset("read"),
             Step("read", f"dd if={MNT}/big of=/dev/null bs=64k status=none", timeout=7200),
+            stats_take("read"),
         ] + umount(spec.variant)]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:

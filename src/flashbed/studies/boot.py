@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, passed, \
-    step_json, umount
+    stats_reset, stats_take, step_json, umount
 from .params import param
 
 
@@ -18,7 +18,6 @@ class Boot(Study):
     description = "cold mount + read of an init's files from a ~15 MB rootfs tree"
     order = 80
     primary_metric = "seconds"
-    device_stats = False
 
     @dataclass(frozen=True)
     class Params:
@@ -31,9 +30,12 @@ class Boot(Study):
                                f"--mb {spec.params.mb} --seed {spec.seed}", timeout=600),
             *make_and_mount(v),
             Step("install", f"cp -a /tmp/rootfs/. {MNT}/ && sync", timeout=3600),
-            *umount(v), drop_caches(),
+            # the image size a read-only partition needs: space the filesystem uses for the tree
+            Step("used", f"df -B1 --output=used {MNT} | tail -n 1"),
+            *umount(v), drop_caches(), stats_reset("boot"),
             *mount(v, "mount-cold"),
             Step("read", f"{TOOL} read-list {MNT} $FLASHBED_RUN/init-files.txt", timeout=3600),
+            stats_take("boot"),
             *umount(v, "umount-end"),
         ]]
 
@@ -43,6 +45,8 @@ class Boot(Study):
         read_s = rd["seconds"] if rd else None
         total = mnt + read_s if mnt is not None and read_s is not None else None
         out = m("boot", "mount", mnt, "s") + m("boot", "read", read_s, "s") + m("boot", "seconds", total, "s")
+        used = b.stdout.strip() if (b := boots[0].step("used")) and b.status.ok else ""
+        out += m("boot", "used", int(used) if used.isdigit() else None, "bytes")
         err = first_failure(boots)
         return Outcome(out, f"mount {mnt * 1000:.0f} ms + read {read_s * 1000:.0f} ms" if total else "incomplete",
                        extra={"read_files": rd["files"] if rd else None, "read_bytes": rd["bytes"] if rd else None},

@@ -50,8 +50,9 @@ class Mixed(Study):
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
                   "fallocate": "none", "randseed": spec.seed}
+        # read set-up writes the files out in full (write set-up only creates them; see bandwidth)
         fio.job_file(run_dir / "mixed-layout.fio",
-                     {n: {"rw": "write", "bs": "1M", "create_only": 1} for n in JOBS}, common)
+                     {n: {"rw": "read", "bs": "1M", "create_only": 1} for n in JOBS}, common)
         fio.job_file(run_dir / "mixed.fio", JOBS, common)
         steps = make_and_mount(spec.variant) + [
             Step("layout", "fio --output-format=json --output=mixed-layout.json mixed-layout.fio", timeout=1800),
@@ -68,6 +69,7 @@ class Mixed(Study):
         for job in (data or {}).get("jobs", []):
             f = fio.job_figures(job)
             out += m(job["jobname"], "bandwidth", f["bandwidth"], "MB/s") + m(job["jobname"], "iops", f["iops"], "IO/s")
+            out += m(job["jobname"], "runtime", f["runtime"], "s")
             total_bw += f["bandwidth"]
             total_iops += f["iops"]
         if out:

@@ -31,12 +31,14 @@ class Overwrite(Study):
         return [(n, f) for n in p.mb for f in (False, True)]
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
-        steps = make_and_mount(spec.variant) + [stats_reset()]
+        steps = make_and_mount(spec.variant)
         for n, fsync in self.runs(spec.params):
-            steps.append(Step(f"{n}MB {'fsync' if fsync else 'nofsync'}",
-                              f"{TOOL} overwrite {MNT}/ow.dat --mb {n} --unit {spec.params.unit}"
-                              f"{' --fsync' if fsync else ''}", timeout=7200))
-        return [steps + [stats_take()] + umount(spec.variant)]
+            case = f"{n}MB {'fsync' if fsync else 'nofsync'}"
+            steps += [stats_reset(case),
+                      Step(case, f"{TOOL} overwrite {MNT}/ow.dat --mb {n} --unit {spec.params.unit}"
+                                 f"{' --fsync' if fsync else ''}", timeout=7200),
+                      stats_take(case)]
+        return [steps + umount(spec.variant)]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         out = []
@@ -44,7 +46,8 @@ class Overwrite(Study):
             case = f"{n}MB {'fsync' if fsync else 'nofsync'}"
             s = boots[0].step(case)
             if s is not None and s.status.ok:
-                out += m(case, "bandwidth", json.loads(s.stdout.strip().splitlines()[-1])["MBps"], "MB/s")
+                res = json.loads(s.stdout.strip().splitlines()[-1])
+                out += m(case, "bandwidth", res["MBps"], "MB/s") + m(case, "seconds", res["seconds"], "s")
         err = first_failure(boots)
         f = next((x.value for x in out if x.case.endswith(" fsync")), None)
         return Outcome(out, f"1 KiB overwrite+fsync {f:.3f} MB/s" if f else "incomplete",

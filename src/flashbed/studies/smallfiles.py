@@ -37,10 +37,11 @@ class SmallFiles(Study):
             Step("gen-tree", f"{TOOL} gen-tree /tmp/tree --dirs {p.dirs} --files {p.files} "
                              f"--mean-bytes {p.mean_bytes} --seed {spec.seed}", timeout=600),
             *make_and_mount(spec.variant),
-            stats_reset(),
+            stats_reset("copy"),
             Step("copy", f"cp -a /tmp/tree {MNT}/tree && sync", timeout=3600),
+            stats_take("copy"), stats_reset("copy-over"),
             Step("copy-over", f"cp -a /tmp/tree/. {MNT}/tree/ && sync", timeout=3600),
-            stats_take(),
+            stats_take("copy-over"),
             *umount(spec.variant),
         ]]
 
