@@ -300,14 +300,14 @@ impl PageFtl {
             let (r, s, e) = m.program(block, page, data, t);
             match r {
                 Ok(()) => {
-                    let ppn = m.nand.ppn(block, page);
                     for u in 0..wp.lpns.len() as u32 {
                         let lpn = wp.lpns[u as usize];
                         if lpn != NONE {
                             let sl = self.slot(wp.sb, i, u);
                             self.map(lpn, sl);
-                            if let Some(tr) = m.trace.as_deref_mut() {
-                                tr.map(lpn, ppn, stream == Stream::Host);
+                            if m.trace.is_some() {
+                                let ppn = m.nand.ppn(block, page);
+                                m.trace.as_deref_mut().unwrap().map(lpn, ppn, stream == Stream::Host);
                             }
                         }
                     }
