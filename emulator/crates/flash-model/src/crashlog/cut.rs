@@ -7,7 +7,10 @@
 //!    programs still under way are torn (with their paired-page damage).
 //!    At a flush this is "everything acknowledged by the flush".
 //!  - `POS+mHEX`: as POS, but the volatile versions selected by the bits of
-//!    HEX (bit i: the i-th, in write order) were persisted (n <= 64);
+//!    HEX (bit i: the i-th, in write order) were persisted (n <= 64), and no
+//!    program was torn: subset states are the block layer's reorderings,
+//!    valid for any device, kept apart from flash damage so that a loss in
+//!    one says which of the two caused it;
 //!  - `POS+kK`: the first K volatile versions persisted (in-order write-back
 //!    cut short);
 //!  - `POS+rSEED`: each volatile version persisted with probability 1/2,
@@ -167,7 +170,7 @@ impl Cut {
                 cut.kept = vol.iter().copied().filter(|&v| mix(s ^ (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & 1 == 1).collect();
             }
         }
-        if !ix.protect {
+        if !ix.protect && matches!(id.choice, Choice::Model | Choice::Tear(_)) {
             cut.damage(ix);
         }
         Ok(cut)

@@ -26,7 +26,8 @@
 //!  - Programs under way at the cut are torn; without `protect_paired_pages`
 //!    they damage the lower (and middle) pages of their wordline, and the
 //!    units durably stored there read as uncorrectable: the one case where a
-//!    state loses data an earlier flush made durable.
+//!    state loses data an earlier flush made durable. Plain cuts and torn-
+//!    program states carry this damage; subset states do not (see `cut`).
 //! Not modelled in states: random bit errors (the live device draws them),
 //! program/erase failures during the log (the FTL retries elsewhere; the
 //! states follow the mapping it ends up with), injected faults.
