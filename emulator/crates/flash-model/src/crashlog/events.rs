@@ -151,11 +151,18 @@ impl Event {
     pub fn decode(buf: &mut &[u8]) -> io::Result<Option<Event>> {
         let mut r = Cursor { b: buf, p: 0 };
         let Some(tag) = r.u8() else { return Ok(None) };
+        let damaged = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+        if tag == 1 {
+            if let Some(&code) = buf.get(1) {
+                if ReqKind::from_code(code).is_none() {
+                    return Err(damaged(format!("unknown request kind {code}")));
+                }
+            }
+        }
         let ev = (|| {
             Some(match tag {
                 1 => {
-                    let code = r.u8()?;
-                    let kind = ReqKind::from_code(code)?;
+                    let kind = ReqKind::from_code(r.u8()?)?;
                     Event::Begin { kind, t: r.u64()?, off: r.u64()?, len: r.u64()?, data: r.u64()? }
                 }
                 2 => Event::End { done: r.u64()?, ok: r.u8()? != 0 },
@@ -183,7 +190,7 @@ impl Event {
             }
             // An unknown tag is damage, a short read the end of a killed log.
             None if (1..=11).contains(&tag) => Ok(None),
-            None => Err(io::Error::new(io::ErrorKind::InvalidData, format!("unknown event tag {tag}"))),
+            None => Err(damaged(format!("unknown event tag {tag}"))),
         }
     }
 }
@@ -251,6 +258,7 @@ mod tests {
         }
         assert_eq!(n, evs.len() - 2, "a partial event is not decoded");
         assert!(Event::decode(&mut &[200u8][..]).is_err());
+        assert!(Event::decode(&mut &[1u8, 9][..]).is_err(), "an unknown request kind is damage");
     }
 
     #[test]
