@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec, find_binary
+from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec
 
 pytestmark = pytest.mark.emulator
 
@@ -36,37 +36,6 @@ def fallocate(fd: int, mode: int, off: int, length: int) -> None:
     if _libc.fallocate(fd, mode, off, length) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-
-
-@pytest.fixture
-def spec_for(tmp_path, monkeypatch):
-    try:
-        find_binary()
-    except EmulatorError as e:
-        pytest.skip(str(e))
-    if not os.path.exists("/dev/fuse"):
-        pytest.skip("no /dev/fuse on this machine")
-    # Whatever a failing test leaves running is stopped at teardown.
-    started: list[Emulator] = []
-    real_start = Emulator.start
-
-    def tracked_start(self):
-        started.append(self)
-        return real_start(self)
-
-    monkeypatch.setattr(Emulator, "start", tracked_start)
-
-    def make(preset: str = "ideal", capacity: int = 64 * MiB, pace: str = "none") -> EmulatorSpec:
-        return EmulatorSpec(preset=PRESETS / f"{preset}.toml", state_dir=tmp_path / "state", mount_dir=tmp_path / "mnt",
-                            control=tmp_path / "ctl.sock", capacity=capacity, pace=pace, seed=7)
-
-    yield make
-    for emu in started:
-        if emu.running:
-            emu._proc.kill()
-            emu._proc.wait()
-        if os.path.ismount(emu.spec.mount_dir):
-            subprocess.run(["umount", "-l", str(emu.spec.mount_dir)], check=False)
 
 
 def pattern(tag: int, n: int) -> bytes:

@@ -3,7 +3,10 @@
 The emulator serves one emulated flash device as the file ``<mount>/device``
 through FUSE and answers JSON-lines commands on a Unix socket. This module
 starts it, waits for its ``READY`` line, talks to its control socket and
-stops it (cleanly, or by cutting power). Standard library only.
+stops it (cleanly, or by cutting power). It also drives the emulator's write
+log and crash states: record a phase, list the states a power cut could leave,
+serve one in place of the device, write one as an image (online, or offline
+from the kept log files). Standard library only.
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from .. import cpus
 from ..errors import FlashbedError
 
-__all__ = ["EmulatorError", "EmulatorSpec", "Emulator", "describe", "find_binary"]
+__all__ = ["CrashKind", "CrashListing", "CrashState", "EmulatorError", "EmulatorSpec", "Emulator", "crash_states",
+           "describe", "find_binary", "rebuild_image"]
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_BINARY = REPO_ROOT / "emulator" / "target" / "release" / "flashbed-emu"
@@ -72,6 +77,81 @@ def describe(preset: Path | str, capacity: int | None = None) -> dict[str, Any]:
     if proc.returncode != 0:
         raise EmulatorError(_error_line(proc.stderr, f"describe failed (exit {proc.returncode})"))
     return json.loads(proc.stdout)
+
+
+class CrashKind(str, Enum):
+    """How a crash state came about (see the emulator's crashlog module)."""
+
+    FLUSH = "flush"  # power lost right after an acknowledged flush
+    CUT = "cut"  # the model's own cut before the next flush: the volatile writes lost
+    SUBSET = "subset"  # the same cut, a chosen subset of the volatile writes persisted
+    TEAR = "tear"  # power lost during a NAND program, damaging its paired pages
+
+
+@dataclass(frozen=True)
+class CrashState:
+    """One crash state of a write log. ``id`` alone rebuilds it later
+    (``POS``, ``POS+mHEX``, ``POS+kN``, ``POS+rSEED`` or ``POS+tN``)."""
+
+    id: str
+    pos: int  # the log record the cut follows (or, for a tear, that issued the program)
+    kind: CrashKind
+    acked: int  # records 0..acked-1 had been acknowledged at the cut
+    last_flush: int | None  # the last acknowledged flush before the cut
+    volatile: int  # unit versions not yet durable at the cut ...
+    kept: int  # ... and how many of them this state persisted
+    damaged: int  # units whose durable copy a torn program damaged
+    t_ns: int  # cut time, device clock
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CrashState":
+        return cls(id=d["id"], pos=d["pos"], kind=CrashKind(d["kind"]), acked=d["acked"], last_flush=d["last_flush"],
+                   volatile=d["volatile"], kept=d["kept"], damaged=d["damaged"], t_ns=d["t_ns"])
+
+
+@dataclass(frozen=True)
+class CrashListing:
+    """The crash states of a stopped write log, in log order."""
+
+    records: int
+    flushes: int
+    marks: tuple[tuple[int, str], ...]  # (record, label)
+    after: int | None  # only cuts after this record are listed
+    states: tuple[CrashState, ...]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CrashListing":
+        return cls(records=d["records"], flushes=d["flushes"], marks=tuple((m["pos"], m["label"]) for m in d["marks"]),
+                   after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]))
+
+
+def _run_json(cmd: list[str], what: str) -> dict[str, Any]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise EmulatorError(_error_line(proc.stderr, f"{what} failed (exit {proc.returncode})"))
+    return json.loads(proc.stdout)
+
+
+def _bounds(after: str | int | None, seed: int, subsets: int, tears: int) -> dict[str, Any]:
+    return {"after": after, "seed": int(seed), "subsets": int(subsets), "tears": int(tears)}
+
+
+def crash_states(log_dir: Path | str, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
+                 tears: int = 2) -> CrashListing:
+    """The crash states of a kept log directory, without a running device."""
+    cmd = [str(find_binary()), "crash-states", "--log", str(log_dir)]
+    for k, v in _bounds(after, seed, subsets, tears).items():
+        if v is not None:
+            cmd += [f"--{k}", str(v)]
+    return CrashListing.from_json(_run_json(cmd, "crash-states"))
+
+
+def rebuild_image(log_dir: Path | str, state: str, image: Path | str) -> dict[str, Any]:
+    """Writes crash state ``state``'s device image from a kept log directory
+    (no running device). Units the state damaged are zeroes in the image; the
+    reply lists them (``damaged_ranges``: [offset, length] in bytes)."""
+    cmd = [str(find_binary()), "crash-image", "--log", str(log_dir), "--state", str(state), "--image", str(image)]
+    return _run_json(cmd, "crash-image")
 
 
 @dataclass(frozen=True)
@@ -258,3 +338,42 @@ class Emulator:
         if bits is not None:
             req["bits"] = bits
         self._request(req)
+
+    # -- write log and crash states -----------------------------------------
+
+    def log_start(self, log_dir: Path | str | None = None) -> Path:
+        """Starts the write log (the device must be blank: start it before
+        mkfs). Returns the log directory (default ``<state>/crashlog``)."""
+        req: dict[str, Any] = {"cmd": "log-start"}
+        if log_dir is not None:
+            req["dir"] = str(log_dir)
+        return Path(self._request(req)["dir"])
+
+    def log_mark(self, label: str) -> int:
+        """Puts a labelled record into the log (e.g. where the workload
+        begins: only cuts after the first mark are listed by default).
+        Returns its record number."""
+        return int(self._request({"cmd": "log-mark", "label": label})["pos"])
+
+    def log_stop(self) -> dict[str, Any]:
+        """Ends the write log; its states can then be listed and served."""
+        return self._request({"cmd": "log-stop"})
+
+    def crash_states(self, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
+                     tears: int = 2) -> CrashListing:
+        """Every acknowledged flush after ``after`` (a mark's label or a
+        record; default the first mark), and per interval between flushes
+        the plain cut, up to ``subsets`` subsets of its volatile writes and up
+        to ``tears`` torn programs, sampled with ``seed``."""
+        return CrashListing.from_json(self._request({"cmd": "crash-states", **_bounds(after, seed, subsets, tears)}))
+
+    def crash_switch(self, state: str) -> dict[str, Any]:
+        """Serves crash state ``state`` through the device file (``"live"``:
+        the live device again). Writes while a state is served go to a
+        scratch overlay dropped at the next switch; the guest must drop its
+        buffers (``blockdev --flushbufs``) after a switch."""
+        return self._request({"cmd": "crash-switch", "state": str(state)})
+
+    def crash_image(self, state: str, path: Path | str) -> dict[str, Any]:
+        """Writes crash state ``state``'s device image to ``path``."""
+        return self._request({"cmd": "crash-image", "state": str(state), "path": str(path)})

@@ -4,6 +4,7 @@
 
 use crate::cache::Cache;
 use crate::config::{DeviceConfig, FtlKind};
+use crate::crashlog::ReqKind;
 use crate::ftl::hybrid::HybridFtl;
 use crate::ftl::page::PageFtl;
 use crate::ftl::{Ftl, FtlError, ReadRes};
@@ -234,6 +235,9 @@ impl Device {
         if self.ftl.read_only() {
             return Err(IoError::ReadOnly);
         }
+        if let (Some(tr), Some(d)) = (self.media.trace.as_deref_mut(), data) {
+            tr.unit(lpn, d);
+        }
         if self.cache.cap == 0 {
             let (_, end) = self.ftl.write(&mut self.media, lpn, data, t)?;
             return Ok(end);
@@ -246,6 +250,9 @@ impl Device {
                     // Write back the oldest unit; the host waits until the
                     // controller has taken it into a page register.
                     let (l, s) = self.cache.pop_oldest().unwrap();
+                    if let Some(tr) = self.media.trace.as_deref_mut() {
+                        tr.writeback(l);
+                    }
                     let d = self.cache.slot_data(s).map(|d| d.to_vec());
                     let r = self.ftl.write(&mut self.media, l, d.as_deref(), t);
                     self.cache.release(s);
@@ -314,7 +321,10 @@ impl Device {
         let arrival = t;
         let ovh = Self::command_overhead(&mut self.write_end, off, data.len() as u64, self.cfg.timing.write_overhead_ns);
         let t = self.media.tl.command(t, ovh);
-        match self.write_inner(t, off, data) {
+        if let Some(tr) = self.media.trace.as_deref_mut() {
+            tr.begin(ReqKind::Write, arrival, off, data.len() as u64, Some(data));
+        }
+        let r = match self.write_inner(t, off, data) {
             Ok(done) => {
                 self.host.writes += 1;
                 self.host.write_bytes += data.len() as u64;
@@ -324,7 +334,9 @@ impl Device {
                 self.host.errors += 1;
                 Err(e)
             }
-        }
+        };
+        self.trace_end(&r);
+        r
     }
 
     /// Discard (TRIM). Whole units are unmapped and read back as zeroes;
@@ -335,6 +347,15 @@ impl Device {
         if self.ftl.read_only() {
             return Err(IoError::ReadOnly);
         }
+        if let Some(tr) = self.media.trace.as_deref_mut() {
+            tr.begin(ReqKind::Discard, t, off, len, None);
+        }
+        let r = self.discard_inner(t, off, len);
+        self.trace_end(&r);
+        r
+    }
+
+    fn discard_inner(&mut self, t: u64, off: u64, len: u64) -> Result<u64, IoError> {
         let end = off + len;
         let first_full = off.div_ceil(self.unit);
         let last_full = end / self.unit;
@@ -353,6 +374,9 @@ impl Device {
             edge(self, off, first_full * self.unit)?;
             edge(self, last_full * self.unit, end)?;
             for lpn in first_full..last_full {
+                if let Some(tr) = self.media.trace.as_deref_mut() {
+                    tr.trim(lpn as u32);
+                }
                 self.cache.remove(lpn as u32);
                 self.ftl.trim(&mut self.media, lpn as u32, t)?;
             }
@@ -365,8 +389,29 @@ impl Device {
     /// Writes back the cache and makes everything written so far durable.
     pub fn flush(&mut self, t: u64) -> Result<u64, IoError> {
         self.begin(t, 0, 0)?;
+        if let Some(tr) = self.media.trace.as_deref_mut() {
+            tr.begin(ReqKind::Flush, t, 0, 0, None);
+        }
+        let r = self.flush_inner(t);
+        self.trace_end(&r);
+        r
+    }
+
+    fn trace_end(&mut self, r: &Result<u64, IoError>) {
+        if let Some(tr) = self.media.trace.as_deref_mut() {
+            match r {
+                Ok(done) => tr.end(*done, true),
+                Err(_) => tr.end(0, false),
+            }
+        }
+    }
+
+    fn flush_inner(&mut self, t: u64) -> Result<u64, IoError> {
         let mut tc = t;
         while let Some((l, s)) = self.cache.pop_oldest() {
+            if let Some(tr) = self.media.trace.as_deref_mut() {
+                tr.writeback(l);
+            }
             let d = self.cache.slot_data(s).map(|d| d.to_vec());
             let r = self.ftl.write(&mut self.media, l, d.as_deref(), t);
             self.cache.release(s);

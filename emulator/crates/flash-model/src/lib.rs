@@ -4,10 +4,12 @@
 //! [`timing`] (when planes/buses are busy), [`store`] (where page bytes
 //! live), [`media`] (the three combined, with a log for power cuts),
 //! [`ftl`] (page-mapped and hybrid log-block personalities), [`cache`],
-//! [`device`] (host requests), [`state`] (persistence across restarts).
+//! [`device`] (host requests), [`state`] (persistence across restarts),
+//! [`crashlog`] (write log and crash states).
 
 pub mod cache;
 pub mod config;
+pub mod crashlog;
 pub mod device;
 pub mod ftl;
 pub mod hist;

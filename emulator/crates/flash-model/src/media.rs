@@ -43,6 +43,8 @@ pub struct Media {
     /// First host-file I/O error of the backing store, reported as EIO.
     pub io_error: Option<String>,
     page_size: u64,
+    /// The write log, while one is on (see `crashlog`).
+    pub trace: Option<Box<crate::crashlog::Recorder>>,
 }
 
 impl Media {
@@ -59,6 +61,7 @@ impl Media {
             epoch: 0,
             io_error: None,
             page_size,
+            trace: None,
         }
     }
 
@@ -91,6 +94,9 @@ impl Media {
             self.io(res);
         }
         self.log.push(OpRec { start: s, end: e, block, page });
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.program(block, page, s, e);
+        }
         (r, s, e)
     }
 
@@ -144,6 +150,9 @@ impl Media {
         self.io(res);
         self.last_erase_start = self.last_erase_start.max(s);
         self.log.push(OpRec { start: s, end: e, block, page: ERASE_OP });
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.erase(block, s);
+        }
         (r, e)
     }
 
@@ -156,6 +165,9 @@ impl Media {
         self.meta_plane = (self.meta_plane + 1) % self.nand.geo.planes as usize;
         let (_, e) = self.tl.program(plane, start, self.page_size, self.tl.t.program_ns[0]);
         self.st.meta_programs += 1;
+        if let Some(tr) = self.trace.as_deref_mut() {
+            tr.commit(e);
+        }
         e
     }
 

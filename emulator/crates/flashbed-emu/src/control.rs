@@ -3,8 +3,11 @@
 //!   {"cmd":"inject","kind":"bad-block","block":N}
 //!   {"cmd":"inject","kind":"bit-errors","block":N,"page":P,"bits":K}
 //!   {"cmd":"shutdown"}
+//!   write log and crash states: log-start, log-mark, log-stop, crash-states,
+//!   crash-switch, crash-image (see crash.rs)
 //! cut-power and shutdown are carried out (and the state saved) before the
-//! reply; then the emulator unmounts and exits 0.
+//! reply; then the emulator unmounts and exits 0. Both end a write log that
+//! is still on (its files are complete up to there).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -79,6 +82,8 @@ impl Control {
                 s["ok"] = json!(true);
                 s["pace"] = json!(if self.sh.pace == crate::shared::Pace::Real { "real" } else { "none" });
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
+                s["served"] = json!(self.sh.crash.served());
+                s["write_log"] = json!(flash_model::crashlog::recording(&d));
                 (s, None)
             }
             "reset-stats" => {
@@ -90,6 +95,7 @@ impl Control {
                 if !d.powered() {
                     return fail("power is already off".into());
                 }
+                crate::crash::close(&mut d);
                 let t = self.sh.cut_time(&d);
                 let lost = d.cached_units() as u64 * d.cfg.unit_bytes() as u64;
                 d.power_cut(t);
@@ -100,6 +106,7 @@ impl Control {
             }
             "shutdown" => {
                 let mut d = self.sh.lock();
+                crate::crash::close(&mut d);
                 if d.powered() {
                     let t = self.sh.now(&d);
                     if let Err(e) = d.shutdown(t) {
@@ -133,8 +140,13 @@ impl Control {
                     Err(e) => fail(e),
                 }
             }
+            "log-start" | "log-mark" | "log-stop" | "crash-states" | "crash-switch" | "crash-image" => {
+                (crate::crash::control(&self.sh, &self.state_dir, cmd, req), None)
+            }
             "" => fail("missing `cmd`".into()),
-            other => fail(format!("unknown command `{other}` (stats, reset-stats, cut-power, inject, shutdown)")),
+            other => fail(format!(
+                "unknown command `{other}` (stats, reset-stats, cut-power, inject, shutdown, log-start, log-mark, log-stop, crash-states, crash-switch, crash-image)"
+            )),
         }
     }
 }

@@ -149,6 +149,15 @@ impl Filesystem for EmuFs {
             reply.data(&buf);
             return;
         }
+        if self.sh.crash.serving() {
+            if let Some(r) = self.sh.crash.io(|v| v.read(off, &mut buf)) {
+                match r {
+                    Ok(()) => reply.data(&buf),
+                    Err(e) => reply.error(e),
+                }
+                return;
+            }
+        }
         match self.sh.io(|d, t| d.read(t, off, &mut buf)) {
             Ok(()) => reply.data(&buf),
             Err(e) => reply.error(errno(e)),
@@ -176,6 +185,15 @@ impl Filesystem for EmuFs {
             reply.error(libc::ENOSPC);
             return;
         }
+        if self.sh.crash.serving() {
+            if let Some(r) = self.sh.crash.io(|v| v.write(off, data)) {
+                match r {
+                    Ok(()) => reply.written(data.len() as u32),
+                    Err(e) => reply.error(e),
+                }
+                return;
+            }
+        }
         // O_SYNC/O_DSYNC writes are forced unit access: durable on return.
         let fua = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
         let r = self.sh.io(|d, t| {
@@ -198,6 +216,11 @@ impl Filesystem for EmuFs {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        if self.sh.crash.serving() {
+            // A served state keeps its scratch writes until the next switch.
+            reply.ok();
+            return;
+        }
         match self.sh.io(|d, t| d.flush(t)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
@@ -232,6 +255,15 @@ impl Filesystem for EmuFs {
         }
         // Punch hole (discard) and zero range (write-zeroes) both leave the
         // range reading as zeroes: whole units are trimmed, edges zeroed.
+        if self.sh.crash.serving() {
+            if let Some(r) = self.sh.crash.io(|v| v.discard(off, end - off)) {
+                match r {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+                return;
+            }
+        }
         match self.sh.io(|d, t| d.discard(t, off, end - off)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),

@@ -4,8 +4,11 @@
 //!                      [--capacity SIZE] [--pace real|none] [--seed N]
 //!   flashbed-emu describe --preset PATH [--capacity SIZE]
 //!   flashbed-emu presets-check FILE...
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N]
+//!   flashbed-emu crash-image --log DIR --state ID --image FILE
 
 mod control;
+mod crash;
 mod fusefs;
 mod shared;
 
@@ -26,7 +29,9 @@ use crate::shared::{Pace, Shared};
 const USAGE: &str = "usage:
   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none] [--seed N]
   flashbed-emu describe --preset PATH [--capacity SIZE]
-  flashbed-emu presets-check FILE...";
+  flashbed-emu presets-check FILE...
+  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N]
+  flashbed-emu crash-image --log DIR --state ID --image FILE";
 
 fn die(msg: impl std::fmt::Display) -> ! {
     eprintln!("flashbed-emu: error: {msg}");
@@ -71,6 +76,8 @@ fn main() {
         Some("serve") => serve(&args[1..]),
         Some("describe") => describe(&args[1..]),
         Some("presets-check") => presets_check(&args[1..]),
+        Some("crash-states") => crash_states(&args[1..]),
+        Some("crash-image") => crash_image(&args[1..]),
         Some("-h") | Some("--help") | Some("help") => println!("{USAGE}"),
         Some("-V") | Some("--version") => println!("flashbed-emu {}", env!("CARGO_PKG_VERSION")),
         Some(other) => die(format!("unknown command `{other}`\n{USAGE}")),
@@ -103,6 +110,42 @@ fn presets_check(files: &[String]) {
     if bad > 0 {
         std::process::exit(1);
     }
+}
+
+fn load_log(o: &HashMap<String, String>) -> flash_model::crashlog::Index {
+    flash_model::crashlog::Index::load(Path::new(required(o, "log"))).unwrap_or_else(|e| die(e))
+}
+
+/// Prints a reply-shaped JSON object; a failed one is an error line, exit 2.
+fn print_reply(v: serde_json::Value) {
+    if v["ok"] == serde_json::json!(false) {
+        die(v["error"].as_str().unwrap_or("failed"));
+    }
+    println!("{v}");
+}
+
+/// Crash states of a kept log, as `crash-states` on the control socket lists them.
+fn crash_states(args: &[String]) {
+    let o = options(args, &["log", "after", "seed", "subsets", "tears"]);
+    let ix = load_log(&o);
+    let mut req = serde_json::json!({});
+    for k in ["seed", "subsets", "tears"] {
+        if let Some(v) = o.get(k) {
+            req[k] = serde_json::json!(v.parse::<u64>().unwrap_or_else(|_| die(format!("--{k} `{v}` is not a non-negative integer"))));
+        }
+    }
+    if let Some(a) = o.get("after") {
+        req["after"] = a.parse::<u64>().map_or_else(|_| serde_json::json!(a), |p| serde_json::json!(p));
+    }
+    print_reply(crash::listing(&ix, &req));
+}
+
+/// Rebuilds one crash state's device image from a kept log.
+fn crash_image(args: &[String]) {
+    let o = options(args, &["log", "state", "image"]);
+    let id = required(&o, "state").parse().unwrap_or_else(|e| die(e));
+    let ix = load_log(&o);
+    print_reply(crash::image(&ix, id, Path::new(required(&o, "image"))));
 }
 
 /// First field in which two device configurations differ.
@@ -290,6 +333,7 @@ fn serve(args: &[String]) {
     let ev = rx.recv().unwrap_or(Event::Signal);
     if let Event::Signal = ev {
         let mut d = sh.lock();
+        crash::close(&mut d);
         if d.powered() {
             let t = sh.now(&d);
             if d.shutdown(t).is_err() {

@@ -188,6 +188,16 @@ impl HybridFtl {
         (self.sbt.member(sb, i % self.planes), i / self.planes)
     }
 
+    /// Tells the write log (if on) that page `k` of AU `lau` now lives at
+    /// slot `i` of superblock `sb`.
+    fn trace_map(&self, m: &mut Media, lau: u32, k: u32, sb: u32, i: u32, host: bool) {
+        if m.trace.is_some() {
+            let (b, p) = self.phys(sb, i);
+            let ppn = m.nand.ppn(b, p);
+            m.trace.as_deref_mut().unwrap().map(lau * self.ap + k, ppn, host);
+        }
+    }
+
     fn commit(&mut self, m: &mut Media, t: u64) -> u64 {
         let d = m.journal_commit(t);
         self.snapshots.push_back((d, self.map.clone()));
@@ -342,6 +352,7 @@ impl HybridFtl {
                             if self.copy_failed {
                                 break;
                             }
+                            self.trace_map(m, lau, k, l.sb, k, false);
                         }
                     }
                     if self.copy_failed {
@@ -371,6 +382,7 @@ impl HybridFtl {
                         if self.copy_failed {
                             break;
                         }
+                        self.trace_map(m, lau, k, new, k, false);
                     }
                 }
                 if self.copy_failed {
@@ -477,6 +489,7 @@ impl Ftl for HybridFtl {
                             break;
                         }
                         self.map.logs[li].pmap[j as usize] = j;
+                        self.trace_map(m, lau, j, sb, j, false);
                     }
                     self.map.logs[li].next += 1;
                 }
@@ -493,6 +506,7 @@ impl Ftl for HybridFtl {
             }
             match r {
                 Ok(()) => {
+                    self.trace_map(m, lau, k, sb, slot, true);
                     let l = &mut self.map.logs[li];
                     l.pmap[k as usize] = slot;
                     l.seq &= k == slot;

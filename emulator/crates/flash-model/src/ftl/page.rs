@@ -305,6 +305,10 @@ impl PageFtl {
                         if lpn != NONE {
                             let sl = self.slot(wp.sb, i, u);
                             self.map(lpn, sl);
+                            if m.trace.is_some() {
+                                let ppn = m.nand.ppn(block, page);
+                                m.trace.as_deref_mut().unwrap().map(lpn, ppn, stream == Stream::Host);
+                            }
                         }
                     }
                     match stream {

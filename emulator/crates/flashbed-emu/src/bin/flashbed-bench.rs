@@ -6,6 +6,11 @@
 //!   flashbed-bench rates  [--preset P ...] [--seconds S]
 //!       modelled sequential/random rates next to the preset's declared ones,
 //!       in-process and through the FUSE file with real pacing
+//!   flashbed-bench crashstates [--preset P ...] [--capacity 256M] [--writes N] [--every K]
+//!       write log and crash states in-process: a workload logged (sequential
+//!       fill, then random 4 KiB writes with a flush every K), its states
+//!       listed, then states materialised per second (switch alone, and
+//!       switch plus scattered reads), image writing, and the log's cost
 //!   flashbed-bench all    everything, for every block preset in presets/
 
 use std::collections::HashMap;
@@ -18,7 +23,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use flash_model::config::{load_block_preset, load_preset, parse_size, DeviceConfig, Preset};
-use flash_model::store::NullStore;
+use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, View};
+use flash_model::store::{MemStore, NullStore};
 use flash_model::Device;
 
 fn die(msg: impl std::fmt::Display) -> ! {
@@ -125,6 +131,121 @@ fn bench_model(preset: &str, capacity: u64, runs: usize, writes: u64) {
         median(rates),
         s["write_amplification"].as_f64().unwrap_or(0.0)
     );
+}
+
+// ---------------------------------------------------------------- crash states
+
+/// The logged workload: a sequential fill of a quarter of the device (what
+/// mkfs and a first copy write), then `writes` random 4 KiB writes over the
+/// device with a flush after every `every` (fsync-heavy, as the powercut
+/// workload is). Returns requests per second.
+fn crash_workload(d: &mut Device, writes: u64, every: u64) -> f64 {
+    let start = Instant::now();
+    let cap = d.capacity();
+    let big = vec![0x5Au8; 256 << 10];
+    let mut t = 0;
+    let mut reqs = 0u64;
+    for i in 0..cap / 4 / big.len() as u64 {
+        t = d.write(t, i * big.len() as u64, &big).unwrap();
+        reqs += 1;
+    }
+    t = d.flush(t).unwrap();
+    let mut r = Rng(0x2545_F491_4F6C_DD1D);
+    let mut small = [0u8; 4096];
+    for i in 0..writes {
+        small[..8].copy_from_slice(&i.to_le_bytes());
+        t = d.write(t, r.next() % (cap / 4096) * 4096, &small).unwrap();
+        reqs += 1;
+        if (i + 1) % every == 0 {
+            t = d.flush(t).unwrap();
+            reqs += 1;
+        }
+    }
+    d.flush(t).unwrap();
+    reqs as f64 / start.elapsed().as_secs_f64()
+}
+
+fn bench_crashstates(preset: &str, capacity: u64, writes: u64, every: u64) {
+    let path = preset_path(preset);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| die(format!("{}: {e}", path.display())));
+    let c = cfg(preset, Some(capacity));
+    let name = c.name.clone();
+    let ps = c.geo.page_size;
+    let dir = std::env::temp_dir().join(format!("flashbed-bench-crashlog-{}", std::process::id()));
+    let mut plain = Device::new(c.clone(), Box::new(MemStore::new(ps)), 1);
+    let off_rate = crash_workload(&mut plain, writes, every);
+    drop(plain);
+    let mut d = Device::new(c, Box::new(MemStore::new(ps)), 1);
+    crashlog::start(&mut d, &dir, &text, 1).unwrap_or_else(|e| die(e));
+    let on_rate = crash_workload(&mut d, writes, every);
+    let ix = crashlog::stop(&mut d).unwrap_or_else(|e| die(e));
+    drop(d);
+    let mib = capacity >> 20;
+    println!(
+        "crashstates {name} {mib} MiB: logged {} requests ({} flushes, {:.1} MiB of data) at {on_rate:.0} requests/s, {off_rate:.0} without the log",
+        ix.recs.len(),
+        ix.flush_pos.len(),
+        ix.bytes() as f64 / (1 << 20) as f64
+    );
+    let b = Bounds { after: Some(ix.flush_pos[0]), seed: 1, subsets: 4, tears: 2 };
+    let start = Instant::now();
+    let states = enumerate(&ix, &b);
+    let list_s = start.elapsed().as_secs_f64();
+    let count = |k: &str| states.iter().filter(|s| s.kind == k).count();
+    println!(
+        "crashstates {name} {mib} MiB: {} states ({} flush, {} cut, {} subset, {} tear) listed in {list_s:.2} s",
+        states.len(),
+        count("flush"),
+        count("cut"),
+        count("subset"),
+        count("tear")
+    );
+    let ix = std::sync::Arc::new(ix);
+    let mut view = View::new(ix.clone(), states[0].id).unwrap();
+    let mut per_state = Vec::with_capacity(states.len());
+    for s in &states {
+        let t0 = Instant::now();
+        view.switch(s.id).unwrap();
+        per_state.push(t0.elapsed().as_secs_f64());
+    }
+    let total: f64 = per_state.iter().sum();
+    println!(
+        "crashstates {name} {mib} MiB: switch median {:.1} us, {:.0} states/s over all states (one core)",
+        median(per_state) * 1e6,
+        states.len() as f64 / total
+    );
+    // What checking a state reads is mostly metadata spread over the device:
+    // 256 scattered 4 KiB reads (1 MiB) per state.
+    let mut r = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut buf = [0u8; 4096];
+    let units = capacity / 4096;
+    let t0 = Instant::now();
+    let mut unreadable = 0u64;
+    for s in &states {
+        view.switch(s.id).unwrap();
+        for _ in 0..256 {
+            if view.read(r.next() % units * 4096, &mut buf).is_err() {
+                unreadable += 1;
+            }
+        }
+    }
+    let el = t0.elapsed().as_secs_f64();
+    println!(
+        "crashstates {name} {mib} MiB: switch + 256 scattered 4 KiB reads: {:.0} states/s ({} reads hit damaged units)",
+        states.len() as f64 / el,
+        unreadable
+    );
+    let img = dir.join("state.img");
+    let n = states.len().min(5);
+    let t0 = Instant::now();
+    for s in &states[states.len() - n..] {
+        let cut = flash_model::crashlog::Cut::new(&ix, s.id).unwrap();
+        let _ = std::fs::remove_file(&img);
+        flash_model::crashlog::write_image(&ix, &cut, &img).unwrap_or_else(|e| die(e));
+    }
+    let el = t0.elapsed().as_secs_f64() / n as f64;
+    println!("crashstates {name} {mib} MiB: a state's image file in {:.0} ms ({:.0} MiB/s)", el * 1e3, mib as f64 / el);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // ---------------------------------------------------------------- emulator process
@@ -356,7 +477,7 @@ fn block_presets() -> Vec<String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (cmd, rest) = args.split_first().unwrap_or_else(|| die("usage: flashbed-bench model|fuse|rates|all [options]"));
+    let (cmd, rest) = args.split_first().unwrap_or_else(|| die("usage: flashbed-bench model|fuse|rates|crashstates|all [options]"));
     let o = opts(rest);
     let size = |k: &str, d: &str| parse_size(one(&o, k, d)).unwrap_or_else(|| die(format!("--{k}: not a size")));
     let num = |k: &str, d: &str| one(&o, k, d).parse::<f64>().unwrap_or_else(|_| die(format!("--{k}: not a number")));
@@ -369,13 +490,22 @@ fn main() {
                 bench_rates(&p, num("seconds", "2"));
             }
         }
+        "crashstates" => {
+            let presets = o.get("preset").cloned().unwrap_or_else(|| vec!["emmc-8g".into(), "sd-class10".into()]);
+            for p in presets {
+                bench_crashstates(&p, size("capacity", "256M"), num("writes", "20000") as u64, num("every", "8") as u64);
+            }
+        }
         "all" => {
             bench_model("emmc-8g", 1 << 30, 5, 2_000_000);
             bench_fuse("ideal", 20000);
+            // The SD card's random writes merge whole AUs: fewer keep it short.
+            bench_crashstates("emmc-8g", 256 << 20, 20000, 8);
+            bench_crashstates("sd-class10", 256 << 20, 4000, 8);
             for p in block_presets() {
                 bench_rates(&p, num("seconds", "2"));
             }
         }
-        other => die(format!("unknown benchmark `{other}` (model, fuse, rates, all)")),
+        other => die(format!("unknown benchmark `{other}` (model, fuse, rates, crashstates, all)")),
     }
 }

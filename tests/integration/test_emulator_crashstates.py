@@ -1,0 +1,187 @@
+"""Write log and crash states through the real FUSE file: record writes and
+fsyncs from the host, list the crash states, switch the served device
+through them and check what each holds; image files and the offline rebuild
+give the same bytes; a write-back cache loses unflushed writes; torn upper
+pages make flushed data unreadable on a part without paired-page protection."""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+
+import pytest
+
+from flashbed.devices.emulator import CrashKind, Emulator, EmulatorError, rebuild_image
+
+pytestmark = pytest.mark.emulator
+
+MiB = 1 << 20
+UNIT = 4096
+
+
+def block(unit: int, ver: int, size: int = UNIT) -> bytes:
+    return (struct.pack("<QQ", unit, ver) * (size // 16 + 1))[:size]
+
+
+def read_unit(fd: int, unit: int, size: int = UNIT) -> tuple[int, int] | None:
+    """(unit, version) a block holds, (unit, 0) for zeroes, None if foreign."""
+    b = os.pread(fd, size, unit * size)
+    if b == bytes(size):
+        return (unit, 0)
+    u, v = struct.unpack_from("<QQ", b)
+    return (u, v) if b == block(u, v, size) else None
+
+
+def test_states_served_through_the_device_file(spec_for, tmp_path):
+    emu = Emulator(spec_for("ideal", 64 * MiB)).start()
+    log = emu.log_start(tmp_path / "log")
+    fd = os.open(emu.device_path, os.O_RDWR)
+    current: dict[int, int] = {}
+    writes: dict[int, list[int]] = {}  # unit -> versions in order
+    ver = 0
+
+    def write(unit: int) -> None:
+        nonlocal ver
+        ver += 1
+        os.pwrite(fd, block(unit, ver), unit * UNIT)
+        current[unit] = ver
+        writes.setdefault(unit, []).append(ver)
+
+    for u in range(16):  # the "mkfs" before the workload
+        write(u)
+    os.fsync(fd)
+    before = dict(current)
+    emu.log_mark("workload")
+    snapshots = []  # contents at each fsync of the workload
+    for k in range(1, 5):
+        write(3 * k)
+        write(100 + k)
+        write(3 * k)  # rewritten before the flush
+        os.fsync(fd)
+        snapshots.append(dict(current))
+    write(7)
+    write(200)  # never flushed
+    summary = emu.log_stop()
+    assert summary["marks"] == [{"pos": summary["marks"][0]["pos"], "label": "workload"}]
+    assert (log / "crashlog.events").is_file() and (log / "crashlog.data").is_file()
+
+    listing = emu.crash_states(subsets=6, tears=2)
+    flushes = [s for s in listing.states if s.kind is CrashKind.FLUSH]
+    assert len(flushes) == 4, "one state per fsync after the mark"
+    assert all(s.pos > listing.after for s in listing.states)
+    assert {s.kind for s in listing.states} == {CrashKind.FLUSH, CrashKind.CUT, CrashKind.SUBSET}
+    flush_at = {s.pos: snap for s, snap in zip(flushes, snapshots)}
+    flush_at[listing.after - 1] = before  # the fsync right before the mark
+    units = sorted(set(writes) | {0})
+
+    for s in listing.states:
+        reply = emu.crash_switch(s.id)
+        assert reply["state"] == s.id and reply["switch_ns"] < 50_000_000
+        if s.kind is CrashKind.FLUSH:
+            for u in units:
+                assert read_unit(fd, u) == (u, flush_at[s.pos].get(u, 0)), f"{s.id}: unit {u}"
+            continue
+        # Between flushes: every unit holds what the last flush left, or a
+        # version written after it; never anything else.
+        durable = flush_at[s.last_flush]
+        newer = 0
+        for u in units:
+            got = read_unit(fd, u)
+            assert got is not None and got[0] == u, f"{s.id}: unit {u} holds foreign data"
+            if got[1] != durable.get(u, 0):
+                assert got[1] in writes[u] and got[1] > durable.get(u, 0), f"{s.id}: unit {u} version {got[1]}"
+                newer += 1
+        # ideal commits its mapping only at flushes: the plain cut is the
+        # last flush's contents, a subset keeps some of what followed.
+        assert newer == 0 if s.kind is CrashKind.CUT else 0 < newer <= s.kept, s
+
+    # Writes while a state is served are gone at the next switch.
+    s0 = flushes[0]
+    emu.crash_switch(s0.id)
+    os.pwrite(fd, b"scratch!" * 512, 0)
+    assert os.pread(fd, 8, 0) == b"scratch!"
+    emu.crash_switch(flushes[1].id)
+    emu.crash_switch(s0.id)
+    assert read_unit(fd, 0) == (0, flush_at[s0.pos][0])
+
+    # Image files: online, offline, and the served state agree.
+    last_cut = [s for s in listing.states if s.kind is CrashKind.SUBSET][-1]
+    emu.crash_switch(last_cut.id)
+    served = b"".join(os.pread(fd, MiB, i * MiB) for i in range(64))
+    emu.crash_image(last_cut.id, tmp_path / "online.img")
+    assert (tmp_path / "online.img").read_bytes() == served
+
+    emu.crash_switch("live")
+    for u in units:
+        assert read_unit(fd, u) == (u, current[u])
+    with pytest.raises(EmulatorError, match="not POS"):
+        emu.crash_switch("nonsense")
+    os.close(fd)
+    emu.stop()
+    reply = rebuild_image(log, last_cut.id, tmp_path / "offline.img")
+    assert reply["id"] == last_cut.id and reply["damaged_ranges"] == []
+    assert (tmp_path / "offline.img").read_bytes() == served
+
+
+def test_write_back_cache_loses_unflushed_writes_in_some_states(spec_for, tmp_path):
+    # emmc-8g: page-mapped FTL, 512 KiB write cache, paired pages protected.
+    emu = Emulator(spec_for("emmc-8g", 64 * MiB)).start()
+    emu.log_start()
+    fd = os.open(emu.device_path, os.O_RDWR)
+    os.pwrite(fd, block(0, 1), 0)
+    os.fsync(fd)
+    emu.log_mark("workload")
+    for u in (5, 9, 13):
+        os.pwrite(fd, block(u, 2), u * UNIT)
+    os.fsync(fd)
+    emu.log_stop()
+    listing = emu.crash_states(subsets=8)
+    cut = next(s for s in listing.states if s.kind is CrashKind.CUT)
+    assert cut.volatile == 3
+    subsets = [s for s in listing.states if s.kind is CrashKind.SUBSET]
+    assert len(subsets) == 6, "every proper subset of three cached writes"
+    emu.crash_switch(cut.id)
+    assert [read_unit(fd, u) for u in (0, 5, 9, 13)] == [(0, 1), (5, 0), (9, 0), (13, 0)]
+    held = []
+    for s in subsets:
+        emu.crash_switch(s.id)
+        assert read_unit(fd, 0) == (0, 1), "flushed data survives every state"
+        held.append(tuple(read_unit(fd, u)[1] for u in (5, 9, 13)))
+    assert sorted(held) == sorted({(a, b, c) for a in (0, 2) for b in (0, 2) for c in (0, 2)} - {(0, 0, 0), (2, 2, 2)})
+    assert all(s.damaged == 0 for s in listing.states)
+    os.close(fd)
+    emu.stop()
+
+
+def test_torn_upper_pages_damage_flushed_data_without_protection(spec_for, tmp_path):
+    # sd-class10: hybrid log-block FTL, MLC without paired-page protection;
+    # units are 16 KiB pages. Flushed pages in an open AU's log block share
+    # wordlines with the upper pages written after the flush.
+    page = 16384
+    emu = Emulator(spec_for("sd-class10", 64 * MiB)).start()
+    emu.log_start()
+    fd = os.open(emu.device_path, os.O_RDWR)
+    emu.log_mark("workload")
+    for u in range(8):
+        os.pwrite(fd, block(u, 1, page), u * page)
+    os.fsync(fd)
+    for u in range(8, 24):
+        os.pwrite(fd, block(u, 1, page), u * page)
+    os.fsync(fd)
+    emu.log_stop()
+    listing = emu.crash_states(subsets=0, tears=50)
+    tears = [s for s in listing.states if s.kind is CrashKind.TEAR]
+    assert tears and any(s.damaged for s in tears)
+    torn = next(s for s in tears if s.damaged)
+    reply = emu.crash_switch(torn.id)
+    assert reply["damaged"] == torn.damaged
+    image = emu.crash_image(torn.id, tmp_path / "torn.img")
+    (off, length), *_ = image["damaged_ranges"]
+    assert off // page < 8, "the damage hits data the first fsync made durable"
+    with pytest.raises(OSError) as e:
+        os.pread(fd, length, off)
+    assert e.value.errno == errno.EIO
+    assert (tmp_path / "torn.img").read_bytes()[off:off + length] == bytes(length)
+    os.close(fd)
+    emu.stop()
