@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import profiles, variants
-from .devices import presets
+from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .results import CellKey
@@ -23,7 +23,8 @@ class PlanRequest:
 
     profile: str = "quick"
     fs: tuple[str, ...] = ()  # variant specs; default: the ten block filesystems
-    devices: tuple[str, ...] = ()  # preset or preset@SIZE; default: the profile's device
+    # preset, preset@SIZE or a real device (`real:LABEL`, from its node); default: the profile's device
+    devices: tuple[str, ...] = ()
     studies: tuple[str, ...] = ()  # default: the profile's studies
     repeat: int = 1
     seed: int = 1
@@ -37,7 +38,9 @@ class PlanRequest:
         return PlanRequest(
             profile=self.profile,
             fs=self.fs or profiles.BLOCK_FILESYSTEMS,
-            devices=self.devices or (prof["device"],),
+            # a real device by its identity, not its node: the run id follows the device
+            devices=tuple(realdev.canonical(d) if realdev.names_device(d) else d for d in self.devices)
+            or (prof["device"],),
             studies=self.studies or tuple(prof["studies"]),
             repeat=self.repeat, seed=self.seed, overrides=self.overrides, pace=self.pace)
 
@@ -67,7 +70,19 @@ def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str
             for s, st in STUDIES.items()}
 
 
-def make_plan(req: PlanRequest) -> Plan:
+def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) -> dict[str, Device]:
+    """Every device of the request by label; real devices checked (one line per refusal), their
+    data destroyed only where `destroy_data_on` names their node."""
+    devices = [realdev.load(s, destroy_data_on) if realdev.names_device(s) else presets.load_spec(s) for s in specs]
+    nodes = [str(d.path) for d in devices if d.backend == "real"]
+    for path in destroy_data_on:
+        if not any(realdev.same_node(path, n) for n in nodes):
+            raise FlashbedError(f"--destroy-data-on {path} names no real device of this run ("
+                                f"{', '.join(nodes) or 'it has none'}): repeat the --device path exactly")
+    return {d.label: d for d in devices}
+
+
+def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
     if req.pace not in ("real", "none"):
@@ -77,7 +92,7 @@ def make_plan(req: PlanRequest) -> Plan:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
     params_all = study_params(r.profile, r.overrides)
-    devices = {d.label: d for d in (presets.load_spec(spec) for spec in r.devices)}
+    devices = load_devices(r.devices, destroy_data_on)
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
     cells: list[CellSpec] = []
@@ -93,6 +108,11 @@ def make_plan(req: PlanRequest) -> Plan:
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
+                if study.power_switch and dev.backend == "real":
+                    raise FlashbedError(
+                        f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "
+                        f"flashbed can do only to an emulated device (killing the lab is a kernel crash a real "
+                        f"device rides out): run {sname} on a preset, or drop it for this device")
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
