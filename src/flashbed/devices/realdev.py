@@ -137,7 +137,7 @@ def transport(disk: Path) -> str:
 def _usb_serial(disk: Path) -> str:
     """A USB device's serial: the first parent of the disk's device with idVendor and serial."""
     d = (disk / "device").resolve() if (disk / "device").exists() else None
-    while d is not None and d != d.parent and str(d).startswith("/sys/devices"):
+    while d is not None and d != d.parent and d.name != "devices":
         if (d / "idVendor").exists() and (d / "serial").exists():
             return _read(d / "serial")
         d = d.parent
@@ -287,8 +287,8 @@ def gather(node: str, devno: int, sd: Path, ident: dict[str, Any], host: Host = 
     roles = []
     for num, point, _src in mnt:
         if point in BOOT_MOUNTS and num is not None:
-            under = _below(sys_dir(num, host)) if (host.sysfs / "dev" / "block" / f"{os.major(num)}:"
-                                                    f"{os.minor(num)}").exists() else {num}
+            sd_num = sys_dir(num, host)
+            under = _below(sd_num) if sd_num.exists() else {num}
             roles += [(point, by_num[n]) for n in under if n in by_num]
     return Facts(
         node=node, size=ident["size_bytes"], read_only=ident.get("read_only", False),
