@@ -73,12 +73,12 @@ def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str
 def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) -> dict[str, Device]:
     """Every device of the request by label; real devices checked (one line per refusal), their
     data destroyed only where `destroy_data_on` names their node."""
-    devices = [realdev.load(s, destroy_data_on) if realdev.names_device(s) else presets.load_spec(s) for s in specs]
-    nodes = [str(d.path) for d in devices if d.backend == "real"]
-    for path in destroy_data_on:
+    nodes = [realdev.node_of(s) for s in specs if realdev.names_device(s)]
+    for path in destroy_data_on:  # a typo must not pass for permission
         if not any(realdev.same_node(path, n) for n in nodes):
             raise FlashbedError(f"--destroy-data-on {path} names no real device of this run ("
                                 f"{', '.join(nodes) or 'it has none'}): repeat the --device path exactly")
+    devices = [realdev.load(s, destroy_data_on) if realdev.names_device(s) else presets.load_spec(s) for s in specs]
     return {d.label: d for d in devices}
 
 
@@ -116,9 +116,10 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
+                        bigger = "use a larger device" if dev.backend == "real" else "give a larger --device SIZE"
                         raise FlashbedError(
                             f"study {sname} needs a device of at least {format_size(need)}, but {dev.label} "
-                            f"has {format_size(dev.capacity)}: give a larger --device SIZE or a smaller profile")
+                            f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
                     for rep in range(r.repeat):
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
                                               variant=v, params=params, seed=r.seed + rep, pace=r.pace))

@@ -377,20 +377,21 @@ def find(ref: str, host: Host = HOST) -> str:
 
 def canonical(spec: str) -> str:
     """A request's reference to the device (`real:LABEL`), so its run id follows the device."""
-    path, at, _size = spec.partition("@")
+    node = node_of(spec)  # one line for '@SIZE', a missing label, ...
+    return spec if spec.startswith(REF) else REF + label(identity(sys_dir(node_devno(node))))
+
+
+def node_of(spec: str, host: Host = HOST) -> str:
+    """The node path `spec` names: itself, or the node of the device labelled so (`real:LABEL`)."""
+    path, at, size = spec.partition("@")
     if at:
-        raise FlashbedError(f"{spec}: a real device's size is its own; drop '@{_size}'")
-    if path.startswith(REF):
-        return path
-    return REF + label(identity(sys_dir(node_devno(path))))
+        raise FlashbedError(f"{spec}: a real device's size is its own; drop '@{size}'")
+    return find(path, host) if path.startswith(REF) else path
 
 
 def load(spec: str, destroy: tuple[str, ...] = (), host: Host = HOST) -> Device:
     """The real device `spec` names (a node, or `real:LABEL`), checked: one line per refusal."""
-    path, at, size = spec.partition("@")
-    if at:
-        raise FlashbedError(f"{spec}: a real device's size is its own; drop '@{size}'")
-    node = find(path, host) if path.startswith(REF) else path
+    node = node_of(spec, host)
     devno = node_devno(node)
     sd = sys_dir(devno, host)
     ident = identity(sd)
