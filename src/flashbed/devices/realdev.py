@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import FlashbedError
-from .presets import Device, format_size
+from ..lab.uml import Stopping
+from .presets import Device
 
 REF = "real:"  # a request's reference to a real device by label
 SECTOR = 512
@@ -192,7 +193,7 @@ def describe(ident: dict[str, Any], node: str) -> str:
     if "loop_backing_file" in ident:
         what = f"loop device on {ident['loop_backing_file']}"
     bits = [what or "block device", f"serial {ident['serial']}" if ident.get("serial") else "no serial",
-            format_size(ident["size_bytes"]), ident["transport"]]
+            f"{ident['size_bytes'] / 1e9:.3g} GB", ident["transport"]]
     return f"real device {node}: " + ", ".join(bits)
 
 
@@ -426,8 +427,8 @@ def _exclusive(node: str) -> str | None:
         os.close(os.open(node, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC))
     except OSError as e:
         if e.errno == errno.EBUSY:
-            return (f"{node} is in use by the kernel (mounted, swap, RAID or device-mapper, perhaps through "
-                    f"another name): release it first")
+            return (f"{node} is in use (mounted, swap, RAID or device-mapper, perhaps under another name, or "
+                    f"another flashbed run): release it first")
         return f"{node}: cannot open it: {e.strerror}"
     return None
 
@@ -445,7 +446,7 @@ def claimed(device: Device, stopping: Callable[[], bool], poll: float = 0.2) -> 
                 break
             except BlockingIOError:
                 if stopping():
-                    raise FlashbedError("flashbed is stopping") from None
+                    raise Stopping("flashbed is stopping: no new lab") from None
                 time.sleep(poll)
         ident = identity(sys_dir(node_devno(node)))
         if label(ident) != device.label:
