@@ -98,6 +98,7 @@ def test_a_clean_loop_device_is_planned_with_its_identity(loop, tmp_path):
     ident = dev.info["identity"]
     assert dev.info["kind"] == "real" and ident["loop_backing_file"] == str(tmp_path / "disk0.img")
     assert ident["logical_block_size"] == 512 and ident["transport"] == "virtual"
+    assert "the host's storage (not flash) limits its figures" in dev.info["description"]
     assert [c.key.device for c in plan.cells] == [name]
     # the same run found again from the stored request (resume)
     again = make_plan(PlanRequest(**{**json.loads(json.dumps(plan.request.__dict__))}))

@@ -190,8 +190,8 @@ def label(ident: dict[str, Any]) -> str:
 
 def describe(ident: dict[str, Any], node: str) -> str:
     what = " ".join(x for x in (ident.get("vendor"), ident.get("model")) if x)
-    if "loop_backing_file" in ident:
-        what = f"loop device on {ident['loop_backing_file']}"
+    if "loop_backing_file" in ident:  # every figure of it is the host's storage, and says so
+        what = f"loop device on {ident['loop_backing_file']}, the host's storage (not flash) limits its figures"
     bits = [what or "block device", f"serial {ident['serial']}" if ident.get("serial") else "no serial",
             f"{ident['size_bytes'] / 1e9:.3g} GB", ident["transport"]]
     return f"real device {node}: " + ", ".join(bits)
