@@ -438,7 +438,10 @@ def claimed(device: Device, stopping: Callable[[], bool], poll: float = 0.2) -> 
     """Hold the device for one cell: waits for other cells on it (flock), checks the node is
     still the planned device and writable, and keeps it open O_EXCL so nothing mounts it."""
     node = str(device.path)
-    fd = os.open(node, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        fd = os.open(node, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:  # unplugged, or the card pulled out, since the run was planned
+        raise FlashbedError(f"{node}: cannot open it: {e.strerror}") from None
     try:
         while True:
             try:
