@@ -45,9 +45,12 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     logs.mkdir(parents=True, exist_ok=True)
     phases: dict[str, dict[str, Any]] = {}
     prov = dict(provenance or {})
-    prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
-                 "kernel": lab.release, "variant": spec.variant.spec, "params": as_json(spec.params),
-                 "seed": spec.seed, "pace": pace})
+    real = spec.device.backend == "real"
+    prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
+                 "capacity_bytes": spec.device.capacity, "kernel": lab.release, "variant": spec.variant.spec,
+                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace})
+    if real:  # what the device is, from sysfs (model, serial, sizes, transport)
+        prov["real_device"] = spec.device.info["identity"]
     try:
         with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()

@@ -45,11 +45,15 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("devices", help="list the device presets")
     sub.add_parser("studies", help="list the studies")
 
-    r = sub.add_parser("run", help="run studies on emulated devices (resumable)")
+    r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)")
     r.add_argument("--profile", default=None, help="quick (default) or paper")
     r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
                    "(repeatable or comma-separated; default: the ten block filesystems)")
-    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. sd-class10@1G)")
+    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. sd-class10@1G), "
+                   "or a real block device (/dev/sdX, /dev/mmcblkN)")
+    r.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                   help="allow a run on a real device that carries data (a filesystem or partition table): "
+                   "repeat its --device path")
     r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
     r.add_argument("--repeat", type=int, default=None)
     r.add_argument("--seed", type=int, default=None)
@@ -226,7 +230,10 @@ def _run(args: argparse.Namespace) -> int:
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "real")
         store = RunStore(args.out or Path("runs") / req.run_id())
-    plan = make_plan(req)
+    plan = make_plan(req, tuple(args.destroy_data_on))
+    if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
+        raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
+                            "local executor")
     store.create()
     results = execute(plan, store, UmlLabs(ensure_kernel()), executor)
     from .report.text import print_results

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import profiles, variants
-from .devices import presets
+from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .results import CellKey
@@ -23,7 +23,8 @@ class PlanRequest:
 
     profile: str = "quick"
     fs: tuple[str, ...] = ()  # variant specs; default: the ten block filesystems
-    devices: tuple[str, ...] = ()  # preset or preset@SIZE; default: the profile's device
+    # preset, preset@SIZE or a real device (`real:LABEL`, from its node); default: the profile's device
+    devices: tuple[str, ...] = ()
     studies: tuple[str, ...] = ()  # default: the profile's studies
     repeat: int = 1
     seed: int = 1
@@ -37,7 +38,9 @@ class PlanRequest:
         return PlanRequest(
             profile=self.profile,
             fs=self.fs or profiles.BLOCK_FILESYSTEMS,
-            devices=self.devices or (prof["device"],),
+            # a real device by its identity, not its node: the run id follows the device
+            devices=tuple(realdev.canonical(d) if realdev.names_device(d) else d for d in self.devices)
+            or (prof["device"],),
             studies=self.studies or tuple(prof["studies"]),
             repeat=self.repeat, seed=self.seed, overrides=self.overrides, pace=self.pace)
 
@@ -67,7 +70,19 @@ def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str
             for s, st in STUDIES.items()}
 
 
-def make_plan(req: PlanRequest) -> Plan:
+def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) -> dict[str, Device]:
+    """Every device of the request by label; real devices checked (one line per refusal), their
+    data destroyed only where `destroy_data_on` names their node."""
+    nodes = [realdev.node_of(s) for s in specs if realdev.names_device(s)]
+    for path in destroy_data_on:  # a typo must not pass for permission
+        if not any(realdev.same_node(path, n) for n in nodes):
+            raise FlashbedError(f"--destroy-data-on {path} names no real device of this run ("
+                                f"{', '.join(nodes) or 'it has none'}): repeat the --device path exactly")
+    devices = [realdev.load(s, destroy_data_on) if realdev.names_device(s) else presets.load_spec(s) for s in specs]
+    return {d.label: d for d in devices}
+
+
+def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
     if req.pace not in ("real", "none"):
@@ -77,7 +92,7 @@ def make_plan(req: PlanRequest) -> Plan:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
     params_all = study_params(r.profile, r.overrides)
-    devices = {d.label: d for d in (presets.load_spec(spec) for spec in r.devices)}
+    devices = load_devices(r.devices, destroy_data_on)
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
     cells: list[CellSpec] = []
@@ -93,12 +108,18 @@ def make_plan(req: PlanRequest) -> Plan:
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
+                if study.power_switch and dev.backend == "real":
+                    raise FlashbedError(
+                        f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "
+                        f"flashbed can do only to an emulated device (killing the lab is a kernel crash a real "
+                        f"device rides out): run {sname} on a preset, or drop it for this device")
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
+                        bigger = "use a larger device" if dev.backend == "real" else "give a larger --device SIZE"
                         raise FlashbedError(
                             f"study {sname} needs a device of at least {format_size(need)}, but {dev.label} "
-                            f"has {format_size(dev.capacity)}: give a larger --device SIZE or a smaller profile")
+                            f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
                     for rep in range(r.repeat):
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
                                               variant=v, params=params, seed=r.seed + rep, pace=r.pace))

@@ -191,3 +191,4 @@ class Measured(StrEnum):
     OK = "ok"
     FAILED = "failed"  # its cells failed: scores 0
     MISSING = "missing"  # not measured: not scored
+    NOT_OBSERVABLE = "not-observable"  # an emulator statistic of a real device: not scored for anyone

@@ -33,6 +33,9 @@ FS_BLOCK = 4096
 def tuned_options(fs: Filesystem, dev: Device) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(mkfs extra, mount extra) aligning the filesystem to the erase block."""
     eb = dev.erase_block
+    if not eb:
+        raise FlashbedError(f"'{fs.name}+tuned' aligns to the erase block, and {dev.label} does not declare one "
+                            f"(a real device's is unknown): use a preset, or drop +tuned")
     if fs.fstype in ("ext2", "ext3", "ext4"):
         blocks = max(1, eb // FS_BLOCK)
         return ("-b", str(FS_BLOCK), "-E", f"stride={blocks},stripe_width={blocks}"), ()

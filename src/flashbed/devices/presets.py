@@ -47,10 +47,10 @@ class Device:
 
     name: str  # preset name
     path: Path
-    kind: str  # "block" (flashbed-emu, or a plain file) | "nandsim" (raw NAND in the lab)
+    kind: str  # "block" (flashbed-emu, a plain file, a real device) | "nandsim" (raw NAND in the lab)
     capacity: int
     page_size: int
-    erase_block: int  # erase block (page FTL) or allocation unit (hybrid FTL)
+    erase_block: int  # erase block (page FTL) or allocation unit (hybrid FTL); 0: unknown (a real device)
     preset_capacity: int
     info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -68,7 +68,8 @@ class Device:
         """What serves it to the lab (devices/session.py has a session class per backend)."""
         if self.kind == "nandsim":
             return "nandsim"
-        return "file" if self.info.get("kind") == "file" else "emulator"
+        kind = self.info.get("kind")
+        return kind if kind in ("file", "real") else "emulator"
 
     @property
     def nandsim_id_bytes(self) -> tuple[int, ...]:

@@ -4,10 +4,11 @@ protocol; `open_session` picks the class from the device's backend.
     emulator   flashbed-emu serves the preset's flash model as a FUSE file (ubd)
     file       a plain sparse file (ubd): a baseline without any flash model
     nandsim    raw NAND inside the lab kernel (nandsim); nothing on the host
+    real       a real block device (realdev.py): ubd opens the node itself
 
 A session owns its scratch directory (removed when it ends). A new kind of
-device (e.g. a real block device) is one class here and one entry in SESSIONS,
-plus how its presets load (presets.py: Device.backend).
+device is one class here and one entry in SESSIONS, plus how its presets load
+(presets.py: Device.backend).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any, Protocol
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..lab.uml import BlockDevice, Nandsim
+from ..lab.uml import BlockDevice, Nandsim, stopping
 from .presets import Device
+from .realdev import claimed
 
 # emulator statistics kept per workload phase, under the names renderers use
 STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand_program_pages", "nand_read_pages",
@@ -204,8 +206,32 @@ class EmulatorSession(_Session):
             self._start()
 
 
+class RealDeviceSession(_Session):
+    """A real block device, opened by ubd itself with O_DIRECT (every request reaches the device).
+
+    It has no statistics (the flash emulator's figures are not observable on it) and no
+    power switch: a "power cut" is the lab being killed, a kernel crash the device rides
+    out (the powercut study refuses real devices; see plan.py)."""
+
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
+        super().__init__(device, scratch, seed, pace)
+        self._held = contextlib.ExitStack()
+
+    def _open(self) -> None:
+        # one cell at a time on the device; the node must still be the planned device
+        self._held.enter_context(claimed(self.device, stopping))
+
+    def _close(self) -> None:
+        self._held.close()
+
+    def disks(self) -> tuple[BlockDevice, ...]:
+        ident = self.device.info.get("identity", {})
+        return (BlockDevice(self.device.path, direct=True, discard=bool(ident.get("write_zeroes_max_bytes"))),)
+
+
 # Device.backend -> the session class that serves it
-SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": FileSession, "nandsim": NandsimSession}
+SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": FileSession, "nandsim": NandsimSession,
+                                       "real": RealDeviceSession}
 
 
 def open_session(device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:

@@ -42,6 +42,11 @@ class Stopping(FlashbedError):
     """flashbed is stopping (Ctrl-C): no more labs."""
 
 
+def stopping() -> bool:
+    """Whether kill_all() was called: no new lab will start."""
+    return _STOPPING.is_set()
+
+
 def kill_all() -> None:
     _STOPPING.set()
     with _LIVE_LOCK:
@@ -69,6 +74,9 @@ class BlockDevice:
     # whose server does not need the lock can use it
     shared: bool = False
     discard: bool = True
+    # a host block device measured itself: opened O_DIRECT (lab patch 0003), never
+    # probed for a COW header
+    direct: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def kernel_cmdline(spec: BootSpec) -> list[str]:
         f"flashbed.agent={AGENT}",
     ]
     for i, d in enumerate(spec.disks):
-        flags = ("c" if d.shared else "") + ("" if d.discard else "t")
+        flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "")
         args.append(f"ubd{i}{flags}={d.path.resolve()}")
     args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
     # everything after "--" is the init's argv

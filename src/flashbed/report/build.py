@@ -8,7 +8,7 @@ from . import recommend as R
 from . import tables as T
 from . import catalog, units
 from .doc import Document, Paragraph, Section
-from .load import RunData
+from .load import EMULATOR_FIGURES, NOT_OBSERVABLE, RunData
 
 
 def run_meta(run: RunData) -> list[tuple[str, str]]:
@@ -64,8 +64,12 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             ds.add(ss)
         wear = F.wear_figure(ctx, device)
         dt = T.device_stats_table(run, device)
-        if wear or dt:
+        if wear or dt or run.is_real(device):
             ws = Section(units.slug("dev", device, "wear"), "Flash wear: write amplification and erase counts")
+            if run.is_real(device):
+                ws.add(Paragraph(f"{EMULATOR_FIGURES[0].upper()}{EMULATOR_FIGURES[1:]}: {NOT_OBSERVABLE}. The "
+                                 f"flash emulator counts them; a real device's controller does not report them, "
+                                 f"so they are neither shown nor scored for {device}.", cls="missing"))
             if wear:
                 ws.add(wear)
             if dt:

@@ -22,6 +22,10 @@ from . import catalog, units
 from .weights import Weights, load_weights
 
 MANIFEST_SCHEMA = 1
+# what the report says of the flash emulator's statistics (write amplification, erase
+# counts, NAND programs, GC, busy time) on a real device, which reports none of them
+NOT_OBSERVABLE = "not observable on a real device"
+EMULATOR_FIGURES = "write amplification, erase-count spread, NAND programs, GC and device busy time"
 OUTCOME_PREFIXES = ("class:", "outcome:")
 
 
@@ -139,9 +143,15 @@ class RunData:
     def device_info(self, device: str) -> dict[str, Any]:
         return (self.manifest.get("devices") or {}).get(device) or {}
 
+    def is_real(self, device: str) -> bool:
+        """A real block device: the flash emulator's statistics are not observable on it."""
+        return self.device_info(device).get("kind") == "real"
+
     def device_text(self, device: str) -> str:
-        """'emmc-8g (preset emmc-8g: emmc, page-mapped FTL, 8 GiB)'."""
+        """'emmc-8g (preset emmc-8g: emmc, page-mapped FTL, 8 GiB)'; 'loop0 (real device /dev/loop0: ...)'."""
         info = self.device_info(device)
+        if self.is_real(device):
+            return f"{device} ({info.get('description') or 'real device'})"
         bits = [str(info[k]) for k in ("kind",) if info.get(k)]
         ftl = str(info.get("ftl") or "")
         if ftl.lower() in ("none", "raw", "no"):

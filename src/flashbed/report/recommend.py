@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 from ..status import Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
-from .load import Busy, RunData, Stat
+from .load import NOT_OBSERVABLE, Busy, RunData, Stat
 from .rerun import measure_command
 from .weights import Criterion, UseCase
 
@@ -69,6 +69,8 @@ class Ranking:
     not_measured: list[tuple[int, str]]  # (criterion index, reason)
     lab_bound: dict[int, list[tuple[str, Busy]]] = field(default_factory=dict)  # criterion -> (fs, busy)
     undecided: list[Undecided] = field(default_factory=list)
+    # emulator statistics on a real device: listed as such, scored for nobody
+    not_observable: list[int] = field(default_factory=list)
 
     @property
     def scored(self) -> list[int]:
@@ -99,6 +101,8 @@ def _geomean(xs: list[float]) -> float:
 
 
 def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
+    if c.source == "device" and run.is_real(device):
+        return Value(Measured.NOT_OBSERVABLE, why=NOT_OBSERVABLE)
     if c.source == "device":
         if c.case in ("*", ""):
             stats = [run.device_stat(device, fs, c.study).get(c.metric)]
@@ -131,10 +135,12 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
 def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     fss = run.filesystems(device)
     vals = {fs: {i: criterion_value(run, device, fs, c) for i, c in enumerate(uc.criteria)} for fs in fss}
-    measured, not_measured = [], []
+    measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status is not Measured.MISSING for fs in fss):
+        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in fss):
             measured.append(i)
+        elif fss and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in fss):
+            not_observable.append(i)
         elif c.study not in run.studies():
             not_measured.append((i, f"study {c.study} is not in this run"))
         elif c.study not in run.studies(device):
@@ -173,7 +179,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         e.coverage = w / total_w if total_w else 0.0
     entries = [e for e in entries if e.scores]
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
-    r = Ranking(device, uc, entries, measured, not_measured, lab_bound)
+    r = Ranking(device, uc, entries, measured, not_measured, lab_bound, not_observable=not_observable)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -374,6 +380,10 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
     if r.not_measured:
         sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
             f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
+    if r.not_observable:
+        sec.add(Paragraph(f"{NOT_OBSERVABLE[0].upper()}{NOT_OBSERVABLE[1:]} (flash emulator statistics; not "
+                          f"scored for anyone): " + "; ".join(uc.criteria[i].label for i in r.not_observable)
+                          + ".", cls="missing"))
     return sec
 
 
@@ -433,7 +443,8 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
         for r in rankings:
             w, ru = r.winner, r.runner_up
             if r.measured:
-                nm = ", ".join(r.use_case.criteria[i].label for i, _why in r.not_measured)
+                nm = ", ".join([r.use_case.criteria[i].label for i, _why in r.not_measured] +
+                               [f"{r.use_case.criteria[i].label} ({NOT_OBSERVABLE})" for i in r.not_observable])
             else:
                 nm = f"all {len(r.use_case.criteria)} criteria (none was measured on {device})"
             choice = r.choice_text()
@@ -485,6 +496,7 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                 "lab_bound": [{"criterion": uc.criteria[i].label,
                                "device_busy_pct": {fs: _round(b.util.mean) for fs, b in items}}
                               for i, items in r.lab_bound.items()],
+                "not_observable": [uc.criteria[i].label for i in r.not_observable],
             }
     return out
 

@@ -202,7 +202,8 @@ def devices_table(run: RunData) -> Table:
         def num(v, div=1.0):
             return Cell(units.fmt(v / div) if isinstance(v, (int, float)) else "—",
                         v if isinstance(v, (int, float)) else None)
-        rows.append([Cell(d, d), Cell(str(vals[0] or d)), Cell(str(vals[1] or "—")), Cell(str(vals[2] or "—")),
+        preset = f"none: {info.get('node') or 'a real device'}" if run.is_real(d) else str(vals[0] or d)
+        rows.append([Cell(d, d), Cell(preset), Cell(str(vals[1] or "—")), Cell(str(vals[2] or "—")),
                      num(vals[3], 1048576.0), num(vals[4]), num(vals[5], 1024.0)])
     # the real part each preset reproduces and where its figures come from, when the presets say
     for name, text in (("real part", run.real_part), ("sources", run.sources)):

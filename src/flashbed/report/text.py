@@ -9,6 +9,7 @@ from collections import defaultdict
 from ..store import RunStore
 from ..studies import STUDIES
 from ..studies.base import OutcomeTable, claimed_metrics
+from .load import EMULATOR_FIGURES, NOT_OBSERVABLE
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
@@ -16,6 +17,10 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
     man = store.manifest()
     print(f"run {man.get('run_id')}: profile {man.get('profile')}, kernel {man.get('kernel', {}).get('release')}, "
           f"{len(results)}/{man.get('cells')} cells", file=stream)
+    for label, info in (man.get("devices") or {}).items():
+        if isinstance(info, dict) and info.get("kind") == "real":
+            print(f"device {label}: {info.get('description', 'real device')}; {EMULATOR_FIGURES}: "
+                  f"{NOT_OBSERVABLE}", file=stream)
     by_study: dict[str, list] = defaultdict(list)
     for r in results:
         by_study[r.key.study].append(r)

@@ -106,6 +106,8 @@ class Study:
     media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
     # does the cell sample the emulator's statistics around its workload?
     device_stats: bool = True
+    # does it need the emulator's power cut? (a real device has no power switch: refused)
+    power_switch: ClassVar[bool] = False
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False

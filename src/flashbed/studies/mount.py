@@ -2,6 +2,8 @@
 unclean stop (1 MB written, then power cut).
 
 Block devices: the unclean stop is an emulator power cut and a new lab boot.
+A real device has no power switch: there (as on a plain file) the unclean stop
+is the lab being killed, a kernel crash; the device keeps what it acknowledged.
 Raw NAND (UBIFS): UBI's debugfs power-cut emulation in the same boot, then
 detach and re-attach; UBI attach and UBIFS mount are timed apart (attach
 scans every erase block, so it grows with the device; UBIFS mount should not).

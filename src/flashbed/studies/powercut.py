@@ -8,6 +8,8 @@ Block devices, per iteration k (two lab boots):
               its own start, until the cut.
               The emulator drops what was not durable (cache, torn programs,
               per its preset); a plain file only loses the lab's page cache.
+              A real device is refused (power_switch): flashbed cannot cut its
+              power, and a lab kill alone would count kernel crashes as cuts.
   boot 2k+1 : mount (timed: journal/log recovery happens here), verify every
               file against the workload's log, probe a write, unmount, run the
               checker (read-only check, repair when it is not clean), and when
@@ -260,6 +262,7 @@ class PowerCut(Study):
     primary_metric = "survived"
     good_outcomes = frozenset(c for c in PowerCutClass if c.good)
     device_stats = False
+    power_switch = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations by class", "class:", CLASSES + EXTRA_CLASSES, per_iteration=True),
