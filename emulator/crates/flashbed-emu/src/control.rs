@@ -1,5 +1,6 @@
 //! Control socket: one JSON object per line in, one per line out.
 //!   {"cmd":"stats"} {"cmd":"reset-stats"} {"cmd":"cut-power"}
+//!   (stats carry `request_sizes`: the host's requests per op by size, see reqsize)
 //!   {"cmd":"inject","kind":"bad-block","block":N}
 //!   {"cmd":"inject","kind":"bit-errors","block":N,"page":P,"bits":K}
 //!   {"cmd":"shutdown"}
@@ -79,10 +80,12 @@ impl Control {
                 s["ok"] = json!(true);
                 s["pace"] = json!(if self.sh.pace == crate::shared::Pace::Real { "real" } else { "none" });
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
+                s["request_sizes"] = self.sh.sizes.json();
                 (s, None)
             }
             "reset-stats" => {
                 self.sh.lock().reset_stats();
+                self.sh.sizes.reset();
                 (json!({"ok": true}), None)
             }
             "cut-power" => {

@@ -7,6 +7,7 @@
 
 mod control;
 mod fusefs;
+mod reqsize;
 mod shared;
 
 use std::collections::HashMap;

@@ -23,6 +23,8 @@ pub struct Shared {
     /// Latest modelled completion of a request the host was told is done.
     /// Written only with `dev` locked.
     acked: AtomicU64,
+    /// Sizes of the requests the host sent (reset with the device's stats).
+    pub sizes: crate::reqsize::RequestSizes,
 }
 
 /// How far the modelled device may run ahead of the wall clock before a
@@ -31,7 +33,7 @@ pub const PACE_SLACK: Duration = Duration::from_micros(500);
 
 impl Shared {
     pub fn new(dev: Device, pace: Pace, capacity: u64) -> Shared {
-        Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity, acked: AtomicU64::new(0) }
+        Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity, acked: AtomicU64::new(0), sizes: Default::default() }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Device> {
