@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import profiles, variants
 from ..devices import presets
 from ..errors import FlashbedError
-from ..lab.kernel import ensure_kernel
+from ..lab.kernel import KernelInfo, ensure_kernel
 from ..results import CellKey
 from ..runner import run_cell
 from ..studies.base import CellSpec
@@ -33,8 +33,9 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout) -> list[dict]:
-    kernel = ensure_kernel()
+def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout,
+          kernel: KernelInfo | None = None) -> list[dict]:
+    kernel = kernel or ensure_kernel()
     dev = presets.load_spec(device)
     params = {**profiles.get("quick")["powercut"], "iterations": cycles, "mode": mode}
     rows = []
