@@ -30,7 +30,7 @@ def run_cell(spec: CellSpec, kernel: KernelInfo, logs: Path, scratch: Path,
     phases: dict[str, dict[str, Any]] = {}
     prov = dict(provenance or {})
     prov.update({"device": spec.device.label, "preset": spec.device.name, "capacity_bytes": spec.device.capacity,
-                 "kernel": kernel.release, "variant": spec.variant.spec, "params": spec.params, "seed": spec.seed,
+                 "kernel": kernel.provenance(), "variant": spec.variant.spec, "params": spec.params, "seed": spec.seed,
                  "pace": pace})
     try:
         with DeviceSession(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
