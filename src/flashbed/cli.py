@@ -302,7 +302,8 @@ def _lab(args: argparse.Namespace) -> int:
         out = args.out or Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
         results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label)
         smoke.print_table(results)
-        print(f"logs and smoke.json: {out}")
+        used = kernel.ensure_kernel(choice.label)  # built by now: only names it
+        print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode; logs and smoke.json: {out}")
         return 0 if all(r.passed for r in results) else 1
     if args.lab_cmd == "bench-boot":
         if args.boots < 1:
