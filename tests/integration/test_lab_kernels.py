@@ -19,8 +19,10 @@ def test_the_default_kernel_is_7_3_in_seccomp_mode_and_runs_two_vcpus(kernel, tm
     r = boot(BootSpec(run_dir=tmp_path, steps=(
         Step("nproc", "nproc"),
         Step("uname", "uname -r"),
-        # CONFIG_SCHEDSTATS: per-task run time in ns, the first of three fields
-        Step("schedstat", "cat /proc/self/schedstat"),
+        # CONFIG_SCHEDSTATS: per-task run time in ns, the first of three fields;
+        # a shell that ran a loop, then slept (so its run time was brought up to date)
+        Step("schedstat", "sh -c 'i=0; while [ $i -lt 3000 ]; do i=$((i+1)); done; sleep 0.05; "
+                          "cat /proc/$$/schedstat'"),
     ), cpus=2, timeout=120), kernel)
     assert r.ok, (r.status, r.error, r.console_log)
     assert r.step("nproc").stdout.strip() == "2"
