@@ -69,9 +69,9 @@ METRICS = (
     Metric("cached_read_mb_s", "4 KiB cached read (tmpfs)", "MB/s", "high"),
     Metric("python_ms", "python3 -S -c pass", "ms", "low"),
     Metric("direct_write_mb_s", "emmc-8g 1 MiB direct write", "MB/s", "high",
-           lambda c: f"declared {_declared('seq_write_mb_s')}"),
+           lambda c: f"declared {_declared('seq_write_mb_s'):g}"),
     Metric("direct_read_mb_s", "emmc-8g 1 MiB direct read", "MB/s", "high",
-           lambda c: f"declared {_declared('seq_read_mb_s')}"),
+           lambda c: f"declared {_declared('seq_read_mb_s'):g}"),
     Metric("ext4_read_4k_mb_s", "emmc-8g ext4 4 KiB buffered read", "MB/s", "high",
            lambda c: f">= {0.8 * (_declared('seq_read_mb_s') or 0):.0f} (declared -20 %)"),
     Metric("write_requests_buffered", "requests per 128 MiB write (buffered)", "", "low", lambda c: "<= 1000"),
@@ -140,9 +140,9 @@ def _print_table(infos: dict[str, KernelInfo], medians: dict[str, dict[str, floa
         goal = m.goal(medians) if m.goal else ""
         name = f"{m.label} ({m.unit})" if m.unit else m.label
         print(f"{name:44}{cells}  {goal}", file=out)
-    counts = {len(v) for s in samples.values() for v in s.values()}
-    print(f"medians of {runs} run(s) per kernel, interleaved; power cuts: one cell per kernel "
-          f"({', '.join(str(c) for c in sorted(counts))} samples per figure)", file=out)
+    cut = any("powercut_per_hour" in s for s in samples.values())
+    print(f"medians of {runs} run(s) per kernel, interleaved" + ("; power cuts: one cell of the given cycles "
+          "per kernel" if cut else ""), file=out)
 
 
 def _fmt(v: float | None) -> str:
