@@ -339,6 +339,8 @@ def _lab(args: argparse.Namespace) -> int:
     if args.lab_cmd == "exec":
         from .lab import labexec
         choice.check_cpus(args.cpus)
+        from . import cpus
+        cpus.check_count(args.cpus)  # the host's side, before any build
         return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
                            timeout=args.timeout, pace=args.pace)
     raise AssertionError(args.lab_cmd)

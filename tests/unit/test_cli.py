@@ -10,6 +10,7 @@ from flashbed.cli import main
     (["lab", "smoke", "--kernel", "7.3:kvm"], "lab kernel 7.3 has no boot mode 'kvm'"),
     (["lab", "exec", "--kernel", "6.12", "--cpus", "2", "--", "nproc"], "lab kernel 6.12 has no SMP"),
     (["lab", "exec", "--kernel", "7.3", "--cpus", "99", "--", "nproc"], "runs 1 to 8 vCPUs, not 99"),
+    (["lab", "exec", "--cpus", "0", "--", "nproc"], "runs 1 to 8 vCPUs, not 0"),
     (["kernel", "build", "--kernel", "3.19"], "unknown lab kernel '3.19'"),
     (["bench", "lab", "--kernel", "4.4"], "unknown lab kernel '4.4'"),
     (["bench", "lab", "--parts", "lab,gpu"], "unknown bench lab part 'gpu'"),
