@@ -22,6 +22,7 @@ test-unit:
 	$(PYTHON) -m pytest -q -m "not lab and not emulator"
 
 bench: setup
+	$(PYTHON) -m flashbed.cli bench lab --kernel 6.12 --kernel 7.3 --runs 3
 	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7 --compare-pinning
 	emulator/target/release/flashbed-bench all
 	$(PYTHON) -m flashbed.cli bench fuse --runs 5

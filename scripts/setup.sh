@@ -4,7 +4,10 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES="linux-source-6.12 build-essential bc bison flex libelf-dev xz-utils patch
+# linux-source-6.12 is the 6.12 lab kernel's source; the 7.3 one is fetched with
+# apt into flashbed's cache on first use (never installed), checked against
+# debian-archive-keyring
+APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison flex libelf-dev xz-utils patch
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs mtd-utils fio
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
  chromium fonts-dejavu-core"
@@ -38,6 +41,6 @@ if [ -f emulator/Cargo.toml ]; then
     cargo build -q --release --manifest-path emulator/Cargo.toml
 fi
 
-echo "setup: lab kernel"
+echo "setup: lab kernel (the default one; the other is built on first use)"
 $PY -m flashbed.cli kernel build >/dev/null
 echo "setup: done"

@@ -23,7 +23,6 @@ from . import filesystems as fscat
 from .cell import cell_task
 from .errors import FlashbedError
 from .executors import Executor
-from .lab.kernel import SOURCE_PACKAGE
 from .lab.labs import LabFactory
 from .plan import Plan
 from .progress import Progress
@@ -32,9 +31,9 @@ from .store import RunStore
 from .studies.base import CellSpec
 
 # the Debian packages whose versions a run records: every filesystem's tools, fio,
-# mount and friends, and the lab kernel's source
-TOOL_PACKAGES = tuple(dict.fromkeys([*(fs.package for fs in fscat.CATALOGUE.values()), "fio", "util-linux",
-                                     SOURCE_PACKAGE]))
+# mount and friends (the lab kernel's source package and version are in the
+# manifest's kernel block: 7.3's is fetched, not installed)
+TOOL_PACKAGES = tuple(dict.fromkeys([*(fs.package for fs in fscat.CATALOGUE.values()), "fio", "util-linux"]))
 
 
 def tool_versions() -> dict[str, str]:

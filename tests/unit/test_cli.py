@@ -7,6 +7,15 @@ from flashbed.errors import FlashbedError
 @pytest.mark.parametrize("argv,words", [
     (["lab", "smoke", "--fs", "reiserfs"], "unknown filesystem 'reiserfs'"),
     (["lab", "bench-boot", "--boots", "0"], "--boots must be at least 1"),
+    (["lab", "exec", "--kernel", "5.10", "--", "true"], "unknown lab kernel '5.10': choose 6.12 or 7.3"),
+    (["lab", "smoke", "--kernel", "7.3:kvm"], "lab kernel 7.3 has no boot mode 'kvm'"),
+    (["lab", "exec", "--kernel", "6.12", "--cpus", "2", "--", "nproc"], "lab kernel 6.12 has no SMP"),
+    (["lab", "exec", "--kernel", "7.3", "--cpus", "99", "--", "nproc"], "runs 1 to 8 vCPUs, not 99"),
+    (["lab", "exec", "--cpus", "0", "--", "nproc"], "runs 1 to 8 vCPUs, not 0"),
+    (["kernel", "build", "--kernel", "3.19"], "unknown lab kernel '3.19'"),
+    (["bench", "lab", "--kernel", "4.4"], "unknown lab kernel '4.4'"),
+    (["bench", "lab", "--parts", "lab,gpu"], "unknown bench lab part 'gpu'"),
+    (["bench", "lab", "--runs", "0"], "--runs must be at least 1"),
 ])
 def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
     assert main(argv) == 2

@@ -84,3 +84,31 @@ def test_a_child_started_in_a_lease_runs_on_that_cpu_only():
         out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
                              preexec_fn=lambda: cpus.pin_child(cpu), capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str([cpu])
+
+
+def test_a_set_lease_holds_distinct_cpus_and_extends_a_held_one():
+    n = len(os.sched_getaffinity(0))
+    if n < 2:
+        pytest.skip("needs two CPUs")
+    with cpus.lease() as first:
+        with cpus.lease_set(2) as both:
+            assert len(set(both)) == 2 and both[0] == first
+            assert cpus.current_set() == both
+        assert cpus.current_set() == (first,)
+
+
+def test_a_child_of_a_set_lease_runs_on_all_of_its_cpus():
+    n = len(os.sched_getaffinity(0))
+    with cpus.lease_set(n) as held:
+        out = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                             preexec_fn=lambda: cpus.pin_child(held), capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(sorted(held))
+
+
+def test_more_vcpus_than_host_cpus_are_refused_in_one_line():
+    from flashbed.errors import FlashbedError
+    n = len(os.sched_getaffinity(0))
+    with pytest.raises(FlashbedError) as e:
+        with cpus.lease_set(n + 1):
+            pass
+    assert f"{n + 1} guest vCPUs need {n + 1} host CPUs" in str(e.value) and "\n" not in str(e.value)

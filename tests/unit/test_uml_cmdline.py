@@ -30,3 +30,43 @@ def test_no_lab_starts_once_flashbed_is_stopping(tmp_path, monkeypatch):
     uml.kill_all()
     with pytest.raises(uml.Stopping):
         uml.boot(uml.BootSpec(run_dir=tmp_path, steps=(uml.Step("noop", "true"),)))
+
+
+def _info(name: str, mode: str, max_cpus: int):
+    from flashbed.lab.kernel import KernelInfo
+    return KernelInfo(path="/x/linux", key="k", name=name, source_package=f"linux-source-{name}",
+                      source_version="1", release=name, patches=[], boot_mode=mode, max_cpus=max_cpus,
+                      build_seconds=0, built_at="t")
+
+
+def test_seccomp_mode_and_vcpus_go_on_the_cmdline(tmp_path):
+    args = kernel_cmdline(BootSpec(run_dir=tmp_path, steps=(), cpus=2), _info("7.3", "seccomp", 8))
+    assert "seccomp=on" in args and "ncpus=2" in args
+    assert args.index("ncpus=2") < args.index("--")  # kernel parameters, not init's argv
+    one = kernel_cmdline(BootSpec(run_dir=tmp_path, steps=()), _info("7.3", "seccomp", 8))
+    assert "seccomp=on" in one and not any(a.startswith("ncpus=") for a in one)
+
+
+def test_ptrace_mode_adds_nothing_a_6_12_kernel_would_not_know(tmp_path):
+    args = kernel_cmdline(BootSpec(run_dir=tmp_path, steps=()), _info("6.12", "ptrace", 1))
+    assert not any(a.startswith(("seccomp=", "ncpus=")) for a in args)
+
+
+@pytest.mark.parametrize("name,mode,max_cpus,words", [
+    ("6.12", "ptrace", 1, "lab kernel 6.12 has no SMP"),
+    ("7.3", "ptrace", 8, "lab kernel 7.3 runs several vCPUs in seccomp mode only"),
+])
+def test_vcpus_a_kernel_cannot_run_are_one_line(tmp_path, name, mode, max_cpus, words):
+    from flashbed.errors import FlashbedError
+    with pytest.raises(FlashbedError) as e:
+        kernel_cmdline(BootSpec(run_dir=tmp_path, steps=(), cpus=2), _info(name, mode, max_cpus))
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_lab_with_vcpus_its_kernel_cannot_run_is_refused_before_it_starts(tmp_path):
+    from flashbed.errors import FlashbedError
+    from flashbed.lab import uml
+    with pytest.raises(FlashbedError, match="lab kernel 6.12 has no SMP"):
+        uml.boot(BootSpec(run_dir=tmp_path / "lab", steps=(Step("nproc", "nproc"),), cpus=2),
+                 _info("6.12", "ptrace", 1))
+    assert not (tmp_path / "lab").exists()

@@ -23,7 +23,7 @@ from .. import profiles, variants
 from ..devices import presets
 from ..errors import FlashbedError
 from ..cell import run_cell
-from ..lab.kernel import ensure_kernel
+from ..lab.kernel import KernelInfo, ensure_kernel
 from ..lab.labs import UmlLab
 from ..results import CellKey
 from ..studies import STUDIES
@@ -35,8 +35,9 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout) -> list[dict]:
-    kernel = ensure_kernel()
+def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout,
+          kernel: KernelInfo | None = None) -> list[dict]:
+    kernel = kernel or ensure_kernel()
     dev = presets.load_spec(device)
     study = STUDIES["powercut"]
     params = study.params(**{**profiles.overrides("quick", "powercut"), "iterations": cycles, "mode": mode})

@@ -2,7 +2,7 @@
 
 `--device /dev/sdX` (any path with a '/' that is not a preset file) names one.
 The lab's block driver (ubd) opens the device node itself, with O_DIRECT (lab
-patch 0003), so every read and write reaches the device, not the host's page
+patch 0005), so every read and write reaches the device, not the host's page
 cache.
 
 Safety first, at the edge (before the run's banner, before anything is

@@ -1,12 +1,19 @@
-"""Build the lab kernel (user-mode Linux) from Debian's linux-source-6.12, once.
+"""Build the lab kernels (user-mode Linux) from Debian's kernel sources, once each.
 
-The result is cached outside the repository under a key made of the source
-version, the config fragment, the patches and this recipe's version, so a
+Two kernels, one recipe: linux-source-6.12 (bookworm, installed by setup) and
+linux-source-7.3 (trixie-backports, pinned, fetched with apt's own client
+into the cache; see debsource). Each is built for ARCH=um from allnoconfig
+plus the shared config fragment and its own additions, with its own patch set.
+
+A build is cached outside the repository under a key made of the source
+version, the config fragments, the patches and this recipe's version, so a
 second build with nothing changed returns at once.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import fcntl
 import hashlib
 import json
@@ -24,28 +31,147 @@ from typing import Callable
 from ..errors import FlashbedError
 from ..paths import cache_dir
 from ..progress import format_duration
+from . import debsource
 
-SOURCE_PACKAGE = "linux-source-6.12"
-SOURCE_TARBALL = Path("/usr/src/linux-source-6.12.tar.xz")
 HERE = Path(__file__).resolve().parent
-CONFIG_FRAGMENT = HERE / "config" / "lab.config"
+CONFIG_DIR = HERE / "config"
+CONFIG_FRAGMENT = CONFIG_DIR / "lab.config"
 PATCH_DIR = HERE / "patches"
 # bump when the build procedure itself changes in a way that changes the binary
-RECIPE_VERSION = "1"
-# objects compiled by a full build of this config; only used for the first ETA
-DEFAULT_OBJECT_ESTIMATE = 1160
+RECIPE_VERSION = "2"
+
+Log = Callable[[str], None]
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class BootMode(str, enum.Enum):
+    """How UML runs guest processes: traced with ptrace (every UML), or in
+    7.x's seccomp mode (a syscall is a signal in the process, not a ptrace stop)."""
+
+    PTRACE = "ptrace"
+    SECCOMP = "seccomp"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One lab kernel of the recipe: where its source comes from, what it adds."""
+
+    name: str
+    package: str
+    modes: tuple[BootMode, ...]  # the first is the default
+    # fetched with apt (pinned) when set; otherwise the installed package's tarball
+    pinned_version: str | None = None
+    suite: str | None = None
+    # compile steps of a full build, for the first build's ETA
+    object_estimate: int = 1200
+
+    @property
+    def fragments(self) -> tuple[Path, ...]:
+        own = CONFIG_DIR / f"{self.name}.config"
+        return (CONFIG_FRAGMENT, own) if own.exists() else (CONFIG_FRAGMENT,)
+
+    @property
+    def default_mode(self) -> BootMode:
+        return self.modes[0]
+
+    def patch_files(self) -> list[Path]:
+        """Every patch of the directory that applies to this kernel, in order."""
+        return [p for p in sorted(PATCH_DIR.glob("*.patch")) if self.name in _patch_kernels(p)]
+
+    def max_cpus(self) -> int:
+        """Guest vCPUs this kernel can run (CONFIG_NR_CPUS; 1 without SMP)."""
+        opts = required_options(self)
+        return int(opts.get("CONFIG_NR_CPUS", "1")) if opts.get("CONFIG_SMP") == "y" else 1
+
+
+KERNELS: dict[str, KernelSpec] = {
+    "6.12": KernelSpec(name="6.12", package="linux-source-6.12", modes=(BootMode.PTRACE,), object_estimate=1160),
+    "7.3": KernelSpec(name="7.3", package="linux-source-7.3", modes=(BootMode.SECCOMP, BootMode.PTRACE),
+                      pinned_version="7.3.4-1~bpo13+1", suite="trixie-backports", object_estimate=1230),
+}
+# seccomp against ptrace on 7.3, and 7.3 against 6.12: `flashbed bench lab`
+DEFAULT_KERNEL = "7.3"
+
+
+def _patch_kernels(patch: Path) -> tuple[str, ...]:
+    """The kernels a patch is for: its description's `Lab-kernels:` line, else all."""
+    for line in patch.read_text(errors="replace").splitlines():
+        if line.startswith(("--- ", "diff ")):
+            break
+        if line.startswith("Lab-kernels:"):
+            return tuple(line.split(":", 1)[1].split())
+    return tuple(KERNELS)
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """A kernel and the mode it boots in: `7.3`, `7.3:ptrace`."""
+
+    spec: KernelSpec
+    mode: BootMode
+
+    @property
+    def label(self) -> str:
+        return self.spec.name if self.mode == self.spec.default_mode else f"{self.spec.name}:{self.mode.value}"
+
+    def check_cpus(self, cpus: int) -> None:
+        check_cpus(self.spec.name, self.spec.max_cpus(), self.mode.value, cpus)
+
+
+def check_cpus(name: str, max_cpus: int, mode: str, cpus: int) -> None:
+    """One clear line when a kernel cannot run `cpus` guest vCPUs."""
+    if cpus == 1:
+        return
+    if max_cpus < 2:
+        raise FlashbedError(f"lab kernel {name} has no SMP (its UML runs one vCPU): "
+                            f"drop --cpus {cpus} or use --kernel {_smp_kernels()}")
+    if mode != BootMode.SECCOMP.value:
+        raise FlashbedError(f"lab kernel {name} runs several vCPUs in seccomp mode only, not {mode}: "
+                            f"drop --cpus {cpus} or :{mode}")
+    if not 1 <= cpus <= max_cpus:
+        raise FlashbedError(f"lab kernel {name} runs 1 to {max_cpus} vCPUs, not {cpus}")
+
+
+def _smp_kernels() -> str:
+    return " or ".join(n for n, s in KERNELS.items() if s.max_cpus() > 1)
+
+
+def choose(text: str | None = None) -> KernelChoice:
+    """Parse NAME[:MODE]; one clear line naming the valid kernels on a bad name."""
+    text = (text or DEFAULT_KERNEL).strip()
+    name, _, mode_s = text.partition(":")
+    spec = KERNELS.get(name)
+    if spec is None:
+        raise FlashbedError(f"unknown lab kernel '{name}': choose {' or '.join(KERNELS)} "
+                            f"(optionally NAME:MODE, e.g. 7.3:ptrace)")
+    if not mode_s:
+        return KernelChoice(spec, spec.default_mode)
+    try:
+        mode = BootMode(mode_s)
+    except ValueError:
+        mode = None
+    if mode not in spec.modes:
+        raise FlashbedError(f"lab kernel {name} has no boot mode '{mode_s}': choose "
+                            + " or ".join(m.value for m in spec.modes))
+    return KernelChoice(spec, mode)
 
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """A built lab kernel and how it was made."""
+    """A built lab kernel, how it was made and the mode it boots in."""
 
     path: str
     key: str
+    name: str
     source_package: str
     source_version: str
     release: str
     patches: list[str]
+    boot_mode: str
+    max_cpus: int
     build_seconds: float
     built_at: str
 
@@ -53,32 +179,62 @@ class KernelInfo:
     def load(path: Path) -> "KernelInfo":
         return KernelInfo(**json.loads(path.read_text()))
 
+    def provenance(self) -> dict[str, object]:
+        """What a result says about the kernel that produced it."""
+        return {"name": self.name, "release": self.release, "source_package": self.source_package,
+                "source_version": self.source_version, "patches": self.patches, "boot_mode": self.boot_mode,
+                "key": self.key}
 
-def source_version() -> str:
+
+def installed_version(spec: KernelSpec) -> str:
     """Debian version of the installed kernel source package."""
+    tarball = Path("/usr/src") / f"{spec.package}.tar.xz"
     try:
-        out = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Version}", SOURCE_PACKAGE],
-            capture_output=True, text=True, check=False,
-        )
+        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", spec.package],
+                             capture_output=True, text=True, check=False)
     except FileNotFoundError:
         out = None
-    if out is None or out.returncode != 0 or not out.stdout.strip() or not SOURCE_TARBALL.exists():
-        raise FlashbedError(
-            f"{SOURCE_PACKAGE} is not installed (no {SOURCE_TARBALL}): "
-            f"run `make setup` or `apt-get install {SOURCE_PACKAGE}`"
-        )
+    if out is None or out.returncode != 0 or not out.stdout.strip() or not tarball.exists():
+        raise FlashbedError(f"{spec.package} is not installed (no {tarball}): "
+                            f"run `make setup` or `apt-get install {spec.package}`")
     return out.stdout.strip()
 
 
-def patches() -> list[Path]:
-    return sorted(PATCH_DIR.glob("*.patch"))
+def source_version(spec: KernelSpec) -> str:
+    return spec.pinned_version or installed_version(spec)
 
 
-def required_options() -> dict[str, str]:
-    """Every CONFIG_X=v line of the fragment: all must hold in the final .config."""
+def source_tarball(spec: KernelSpec, log: Log = _stderr) -> Path:
+    """The .tar.xz of the kernel source: installed, or fetched and unpacked into the cache."""
+    if spec.pinned_version is None:
+        installed_version(spec)
+        return Path("/usr/src") / f"{spec.package}.tar.xz"
+    assert spec.suite is not None
+    root = cache_dir() / "debian"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lock", "w") as lockf:  # apt's own lock would fail a second fetcher
+        fcntl.flock(lockf, fcntl.LOCK_EX)
+        deb = debsource.fetch_deb(spec.package, spec.pinned_version, spec.suite, root, log)
+        unpacked = debsource.unpack(deb, root / "unpacked" / deb.stem)
+    tarball = unpacked / "usr" / "src" / f"{spec.package}.tar.xz"
+    if not tarball.exists():
+        raise FlashbedError(f"{deb.name} has no usr/src/{spec.package}.tar.xz")
+    return tarball
+
+
+def patches(spec: KernelSpec | None = None) -> list[Path]:
+    """The patch files of one kernel (default: the default kernel)."""
+    return (spec or KERNELS[DEFAULT_KERNEL]).patch_files()
+
+
+def _fragment_lines(spec: KernelSpec) -> list[str]:
+    return [line for f in spec.fragments for line in f.read_text().splitlines()]
+
+
+def required_options(spec: KernelSpec | None = None) -> dict[str, str]:
+    """Every CONFIG_X=v line of the kernel's fragments: all must hold in the final .config."""
     want: dict[str, str] = {}
-    for line in CONFIG_FRAGMENT.read_text().splitlines():
+    for line in _fragment_lines(spec or KERNELS[DEFAULT_KERNEL]):
         line = line.strip()
         if line.startswith("CONFIG_"):
             name, value = line.split("=", 1)
@@ -98,20 +254,23 @@ def read_config(path: Path) -> dict[str, str]:
     return have
 
 
-def missing_options(config: Path) -> list[str]:
+def missing_options(config: Path, spec: KernelSpec | None = None) -> list[str]:
     have = read_config(config)
     return [
         f"{name}={value} (got {have.get(name, 'unset')})"
-        for name, value in required_options().items()
+        for name, value in required_options(spec).items()
         if have.get(name, "n") != value
     ]
 
 
-def cache_key(version: str) -> str:
+def cache_key(version: str, spec: KernelSpec | None = None) -> str:
+    spec = spec or KERNELS[DEFAULT_KERNEL]
     h = hashlib.sha256()
-    h.update(f"recipe {RECIPE_VERSION}\nsource {SOURCE_PACKAGE} {version}\n".encode())
-    h.update(CONFIG_FRAGMENT.read_bytes())
-    for p in patches():
+    h.update(f"recipe {RECIPE_VERSION}\nsource {spec.package} {version}\n".encode())
+    for f in spec.fragments:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    for p in spec.patch_files():
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
@@ -121,19 +280,26 @@ def kernel_root() -> Path:
     return cache_dir() / "kernel"
 
 
-def cached_kernel() -> KernelInfo | None:
+def _with_mode(info: KernelInfo, choice: KernelChoice) -> KernelInfo:
+    return dataclasses.replace(info, boot_mode=choice.mode.value)
+
+
+def cached_kernel(name: str | None = None) -> KernelInfo | None:
     """The kernel for the current source/config/patches, if already built."""
-    key = cache_key(source_version())
-    info = kernel_root() / key / "info.json"
+    choice = choose(name)
+    info = kernel_root() / cache_key(source_version(choice.spec), choice.spec) / "info.json"
     if info.exists() and Path(KernelInfo.load(info).path).exists():
-        return KernelInfo.load(info)
+        return _with_mode(KernelInfo.load(info), choice)
     return None
 
 
-def ensure_kernel(log: Callable[[str], None] = lambda s: print(s, file=sys.stderr)) -> KernelInfo:
-    """Return the cached lab kernel, building it first if needed."""
-    version = source_version()
-    key = cache_key(version)
+def ensure_kernel(name: str | None = None, log: Log = _stderr) -> KernelInfo:
+    """Return the cached lab kernel `name` (NAME[:MODE], default the default
+    kernel), building it first if needed."""
+    choice = choose(name)
+    spec = choice.spec
+    version = source_version(spec)
+    key = cache_key(version, spec)
     out = kernel_root() / key
     out.mkdir(parents=True, exist_ok=True)
     # one builder at a time per key; a second caller waits and then finds it built
@@ -143,8 +309,8 @@ def ensure_kernel(log: Callable[[str], None] = lambda s: print(s, file=sys.stder
         if info_path.exists():
             info = KernelInfo.load(info_path)
             if Path(info.path).exists():
-                return info
-        return _build(version, key, out, log)
+                return _with_mode(info, choice)
+        return _with_mode(_build(spec, version, key, out, log), choice)
 
 
 def _run(cmd: list[str], cwd: Path, log_file: Path, what: str) -> None:
@@ -162,7 +328,7 @@ def _last_error(log_file: Path) -> str:
     return (errs or lines or ["(empty log)"])[-1].strip()[:300]
 
 
-def _build(version: str, key: str, out: Path, log: Callable[[str], None]) -> KernelInfo:
+def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> KernelInfo:
     started = time.monotonic()
     work = out / "build"
     if work.exists():
@@ -170,55 +336,59 @@ def _build(version: str, key: str, out: Path, log: Callable[[str], None]) -> Ker
     work.mkdir()
     log_file = out / "build.log"
     log_file.write_text("")
-    log(f"kernel: building {SOURCE_PACKAGE} {version} for ARCH=um (key {key}); log: {log_file}")
+    log(f"kernel {spec.name}: building {spec.package} {version} for ARCH=um (key {key}); log: {log_file}")
+    tarball = source_tarball(spec, log)
 
-    log("kernel: extracting source")
-    with tarfile.open(SOURCE_TARBALL) as tar:
+    log(f"kernel {spec.name}: extracting source")
+    with tarfile.open(tarball) as tar:
         tar.extractall(work, filter="fully_trusted")
-    src = work / SOURCE_PACKAGE
+    src = work / spec.package
     if not src.is_dir():
-        raise FlashbedError(f"kernel build: {SOURCE_TARBALL} did not contain {SOURCE_PACKAGE}/")
+        raise FlashbedError(f"kernel build: {tarball} did not contain {spec.package}/")
 
-    for p in patches():
-        log(f"kernel: applying {p.name}")
-        _run(["patch", "-p1", "--forward", "-i", str(p)], src, log_file, f"patch {p.name}")
+    for p in spec.patch_files():
+        log(f"kernel {spec.name}: applying {p.name}")
+        _run(["patch", "-p1", "--forward", "--fuzz=0", "-i", str(p)], src, log_file, f"patch {p.name}")
 
     obj = work / "obj"
-    _run(["make", "ARCH=um", f"O={obj}", "allnoconfig", f"KCONFIG_ALLCONFIG={CONFIG_FRAGMENT}"],
+    fragment = work / "fragment.config"
+    fragment.write_text("\n".join(_fragment_lines(spec)) + "\n")
+    _run(["make", "ARCH=um", f"O={obj}", "allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"],
          src, log_file, "configuration")
-    missing = missing_options(obj / ".config")
+    missing = missing_options(obj / ".config", spec)
     if missing:
-        raise FlashbedError("kernel config: required options did not stick: " + ", ".join(missing))
+        raise FlashbedError(f"kernel {spec.name} config: required options did not stick: " + ", ".join(missing))
 
-    estimate_file = kernel_root() / "objects-estimate"
-    estimate = int(estimate_file.read_text()) if estimate_file.exists() else DEFAULT_OBJECT_ESTIMATE
+    estimate_file = kernel_root() / f"objects-estimate-{spec.name}"
+    estimate = int(estimate_file.read_text()) if estimate_file.exists() else spec.object_estimate
     jobs = os.cpu_count() or 2
-    compiled = _make_with_progress(src, obj, jobs, estimate, log_file, log)
+    compiled = _make_with_progress(spec.name, src, obj, jobs, estimate, log_file, log)
     estimate_file.write_text(str(compiled))
 
-    missing = missing_options(obj / ".config")
+    missing = missing_options(obj / ".config", spec)
     if missing:
-        raise FlashbedError("kernel config: required options missing after build: " + ", ".join(missing))
+        raise FlashbedError(f"kernel {spec.name} config: required options missing after build: "
+                            + ", ".join(missing))
     binary = out / "linux"
     shutil.copy2(obj / "linux", binary)
     shutil.copy2(obj / ".config", out / "config")
     release = (obj / "include/config/kernel.release").read_text().strip()
     info = KernelInfo(
-        path=str(binary), key=key, source_package=SOURCE_PACKAGE, source_version=version,
-        release=release, patches=[p.name for p in patches()],
-        build_seconds=round(time.monotonic() - started, 1),
+        path=str(binary), key=key, name=spec.name, source_package=spec.package, source_version=version,
+        release=release, patches=[p.name for p in spec.patch_files()], boot_mode=spec.default_mode.value,
+        max_cpus=spec.max_cpus(), build_seconds=round(time.monotonic() - started, 1),
         built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     )
     tmp = out / "info.json.tmp"
     tmp.write_text(json.dumps(asdict(info), indent=2))
     os.replace(tmp, out / "info.json")
     shutil.rmtree(work)  # ~1.5 GB of objects; the binary and config are kept
-    log(f"kernel: built {release} in {format_duration(info.build_seconds)}: {binary}")
+    log(f"kernel {spec.name}: built {release} in {format_duration(info.build_seconds)}: {binary}")
     return info
 
 
-def _make_with_progress(src: Path, obj: Path, jobs: int, estimate: int,
-                        log_file: Path, log: Callable[[str], None]) -> int:
+def _make_with_progress(name: str, src: Path, obj: Path, jobs: int, estimate: int,
+                        log_file: Path, log: Log) -> int:
     cmd = ["make", "ARCH=um", f"O={obj}", f"-j{jobs}", "linux"]
     started = time.monotonic()
     compiled = 0
@@ -237,7 +407,7 @@ def _make_with_progress(src: Path, obj: Path, jobs: int, estimate: int,
                     elapsed = now - started
                     frac = min(compiled / max(estimate, 1), 0.99)
                     eta = elapsed * (1 - frac) / frac if frac > 0 else 0
-                    log(f"kernel: compiled {compiled}/~{estimate} objects ({frac:.0%}), "
+                    log(f"kernel {name}: compiled {compiled}/~{estimate} objects ({frac:.0%}), "
                         f"elapsed {format_duration(elapsed)}, ETA {format_duration(eta)}")
         rc = proc.wait()
     if rc != 0:

@@ -11,7 +11,7 @@ have one. Factories are plain picklable objects: they travel to Dask workers.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .kernel import KernelInfo
@@ -64,6 +64,4 @@ class UmlLabs:
         return UmlLab(self.kernel)
 
     def describe(self) -> dict[str, Any]:
-        k = asdict(self.kernel)
-        return {"release": k["release"], "source_version": k["source_version"], "key": k["key"],
-                "patches": k["patches"]}
+        return self.kernel.provenance()

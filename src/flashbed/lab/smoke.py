@@ -111,9 +111,9 @@ def _judge(name: str, res: BootResult) -> SmokeResult:
     )
 
 
-def run_smoke(names: list[str], out: Path, jobs: int | None = None) -> list[SmokeResult]:
+def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name: str | None = None) -> list[SmokeResult]:
     fscat.check_host_tools(names)
-    kernel = ensure_kernel()
+    kernel = ensure_kernel(kernel_name)
     out.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(len(names), os.cpu_count() or 2)
     results: dict[str, SmokeResult] = {}

@@ -22,7 +22,7 @@ from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus, StepStatus
 from .guest.protocol import HostAnswer, HostCall, Step, steps_file
-from .kernel import KernelInfo, ensure_kernel
+from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
@@ -74,7 +74,7 @@ class BlockDevice:
     # whose server does not need the lock can use it
     shared: bool = False
     discard: bool = True
-    # a host block device measured itself: opened O_DIRECT (lab patch 0003), never
+    # a host block device measured itself: opened O_DIRECT (lab patch 0005), never
     # probed for a COW header
     direct: bool = False
 
@@ -111,6 +111,7 @@ class BootSpec:
     nandsim: Nandsim | None = None
     mem_mb: int = 768
     timeout: float = 600.0
+    cpus: int = 1  # guest vCPUs; the lab leases as many host CPUs
 
 
 @dataclass
@@ -157,9 +158,19 @@ def _no_nandsim() -> list[str]:
     return ["nandsim.id_bytes=0xec,0x73"]  # 16 MiB, 16 KiB blocks, 512 B pages
 
 
-def kernel_cmdline(spec: BootSpec) -> list[str]:
+def _kernel_args(kernel: KernelInfo | None, cpus: int) -> list[str]:
+    if kernel is None:
+        return []
+    check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, cpus)
+    args = ["seccomp=on"] if kernel.boot_mode == BootMode.SECCOMP.value else []
+    return args + ([f"ncpus={cpus}"] if cpus > 1 else [])
+
+
+def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str]:
+    """The lab's command line; `kernel` adds its boot mode and vCPU count."""
     args = [
         f"mem={spec.mem_mb}M",
+        *_kernel_args(kernel, spec.cpus),
         "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
         "con=null", "con0=null,fd:1", "ssl=null",
         "init=/bin/sh",
@@ -181,18 +192,20 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
 
     `host(call, args)` answers the guest's host steps; its return value goes
     back to the guest as JSON. Setting `kill` kills the lab at once (a power
-    cut): the result's status is then "killed". The lab runs on one leased host
-    CPU (see flashbed.cpus), the one of the calling thread's device if it has one.
+    cut): the result's status is then "killed". The lab runs on leased host
+    CPUs, one per vCPU (see flashbed.cpus), starting with the one of the calling
+    thread's device if it has one.
     """
     if _STOPPING.is_set():
         raise Stopping("flashbed is stopping: no new lab")
-    with cpus.lease() as cpu:
-        return _boot(spec, kernel, host, kill, cpu)
-
-
-def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
-          kill: threading.Event | None, cpu: int | None) -> BootResult:
     kernel = kernel or ensure_kernel()
+    check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, spec.cpus)
+    with cpus.lease_set(spec.cpus) as held:
+        return _boot(spec, kernel, host, kill, held)
+
+
+def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
+          kill: threading.Event | None, cpu: tuple[int, ...] | None) -> BootResult:
     run_dir = spec.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     for d in spec.disks:
@@ -208,7 +221,7 @@ def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
     # UML maps its memory from a file in TMPDIR: tmpfs keeps that off the disk
     if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
         env["TMPDIR"] = "/dev/shm"
-    cmd = [kernel.path, *kernel_cmdline(spec)]
+    cmd = [kernel.path, *kernel_cmdline(spec, kernel)]
     started = time.monotonic()
     ready_at: list[float] = []
     done_at: list[float] = []

@@ -1,5 +1,6 @@
 //! Control socket: one JSON object per line in, one per line out.
 //!   {"cmd":"stats"} {"cmd":"reset-stats"} {"cmd":"cut-power"}
+//!   (stats carry `request_sizes`: the host's requests per op by size, see reqsize)
 //!   {"cmd":"inject","kind":"bad-block","block":N}
 //!   {"cmd":"inject","kind":"bit-errors","block":N,"page":P,"bits":K}
 //!   {"cmd":"shutdown"}
@@ -84,10 +85,12 @@ impl Control {
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
                 s["served"] = json!(self.sh.crash.served());
                 s["write_log"] = json!(flash_model::crashlog::recording(&d));
+                s["request_sizes"] = self.sh.sizes.json();
                 (s, None)
             }
             "reset-stats" => {
                 self.sh.lock().reset_stats();
+                self.sh.sizes.reset();
                 (json!({"ok": true}), None)
             }
             "cut-power" => {

@@ -15,6 +15,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
 };
 
+use crate::reqsize::Op;
 use crate::shared::Shared;
 
 pub const DEVICE_NAME: &str = "device";
@@ -143,6 +144,7 @@ impl Filesystem for EmuFs {
             return;
         }
         let off = offset as u64;
+        self.sh.sizes.record(Op::Read, size as u64);
         let len = (size as u64).min(self.sh.capacity.saturating_sub(off)) as usize;
         let mut buf = vec![0u8; len];
         if len == 0 {
@@ -181,6 +183,7 @@ impl Filesystem for EmuFs {
             return;
         }
         let off = offset as u64;
+        self.sh.sizes.record(Op::Write, data.len() as u64);
         if off + data.len() as u64 > self.sh.capacity {
             reply.error(libc::ENOSPC);
             return;
@@ -248,6 +251,7 @@ impl Filesystem for EmuFs {
             }
             return;
         }
+        self.sh.sizes.record(Op::Discard, len);
         let end = end.min(self.sh.capacity);
         if end <= off {
             reply.ok();

@@ -10,6 +10,7 @@
 mod control;
 mod crash;
 mod fusefs;
+mod reqsize;
 mod shared;
 
 use std::collections::HashMap;

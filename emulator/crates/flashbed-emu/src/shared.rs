@@ -25,6 +25,8 @@ pub struct Shared {
     acked: AtomicU64,
     /// Crash states served instead of the live device (see crash.rs).
     pub crash: crate::crash::Front,
+    /// Sizes of the requests the host sent (reset with the device's stats).
+    pub sizes: crate::reqsize::RequestSizes,
 }
 
 /// How far the modelled device may run ahead of the wall clock before a
@@ -33,7 +35,7 @@ pub const PACE_SLACK: Duration = Duration::from_micros(500);
 
 impl Shared {
     pub fn new(dev: Device, pace: Pace, capacity: u64) -> Shared {
-        Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity, acked: AtomicU64::new(0), crash: Default::default() }
+        Shared { dev: Mutex::new(dev), pace, start: Instant::now(), capacity, acked: AtomicU64::new(0), crash: Default::default(), sizes: Default::default() }
     }
 
     pub fn lock(&self) -> MutexGuard<'_, Device> {

@@ -1,0 +1,63 @@
+"""`flashbed lab exec`: shell commands in one lab boot, their output printed.
+
+With --device the lab gets a device served as a run serves it (the emulator
+through FUSE, a plain file, or nandsim); the emulator's request counts and
+request-size histogram are printed at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import FlashbedError
+from .kernel import ensure_kernel
+from .uml import BlockDevice, BootSpec, Step, boot
+
+
+def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, disks: list[Path] | None = None,
+        timeout: float = 300, pace: str = "real", out=sys.stdout, err=sys.stderr) -> int:
+    kern = ensure_kernel(kernel)
+    steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
+    extra = tuple(BlockDevice(d) for d in disks or ())
+    with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp:
+        run_dir = Path(tmp)
+        budget = timeout * len(steps) + 60
+        if device is None:
+            r = boot(BootSpec(run_dir=run_dir, steps=steps, disks=extra, timeout=budget, cpus=cpus), kern)
+            stats = None
+        else:
+            r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, pace, kern)
+        for s in r.steps:
+            print(f"$ {s.cmd}  [{s.status}, rc {s.rc}, {s.seconds:.3f}s]", file=out)
+            out.write(s.stdout)
+            err.write(s.stderr)
+        if stats is not None:
+            print(f"device {device}: " + json.dumps(stats), file=err)
+        if not r.ok:
+            print(Path(r.console_log).read_text()[-4000:], file=err)
+            raise FlashbedError(f"lab: {r.status}: {r.error}")
+    return 0
+
+
+def _with_device(spec: str, run_dir: Path, steps: tuple[Step, ...], extra: tuple[BlockDevice, ...], budget: float,
+                 cpus: int, pace: str, kern) -> tuple[Any, dict | None]:
+    from ..devices import presets
+    from ..devices.session import DeviceSession
+    dev = presets.load_spec(spec)
+    with DeviceSession(dev, run_dir / "scratch", pace=pace) as session:
+        r = boot(BootSpec(run_dir=run_dir / "lab", steps=steps, disks=session.disks() + extra,
+                          nandsim=session.nandsim(), mem_mb=session.mem_mb(), timeout=budget, cpus=cpus),
+                 kern)
+        return r, request_summary(session.emu.stats()) if session.emu is not None else None
+
+
+def request_summary(stats: dict) -> dict:
+    """Host request counts and sizes from an emulator stats reply."""
+    host = stats.get("host", {})
+    sizes = stats.get("request_sizes", {})
+    return {"reads": host.get("reads"), "writes": host.get("writes"), "flushes": host.get("flushes"),
+            "discards": host.get("discards"), "request_sizes": sizes}
