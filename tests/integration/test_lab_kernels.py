@@ -5,7 +5,7 @@ import json
 import pytest
 
 from flashbed.devices import presets
-from flashbed.devices.session import DeviceSession
+from flashbed.devices.session import open_session
 from flashbed.lab import kernel as kernels
 from flashbed.lab.uml import BootSpec, Step, boot
 
@@ -45,7 +45,7 @@ def test_the_built_config_has_what_the_kernel_promises(kernel):
 def test_a_sequential_write_reaches_the_emulator_in_request_sized_pieces(kernel, tmp_path):
     """One ubd request is one host call of up to 512 KiB (it was one per 4 KiB)."""
     size = 64 * MiB
-    with DeviceSession(presets.load_spec("ideal@256M"), tmp_path / "scratch", pace="none") as s:
+    with open_session(presets.load_spec("ideal@256M"), tmp_path / "scratch", pace="none") as s:
         def host(call, args):
             if call == "reset":
                 return s.reset_stats()

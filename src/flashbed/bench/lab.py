@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..devices import presets
-from ..devices.session import DeviceSession
+from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab import kernel as kernels
 from ..lab.kernel import KernelInfo
@@ -225,7 +225,7 @@ def _device_figures(info: KernelInfo, work: Path) -> tuple[dict[str, float], dic
         Step("umount", f"umount {MNT}", timeout=60),
     )
     dev = presets.load_spec(DEVICE)
-    with DeviceSession(dev, work / "scratch", pace="real") as session:
+    with open_session(dev, work / "scratch", pace="real") as session:
         def host(call: str, args: dict) -> Any:
             if call == "reset-stats":
                 return session.reset_stats()

@@ -46,9 +46,9 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, 
 def _with_device(spec: str, run_dir: Path, steps: tuple[Step, ...], extra: tuple[BlockDevice, ...], budget: float,
                  cpus: int, pace: str, kern) -> tuple[Any, dict | None]:
     from ..devices import presets
-    from ..devices.session import DeviceSession
+    from ..devices.session import open_session
     dev = presets.load_spec(spec)
-    with DeviceSession(dev, run_dir / "scratch", pace=pace) as session:
+    with open_session(dev, run_dir / "scratch", pace=pace) as session:
         r = boot(BootSpec(run_dir=run_dir / "lab", steps=steps, disks=session.disks() + extra,
                           nandsim=session.nandsim(), mem_mb=session.mem_mb(), timeout=budget, cpus=cpus),
                  kern)
