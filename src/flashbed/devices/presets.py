@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
 from ..paths import repo_root
+from .nandsim import NandTiming, parse_timing
 
 DEFAULT_DEVICE = "emmc-8g"
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -66,6 +67,12 @@ class Device:
     @property
     def nandsim_id_bytes(self) -> tuple[int, ...]:
         return tuple(self.info["nandsim"]["id_bytes"])
+
+    @property
+    def nand_timing(self) -> NandTiming | None:
+        """Datasheet timings of a raw NAND preset (None: nandsim runs without delays)."""
+        t = self.info.get("timing")
+        return NandTiming(**t) if t else None
 
 
 def available() -> list[str]:
@@ -135,9 +142,10 @@ def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
     if cap % eb or not (0 < cap <= chip):
         raise FlashbedError(f"device {name}: capacity {format_size(cap)} must be a multiple of the "
                             f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}")
+    timing = parse_timing(path, data.get("timing"))
     info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
             "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),
             "description": data.get("description", ""), "nandsim": dict(data["nandsim"]),
-            "ubi": dict(data.get("ubi", {}))}
+            "ubi": dict(data.get("ubi", {})), "timing": asdict(timing) if timing else None}
     return Device(name=name, path=path, kind="nandsim", capacity=cap, page_size=page, erase_block=eb,
                   preset_capacity=chip, info=info)

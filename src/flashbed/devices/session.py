@@ -83,8 +83,11 @@ class DeviceSession:
     def nandsim(self) -> Nandsim | None:
         if self.device.kind != "nandsim":
             return None
+        # the part's datasheet delays, unless the run skips the device's time
+        timing = self.device.nand_timing if self.pace == "real" else None
         return Nandsim(id_bytes=self.device.nandsim_id_bytes,
-                       parts=(self.device.capacity // self.device.erase_block,))
+                       parts=(self.device.capacity // self.device.erase_block,),
+                       extra=timing.nandsim_params() if timing else {})
 
     def mem_mb(self) -> int:
         # nandsim keeps the chip's written pages in the guest's memory
