@@ -79,21 +79,42 @@ def available() -> list[str]:
     return sorted(p.stem for p in presets_dir().glob("*.toml"))
 
 
+# Presets that were renamed when they became twins of named parts: the old
+# name says which one to use now.
+RENAMED: dict[str, str] = {}
+
+
+def is_file_spec(name: str) -> bool:
+    """A preset file of the user's own ('./mypart.toml'), not a name under presets/."""
+    return "/" in name or name.endswith(".toml")
+
+
 def preset_path(name: str) -> Path:
+    if is_file_spec(name):
+        p = Path(name)
+        if not p.is_file():
+            raise FlashbedError(f"preset file {name} does not exist")
+        return p.resolve()
     p = presets_dir() / f"{name}.toml"
     if not p.exists():
-        raise FlashbedError(f"unknown device preset '{name}': choose from {', '.join(available())}")
+        if name in RENAMED:
+            raise FlashbedError(f"device preset '{name}' was renamed: {RENAMED[name]}")
+        raise FlashbedError(f"unknown device preset '{name}': choose from {', '.join(available())}, "
+                            "or give a preset file (./mypart.toml)")
     return p
 
 
 def load_spec(spec: str) -> Device:
-    """'emmc-8g' or 'emmc-8g@512M' (a capacity other than the preset's)."""
-    name, _, size = spec.partition("@")
+    """'emmc-8g', 'emmc-8g@512M' (a capacity other than the preset's), or a
+    preset file of one's own, './mypart.toml[@SIZE]'."""
+    name, _, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
     return load(name, parse_size(size) if size else None)
 
 
 def load(name: str, capacity: int | None = None) -> Device:
     path = preset_path(name)
+    if is_file_spec(name):
+        name = path.stem  # labels name cells and files: no directories in them
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
