@@ -42,7 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("cmd", nargs="+", help="a shell command (each argument is one step)")
 
     sub.add_parser("filesystems", help="list the filesystem catalogue")
-    sub.add_parser("devices", help="list the device presets")
+    dv = sub.add_parser("devices", help="list the device presets, or show one")
+    dsub = dv.add_subparsers(dest="devices_cmd")
+    dsh = dsub.add_parser("show", help="a preset as resolved: the part it reproduces, its sources and rates")
+    dsh.add_argument("preset", help="preset name or preset file, optionally @SIZE")
+    from .probe import command as probe_command
+    probe_command.add_parser(sub)
     sub.add_parser("studies", help="list the studies")
 
     r = sub.add_parser("run", help="run studies on emulated devices (resumable)")
@@ -120,6 +125,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "lab":
         return _lab(args)
+    if args.command == "probe":
+        from .probe import command as probe_command
+        return probe_command.run(args)
+    if args.command == "devices" and args.devices_cmd == "show":
+        from .devices import show
+        print(show.text(args.preset))
+        return 0
     if args.command == "devices":
         from .devices import presets
         for name in presets.available():

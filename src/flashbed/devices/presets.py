@@ -69,6 +69,17 @@ class Device:
         return tuple(self.info["nandsim"]["id_bytes"])
 
     @property
+    def part(self) -> dict[str, str]:
+        """The real device this preset is a twin of ([part]: model, capacity, interface...)."""
+        return dict(self.info.get("part") or {})
+
+    @property
+    def published(self) -> dict[str, Any]:
+        """The rates the preset reproduces, with their method, span and sources
+        ([published]); zero for a figure nobody published."""
+        return dict(self.info.get("declared") or {})
+
+    @property
     def nand_timing(self) -> NandTiming | None:
         """Datasheet timings of a raw NAND preset (None: nandsim runs without delays)."""
         t = self.info.get("timing")
@@ -167,6 +178,7 @@ def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
     info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
             "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),
             "description": data.get("description", ""), "nandsim": dict(data["nandsim"]),
-            "ubi": dict(data.get("ubi", {})), "timing": asdict(timing) if timing else None}
+            "ubi": dict(data.get("ubi", {})), "timing": asdict(timing) if timing else None,
+            "part": {k: str(v) for k, v in (data.get("part") or {}).items()}}
     return Device(name=name, path=path, kind="nandsim", capacity=cap, page_size=page, erase_block=eb,
                   preset_capacity=chip, info=info)

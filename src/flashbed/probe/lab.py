@@ -1,0 +1,173 @@
+"""Run the probe in the lab: Debian's flashbench and fio on /dev/ubda, in a few
+lab boots on one device session (the emulator keeps its state between them),
+so the host can show progress and pick the next open-AU count to try."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..devices.presets import Device, format_size
+from ..devices.session import DeviceSession
+from ..errors import FlashbedError
+from ..lab.kernel import KernelInfo, ensure_kernel
+from ..lab.uml import BootResult, BootSpec, Step, boot
+from ..progress import format_duration
+from ..studies import fio
+from . import flashbench as fb
+from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
+
+DEV = "/dev/ubda"
+ALIGN_BLOCKSIZE = 4096  # small enough to see 16 KiB pages, a whole sector of ubd
+DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
+FAT_NR = 6
+MAX_OPEN_AU_NR = 8
+FB_OFFSET = 16 << 20  # flashbench -O starts 16 MiB in (past a FAT area)
+
+
+@dataclass
+class ProbeResult:
+    """Everything one probe found, with how it was obtained."""
+
+    device: str
+    capacity: int
+    when: str  # UTC, ISO 8601
+    kernel: str
+    tools: dict[str, str]
+    geometry: fb.Geometry
+    open_aus: fb.OpenAus
+    erase_unit_used: int  # for -O / -f / the one-AU jobs (flashbench's default if -a saw none)
+    rates: dict[str, dict[str, float]]  # fio job -> figures
+    fat: list[fb.RateRow]
+    raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
+
+    def figures(self, spread: str = "spread") -> dict[str, float]:
+        return figures_from(self.rates, spread)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["open_aus"]["ratios"] = {str(k): v for k, v in self.open_aus.ratios.items()}
+        return d
+
+
+def tool_versions() -> dict[str, str]:
+    """Debian package versions of the tools the guest runs (from the host's /)."""
+    out = {}
+    for pkg in ("flashbench", "fio"):
+        r = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", pkg], capture_output=True, text=True)
+        out[pkg] = r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else "not installed"
+    if out["flashbench"] == "not installed":
+        raise FlashbedError("flashbench is not installed: run `make setup` (Debian package flashbench)")
+    return out
+
+
+def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[str, dict],
+            timeout: float = 3600) -> dict[str, dict[str, float]]:
+    """fio jobs one after another on the raw device, in one lab boot of `session`."""
+    opts = {"ioengine": "libaio", "filename": DEV, "iodepth": 1, "direct": 1}
+    work.mkdir(parents=True, exist_ok=True)
+    steps = []
+    for name, job in jobs.items():
+        fio.job_file(work / f"{name}.fio", {name: job}, opts)
+        steps.append(Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout))
+    _boot(session, kernel, work, steps)
+    out = {}
+    for name in jobs:
+        data = fio.load(work / f"{name}.json")
+        if not data:
+            raise FlashbedError(f"fio gave no result for {name} on {session.device.label} (see {work})")
+        out[name] = fio.job_figures(data["jobs"][0])
+    return out
+
+
+def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step]) -> BootResult:
+    work.mkdir(parents=True, exist_ok=True)
+    timeout = sum(s.timeout for s in steps) + 120
+    res = boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), kernel)
+    if not res.ok:
+        raise FlashbedError(f"probe lab on {session.device.label} failed: {res.status} {res.error} "
+                            f"({res.console_log})")
+    return res
+
+
+def _flashbench(session: DeviceSession, kernel: KernelInfo, work: Path, name: str, args: str,
+                timeout: float = 3600) -> str:
+    # -o: Debian's flashbench 62 otherwise opens stdin's descriptor for its
+    # report and fails; -a prints on stdout anyway, -O and -f into the file
+    res = _boot(session, kernel, work, [Step(name, f"flashbench {args} -o {name}.txt {DEV}", timeout=timeout)])
+    step = res.step(name)
+    return (step.stdout if step else "") + (work / f"{name}.txt").read_text()
+
+
+class Phases:
+    """Progress over the probe's phases (each a lab boot)."""
+
+    def __init__(self, label: str, total: int, stream=None):
+        self.label, self.total, self.done = label, total, 0
+        self.started = time.monotonic()
+        self.stream = stream or sys.stderr
+
+    def __call__(self, what: str) -> None:
+        elapsed = time.monotonic() - self.started
+        eta = "?" if not self.done else format_duration(elapsed / self.done * (self.total - self.done))
+        print(f"[probe {self.label} {self.done}/{self.total}] elapsed {format_duration(elapsed)} ETA {eta} | {what}",
+              file=self.stream, flush=True)
+        self.done += 1
+
+
+def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
+          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None) -> ProbeResult:
+    """Probe an emulated (or plain-file) block device in the lab."""
+    if device.kind != "block":
+        raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
+    tools = tool_versions()
+    kernel = kernel or ensure_kernel()
+    when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
+    cap = device.capacity
+    nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
+    phases = Phases(device.label, 4 + min(max_open, nr_fit), stream=None)
+    say = say or phases
+    raw: dict[str, str] = {}
+    with DeviceSession(device, work / "scratch") as session:
+        say(f"sequential write (fills the device), sequential and random reads, flashbench -a")
+        plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
+        rates = run_fio(session, kernel, work / "reads", {"seq-write": fill_job(plan0),
+                                                          "seq-read": seq_read_job(plan0)})
+        raw["align"] = _flashbench(session, kernel, work / "align", "align", f"-a --blocksize={ALIGN_BLOCKSIZE}")
+        geometry = fb.analyse_align(fb.parse_align(raw["align"]))
+        eu = geometry.erase_unit or DEFAULT_EU
+        plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime)
+        say(f"random 4 KiB reads in one {format_size(eu)} AU and spread over {format_size(cap)}")
+        rates |= run_fio(session, kernel, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
+                                                              "randread-spread": random_job(plan, "randread",
+                                                                                            "spread")})
+        # open AUs: from one upwards until small writes collapse
+        limit = max(1, min(max_open, (cap - FB_OFFSET) // (12 * eu)))
+        bs = max(ALIGN_BLOCKSIZE, eu // 16)
+        runs: dict[int, list[fb.RateRow]] = {}
+        for nr in range(1, limit + 1):
+            say(f"flashbench -O --open-au-nr={nr} (erase size {format_size(eu)}, blocks down to {format_size(bs)})")
+            raw[f"open-au-{nr}"] = _flashbench(session, kernel, work / f"open-au-{nr}", f"open-au-{nr}",
+                                               f"-O --erasesize={eu} --blocksize={bs} --open-au-nr={nr}")
+            runs[nr] = fb.parse_rates(raw[f"open-au-{nr}"])
+            if nr > 1 and fb.collapsed(runs[nr], runs[1]):
+                break
+        open_aus = fb.analyse_open_aus(runs)
+        say(f"flashbench -f (the first {FAT_NR} AUs)")
+        raw["fat"] = _flashbench(session, kernel, work / "fat", "fat",
+                                 f"-f --erasesize={eu} --blocksize={bs} --fat-nr={FAT_NR}")
+        fat = fb.parse_rates(raw["fat"])
+        say(f"random 4 KiB writes in one AU and spread over {format_size(cap)}")
+        rates |= run_fio(session, kernel, work / "randwrite", {"randwrite-au": random_job(plan, "randwrite", "au"),
+                                                               "randwrite-spread": random_job(plan, "randwrite",
+                                                                                              "spread")})
+    result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=kernel.release, tools=tools,
+                         geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw)
+    (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
+    return result

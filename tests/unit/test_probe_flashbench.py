@@ -1,0 +1,97 @@
+"""flashbench's output parsed and read as a person reads it, on real outputs
+(tests/data/flashbench: published runs on real cards and sticks, and runs of
+Debian's flashbench 62 in the lab)."""
+
+from pathlib import Path
+
+import pytest
+
+from flashbed.probe import flashbench as fb
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "flashbench"
+MiB, KiB = 1 << 20, 1 << 10
+
+
+def rows(name):
+    return fb.parse_align((DATA / name).read_text())
+
+
+def rates(name):
+    return fb.parse_rates((DATA / name).read_text())
+
+
+def test_figures_as_flashbench_prints_them():
+    assert fb.parse_time("735µs") == pytest.approx(735e-6)
+    assert fb.parse_time("1.08ms") == pytest.approx(1.08e-3)
+    assert fb.parse_time("-65883n") == pytest.approx(-65883e-9)  # cut to 7 characters
+    assert fb.parse_time("942ns") == pytest.approx(942e-9)
+    assert fb.parse_rate("8.79M/s") == pytest.approx(8.79e6)
+    assert fb.parse_rate("912K/s") == pytest.approx(912e3)
+    assert fb.parse_rate("1.861G/") == pytest.approx(1.861e9)  # cut to 7 characters
+    assert fb.parse_rate("884B/s") == 884
+    assert fb.parse_size("512KiB") == 512 * KiB and fb.parse_size("4MiB") == 4 * MiB
+    with pytest.raises(fb.ParseError):
+        fb.parse_time("fast")
+    with pytest.raises(fb.ParseError):
+        fb.parse_align("flashbench: invalid arguments\n")
+
+
+def test_alignment_rows_are_read_whatever_the_spacing():
+    r = rows("align-readme-4mib.txt")
+    assert [x.align for x in r][:2] == [128 * MiB, 64 * MiB] and len(r) == 17
+    assert r[0].on == pytest.approx(1.08e-3) and r[0].diff == pytest.approx(324e-6)
+    assert len(rows("align-patriot-xporter-16g-8mib.txt")) == 28  # tab-separated, 3 x 2^n too
+
+
+def test_the_readme_card_has_a_4_mib_au_and_16_kib_pages():
+    g = fb.analyse_align(rows("align-readme-4mib.txt"))
+    assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB)
+    assert g.plateau == pytest.approx(300e-6)
+
+
+def test_the_patriot_stick_has_an_8_mib_erase_block_and_no_clear_page():
+    # the poster: "The erase block size is clearly 8 MB, page size is not clear from this"
+    g = fb.analyse_align(rows("align-patriot-xporter-16g-8mib.txt"))
+    assert g.erase_unit == 8 * MiB and g.page is None
+
+
+def test_a_card_with_a_step_at_every_alignment_shows_no_au():
+    # SanDisk Ultra 16 GB (2016): ~300 µs down to 512 KiB, where the capture ends
+    g = fb.analyse_align(rows("align-sandisk-ultra-16g-2016.txt"))
+    assert g.erase_unit is None and "no erase-unit boundary" in g.note
+
+
+def test_no_pattern_is_no_pattern():
+    # flashbed's sd-class10 before AU crossings cost anything: noise only
+    g = fb.analyse_align(rows("align-emulated-sd-class10-no-step.txt"))
+    assert g.erase_unit is None and g.page is None and "no pattern" in g.note
+
+
+def test_the_emulated_card_looks_like_the_real_one():
+    g = fb.analyse_align(rows("align-emulated-sd-class10-4mib.txt"))
+    assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB)
+
+
+def test_open_au_rows():
+    r = rates("open-au-readme-nr3.txt")
+    assert [x.size for x in r] == [4 * MiB, 2 * MiB, MiB, 512 * KiB, 256 * KiB]
+    assert r[-1].rates == (pytest.approx(912e3),)
+    fat = rates("fat-debian62-truncated.txt")
+    assert len(fat) == 3 and all(len(x.rates) == 6 for x in fat)
+
+
+def test_open_aus_are_counted_up_to_the_collapse():
+    # the README card: two AUs open keep small blocks fast, three collapse
+    two, three = rates("open-au-readme-nr2.txt"), rates("open-au-readme-nr3.txt")
+    o = fb.analyse_open_aus({1: two, 2: two, 3: three})
+    assert (o.count, o.collapsed_at) == (2, 3)
+    assert fb.collapsed(three, two) and not fb.collapsed(two, two)
+    emu = {n: rates(f"open-au-emulated-sd-class10-nr{n}.txt") for n in (1, 2, 3)}
+    assert fb.analyse_open_aus(emu).count == 2
+
+
+def test_no_collapse_says_how_far_it_looked():
+    two = rates("open-au-readme-nr2.txt")
+    o = fb.analyse_open_aus({1: two, 2: two, 3: two, 4: two})
+    assert o.collapsed_at is None and o.count == 4 and "no collapse up to 4" in o.note
+    assert fb.analyse_open_aus({2: two}).count is None
