@@ -95,3 +95,9 @@ def test_no_collapse_says_how_far_it_looked():
     o = fb.analyse_open_aus({1: two, 2: two, 3: two, 4: two})
     assert o.collapsed_at is None and o.count == 4 and "no collapse up to 4" in o.note
     assert fb.analyse_open_aus({2: two}).count is None
+
+
+def test_one_noisy_row_does_not_end_the_page_level():
+    # a loaded lab: 128 KiB reads 44 µs amid ~140 µs page-crossing steps
+    g = fb.analyse_align(rows("align-emulated-emmc-8g-noisy.txt"))
+    assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB)

@@ -150,6 +150,20 @@ def _level_end(rows: list[AlignRow], level: float) -> int | None:
     return None
 
 
+def _page_step(rows: list[AlignRow]) -> int | None:
+    """The smallest alignment of the upper level of the best two-level fit
+    (least squares), if the levels stand MIN_STEP apart: one noisy row does
+    not end a level, as a threshold walk would."""
+    best, page = None, None
+    for k in range(1, len(rows)):
+        hi, lo = [r.diff for r in rows[:k]], [r.diff for r in rows[k:]]
+        mh, ml = statistics.fmean(hi), statistics.fmean(lo)
+        sse = sum((x - mh) ** 2 for x in hi) + sum((x - ml) ** 2 for x in lo)
+        if mh - ml >= MIN_STEP and (best is None or sse < best):
+            best, page = sse, rows[k - 1].align
+    return page
+
+
 def analyse_align(rows: list[AlignRow]) -> Geometry:
     """Erase unit = the smallest alignment from which up every diff stays at the
     level of the largest alignments; page = the same rule below the erase unit."""
@@ -172,8 +186,7 @@ def analyse_align(rows: list[AlignRow]) -> Geometry:
         return Geometry(None, None, top, f"no clear step: {top * 1e6:.0f} µs above vs {sub * 1e6:.0f} µs below")
     if sub >= MIN_STEP:
         # a smaller step below the erase unit: the (multi-plane) page
-        i = _level_end(below, sub)
-        page = below[i - 1].align if i else None
+        page = _page_step(below)
     return Geometry(eu, page, top, f"diff {top * 1e6:.0f} µs at {eu} bytes and above, "
                     f"{sub * 1e6:.0f} µs below")
 
