@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", default=None, help="quick (default) or paper")
     r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
                    "(repeatable or comma-separated; default: the ten block filesystems)")
-    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. sd-class10@1G)")
+    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. lexar-c10-16g@1G), or a preset file ./mypart.toml[@SIZE]")
     r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
     r.add_argument("--repeat", type=int, default=None)
     r.add_argument("--seed", type=int, default=None)
@@ -74,8 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
     bf = bsub.add_parser("fuse", help="added latency of the emulator's FUSE path per 4 KiB read")
     bf.add_argument("--runs", type=int, default=5)
-    bp = bsub.add_parser("presets", help="presets' measured write rates vs their declarations")
-    bp.add_argument("--device", action="append", help="preset (default: emmc-8g, sd-class10, usb-stick)")
+    bp = bsub.add_parser("presets", help="each preset's four rates measured in the lab vs the published ones")
+    bp.add_argument("--device", action="append", help="preset or preset file (default: every calibrated preset)")
+    bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
+    bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
+    bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
     bpc.add_argument("--device", default="emmc-8g@64M")
     bpc.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -169,7 +172,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise FlashbedError("--runs must be at least 1")
             bench.fuse_latency(args.runs)
         else:
-            bench.preset_rates(list(_split(args.device)) or ["emmc-8g", "sd-class10", "usb-stick"])
+            from .bench import presets as bench_presets
+            if args.runs < 1 or args.runtime <= 0:
+                raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            bench_presets.run(list(_split(args.device)) or bench_presets.calibrated(), args.capacity,
+                              args.runs, args.runtime)
         return 0
     raise AssertionError(args.command)
 

@@ -92,7 +92,12 @@ def available() -> list[str]:
 
 # Presets that were renamed when they became twins of named parts: the old
 # name says which one to use now.
-RENAMED: dict[str, str] = {}
+RENAMED: dict[str, str] = {
+    "sd-class10": "use lexar-c10-16g (a calibrated log-block microSD card: 4 MiB AU, 5 open AUs); the old "
+                  "two-open-AU card reproduced no named part",
+    "usb-stick": "use stick-1au-inorder (the same worst-case model: one open AU, in-order appends only) or "
+                 "sandisk-ultra-fit-32g (a calibrated mainstream USB 2.0 stick)",
+}
 
 
 def is_file_spec(name: str) -> bool:

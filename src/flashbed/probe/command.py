@@ -13,7 +13,7 @@ from ..errors import FlashbedError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
-    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. sd-class10@256M)")
+    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. lexar-c10-16g@256M)")
     p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured")
     p.add_argument("--out", type=Path, help="directory for raw outputs and probe.json (default: runs/probe-...)")
     p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
