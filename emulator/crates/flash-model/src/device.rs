@@ -63,6 +63,9 @@ pub struct Device {
     /// continues the same multi-block command (see `command_overhead`).
     read_end: u64,
     write_end: u64,
+    /// The last read or write continued the command before it (a stream the
+    /// host cut into pieces): its pacing may run ahead (see flashbed-emu).
+    pub continued: bool,
 }
 
 impl From<FtlError> for IoError {
@@ -98,6 +101,7 @@ impl Device {
             tmp: vec![0; unit as usize],
             read_end: u64::MAX,
             write_end: u64::MAX,
+            continued: false,
             cfg,
             media,
             ftl,
@@ -188,8 +192,9 @@ impl Device {
     /// kind ended is the same multi-block command continuing (eMMC/SD stream it
     /// as one): it pays only for the erase units it newly enters, so the cost
     /// of a transfer does not depend on how the host split it.
-    fn command_overhead(end: &mut u64, off: u64, len: u64, ns: u64, unit: u64) -> u64 {
+    fn command_overhead(end: &mut u64, continued: &mut bool, off: u64, len: u64, ns: u64, unit: u64) -> u64 {
         let continues = *end == off;
+        *continued = continues;
         *end = off.saturating_add(len);
         let first = off / unit;
         let last = (off + len.max(1) - 1) / unit;
@@ -201,7 +206,7 @@ impl Device {
     pub fn read(&mut self, t: u64, off: u64, buf: &mut [u8]) -> Result<u64, IoError> {
         self.begin(t, off, buf.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.read_end, off, buf.len() as u64, self.cfg.timing.read_overhead_ns,
+        let ovh = Self::command_overhead(&mut self.read_end, &mut self.continued, off, buf.len() as u64, self.cfg.timing.read_overhead_ns,
             self.cfg.erase_unit_bytes());
         let t = self.media.tl.command(t, ovh);
         let keeps = self.media.keeps_data();
@@ -330,7 +335,7 @@ impl Device {
     pub fn write(&mut self, t: u64, off: u64, data: &[u8]) -> Result<u64, IoError> {
         self.begin(t, off, data.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.write_end, off, data.len() as u64, self.cfg.timing.write_overhead_ns,
+        let ovh = Self::command_overhead(&mut self.write_end, &mut self.continued, off, data.len() as u64, self.cfg.timing.write_overhead_ns,
             self.cfg.erase_unit_bytes());
         let t = self.media.tl.command(t, ovh);
         match self.write_inner(t, off, data) {
@@ -350,6 +355,7 @@ impl Device {
     /// partial units at the edges are written with zeroes so the range reads
     /// as zeroes, as a punched hole in a file must.
     pub fn discard(&mut self, t: u64, off: u64, len: u64) -> Result<u64, IoError> {
+        self.continued = false;
         self.begin(t, off, len)?;
         if self.ftl.read_only() {
             return Err(IoError::ReadOnly);
@@ -383,6 +389,7 @@ impl Device {
 
     /// Writes back the cache and makes everything written so far durable.
     pub fn flush(&mut self, t: u64) -> Result<u64, IoError> {
+        self.continued = false;
         self.begin(t, 0, 0)?;
         let mut tc = t;
         while let Some((l, s)) = self.cache.pop_oldest() {
