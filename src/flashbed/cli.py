@@ -140,10 +140,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         for name in presets.available():
             try:
                 d = presets.load(name)
-                print(f"{name:16} {d.info.get('kind', d.kind):8} {d.capacity / (1 << 30):7.2f} GiB  page "
+                print(f"{name:26} {d.info.get('kind', d.kind):8} {d.capacity / (1 << 30):7.2f} GiB  page "
                       f"{d.page_size:>6} B  erase {d.erase_block >> 10:>6} KiB  {d.info.get('description', '')}")
             except FlashbedError as e:
-                print(f"{name:16} (unavailable: {e})")
+                print(f"{name:26} (unavailable: {e})")
         return 0
     if args.command == "studies":
         from .studies import STUDIES

@@ -46,7 +46,7 @@ def test_alignment_rows_are_read_whatever_the_spacing():
 def test_the_readme_card_has_a_4_mib_au_and_16_kib_pages():
     g = fb.analyse_align(rows("align-readme-4mib.txt"))
     assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB)
-    assert g.plateau == pytest.approx(300e-6)
+    assert g.plateau == pytest.approx(306e-6, rel=0.01)  # the mean of the 4 MiB..128 MiB level
 
 
 def test_the_patriot_stick_has_an_8_mib_erase_block_and_no_clear_page():
@@ -101,3 +101,9 @@ def test_one_noisy_row_does_not_end_the_page_level():
     # a loaded lab: 128 KiB reads 44 µs amid ~140 µs page-crossing steps
     g = fb.analyse_align(rows("align-emulated-emmc-8g-noisy.txt"))
     assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB)
+
+
+def test_one_noisy_row_does_not_end_the_erase_unit_level():
+    # a loaded lab: the 32 MiB row reads 185 µs amid ~300 µs translations
+    g = fb.analyse_align(rows("align-emulated-lexar-c10-16g-outlier.txt"))
+    assert (g.erase_unit, g.page) == (4 * MiB, 4 * KiB)

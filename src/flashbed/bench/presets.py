@@ -9,6 +9,9 @@ over the preset's published span, default 100 MiB). What differs from the
 source (the raw device instead of a file in ext4; fio instead of iozone) is
 printed with the method.
 
+Each run first measures the lab's own ceiling (the same jobs on `ideal`, a
+device that takes no time) and marks figures close to it as lab-bound.
+
 Calibration is repeatable and cheap: run this after anything in the lab's
 block path changes, read the ratios, and take the suggested firmware times
 (read_overhead_us / write_overhead_us): at queue depth 1 a request's latency
@@ -36,6 +39,7 @@ from ..probe.rates import FIGURES, RatePlan, figures_from, fill_job, random_job,
 MiB = 1 << 20
 DEFAULT_SPAN = 100 * MiB  # iozone -s 100M in the Raspberry Pi tables
 GOAL = 0.15  # every figure within 15 % of the published one
+LAB_BOUND = 0.8  # a figure this close to the lab's own ceiling says more about the lab
 
 
 @dataclass
@@ -104,6 +108,11 @@ def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float 
     kernel = ensure_kernel()
     all_rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-") as tmp:
+        # the lab's own ceiling: the same jobs on a device that takes no time
+        ideal = presets.load_spec(f"ideal@{capacity}")
+        ceiling = measure(ideal, DEFAULT_SPAN, runtime, Path(tmp) / "ceiling")
+        print("lab ceiling (ideal, zero-latency device, same jobs): "
+              + ", ".join(f"{label} {ceiling[key]:.1f} {unit}" for key, label, unit in FIGURES), file=stream)
         for dev in devices:
             pub = dev.published
             span = int(pub.get("span_bytes") or DEFAULT_SPAN)
@@ -117,12 +126,13 @@ def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float 
             rows = [Row(dev.label, key, label, unit, statistics.median(samples[key]), samples[key],
                         float(pub.get(key) or 0.0), (pub.get("sources") or {}).get(key, ""))
                     for key, label, unit in FIGURES]
-            _print(dev, span, rows, runs, kernel.release, stream)
+            _print(dev, span, rows, runs, kernel.release, ceiling, stream)
             all_rows += rows
     return all_rows
 
 
-def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: str, stream) -> None:
+def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: str, ceiling: dict[str, float],
+           stream) -> None:
     part = dev.part.get("model", "no named part")
     method = dev.published.get("method") or "no published method"
     print(f"{dev.label} — {part}", file=stream)
@@ -135,6 +145,8 @@ def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: s
             verdict = "no published figure"
         else:
             verdict = f"x{r.ratio:.2f} " + ("within 15 %" if abs(r.ratio - 1) <= GOAL else "OUTSIDE 15 %")
+        if r.measured > LAB_BOUND * ceiling[r.key]:
+            verdict += f" (lab-bound: the lab itself reaches {ceiling[r.key]:.1f})"
         print(f"  {r.label:24} {r.measured:9.1f} {r.unit:4} published {pub}  {verdict}"
               + (f"  [{r.source}]" if r.source else ""), file=stream)
     hint = suggest(dev, rows)

@@ -8,7 +8,8 @@ solved from the emulator's own cost model (see flash-model device.rs, ftl/):
   their bus speed);
 - average tPROG from the sequential write rate: planes x page / tPROG;
 - firmware time per read command from the random 4 KiB read latency, minus
-  tR, the page's NAND-bus transfer and the 4 KiB host transfer;
+  the lab's own latency (measured by the probe on a device that takes no
+  time), tR, the page's NAND-bus transfer and the 4 KiB host transfer;
 - firmware time per write command likewise from the random 4 KiB write
   latency inside one AU;
 - hybrid FTL with the open-AU count when small writes collapse past it,
@@ -55,7 +56,10 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     # planes program in parallel; each page first crosses the shared NAND bus
     tprog = max(50.0, PLANES * page / max(r["seq_write_mb_s"], 0.01) - xfer_page)
     lower, upper = (round(tprog * f) for f in PROGRAM_SPLIT)
-    read_ovh = max(0.0, 1e6 / max(r["rand_read_4k_iops"], 1e-3) - READ_US - xfer_page - _us(KiB4, host))
+    # the lab's own path is in every measured latency and will be again when
+    # the fitted preset is run: it is not the device's
+    lab_r, lab_w = result.lab_us.get("read", 0.0), result.lab_us.get("write", 0.0)
+    read_ovh = max(0.0, 1e6 / max(r["rand_read_4k_iops"], 1e-3) - lab_r - READ_US - xfer_page - _us(KiB4, host))
     hybrid = o.collapsed_at is not None and o.count is not None
     w_au = result.rates["randwrite-au"]["iops"]
     if hybrid:
@@ -64,7 +68,7 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     else:
         # a cached 4 KiB unit; the page is programmed once per page of units
         base = _us(KiB4, host) + tprog / (PLANES * page / KiB4)
-    write_ovh = max(0.0, 1e6 / max(w_au, 1e-3) - base)
+    write_ovh = max(0.0, 1e6 / max(w_au, 1e-3) - lab_w - base)
     cap = device.capacity
     lines = [
         f"# {name}: fitted by `flashbed probe` to what it measured on {result.device}.",

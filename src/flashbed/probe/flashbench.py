@@ -118,6 +118,7 @@ def parse_rates(text: str) -> list[RateRow]:
 # the lab's own jitter on one read is some tens of µs; published steps are
 # 100-350 µs.
 MIN_STEP = 40e-6
+PAGE_STEP = 20e-6
 
 
 @dataclass(frozen=True)
@@ -136,59 +137,54 @@ def _pow2(rows: list[AlignRow]) -> list[AlignRow]:
     return [r for r in rows if r.align & (r.align - 1) == 0]
 
 
-# A boundary belongs to a level while its diff stays within this share of
-# the level (published steps drop to 55 % or less: 317 -> 171 µs in the
-# flashbench README; 219 -> 44 µs on the Patriot stick).
+# A lower level must fall below this share of the upper one to be a step
+# (published steps drop to 55 % or less: 317 -> 171 µs in the flashbench
+# README; 219 -> 44 µs on the Patriot stick; a card that stays within 80 %
+# shows no erase unit).
 LEVEL = 0.75
 
 
-def _level_end(rows: list[AlignRow], level: float) -> int | None:
-    """Index of the first row below the level (None: the level goes on to the end)."""
-    for i, r in enumerate(rows):
-        if r.diff < level * LEVEL:
-            return i
-    return None
-
-
-def _page_step(rows: list[AlignRow]) -> int | None:
-    """The smallest alignment of the upper level of the best two-level fit
-    (least squares), if the levels stand MIN_STEP apart: one noisy row does
-    not end a level, as a threshold walk would."""
-    best, page = None, None
+def _two_levels(rows: list[AlignRow], min_step: float = MIN_STEP) -> tuple[int, float, float] | None:
+    """The best split of the rows (largest alignment first) into an upper and
+    a lower level, by least squares, among splits that are a step (the lower
+    level `min_step` below the upper and under LEVEL of it): (rows in the upper
+    level, its mean, the lower mean). Fitting both levels lets one noisy row
+    stay in its level, where a walk down to the first low row would stop."""
+    best = None
     for k in range(1, len(rows)):
         hi, lo = [r.diff for r in rows[:k]], [r.diff for r in rows[k:]]
         mh, ml = statistics.fmean(hi), statistics.fmean(lo)
+        if mh - ml < min_step or ml > LEVEL * mh:
+            continue
         sse = sum((x - mh) ** 2 for x in hi) + sum((x - ml) ** 2 for x in lo)
-        if mh - ml >= MIN_STEP and (best is None or sse < best):
-            best, page = sse, rows[k - 1].align
-    return page
+        if best is None or sse < best[0]:
+            best = (sse, k, mh, ml)
+    return None if best is None else best[1:]
 
 
 def analyse_align(rows: list[AlignRow]) -> Geometry:
-    """Erase unit = the smallest alignment from which up every diff stays at the
-    level of the largest alignments; page = the same rule below the erase unit."""
+    """Erase unit = the smallest alignment of the upper level of the diffs (the
+    largest alignments' level); page = the same within the lower level."""
     rows = _pow2(rows)
     if len(rows) < 3:
         return Geometry(None, None, 0.0, "too few alignments to see a pattern")
     top = statistics.median(r.diff for r in rows[:3])
     if top < MIN_STEP:
         return Geometry(None, None, top, f"no pattern: diff at the largest alignments is {top * 1e6:.0f} µs")
-    end = _level_end(rows, top)
-    if end is None:
-        return Geometry(None, None, top, f"diff stays at {top * 1e6:.0f} µs down to {rows[-1].align} bytes: "
+    split = _two_levels(rows)
+    if split is None:
+        return Geometry(None, None, top, f"diff stays near {top * 1e6:.0f} µs down to {rows[-1].align} bytes: "
                         "no erase-unit boundary within the alignments tried")
-    if end == 0:
-        return Geometry(None, None, top, "no pattern: the largest alignment is already below the level")
-    eu, below = rows[end - 1].align, rows[end:]
+    k, upper, lower = split
+    eu, below = rows[k - 1].align, rows[k:]
     page = None
-    sub = statistics.median(r.diff for r in below)
-    if top - sub < MIN_STEP:
-        return Geometry(None, None, top, f"no clear step: {top * 1e6:.0f} µs above vs {sub * 1e6:.0f} µs below")
-    if sub >= MIN_STEP:
-        # a smaller step below the erase unit: the (multi-plane) page
-        page = _page_step(below)
-    return Geometry(eu, page, top, f"diff {top * 1e6:.0f} µs at {eu} bytes and above, "
-                    f"{sub * 1e6:.0f} µs below")
+    if lower >= PAGE_STEP:
+        # a smaller step below the erase unit: the (multi-plane) page (a
+        # second page read costs less than a second translation)
+        sub = _two_levels(below, PAGE_STEP)
+        page = below[sub[0] - 1].align if sub else None
+    return Geometry(eu, page, upper, f"diff {upper * 1e6:.0f} µs at {eu} bytes and above, "
+                    f"{lower * 1e6:.0f} µs below")
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from . import flashbench as fb
 from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
 DEV = "/dev/ubda"
-ALIGN_BLOCKSIZE = 4096  # small enough to see 16 KiB pages, a whole sector of ubd
+ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
 FAT_NR = 6
 MAX_OPEN_AU_NR = 8
@@ -45,6 +45,9 @@ class ProbeResult:
     erase_unit_used: int  # for -O / -f / the one-AU jobs (flashbench's default if -a saw none)
     rates: dict[str, dict[str, float]]  # fio job -> figures
     fat: list[fb.RateRow]
+    # the lab's own latency per random 4 KiB read / write (µs): the same jobs
+    # on `ideal`, a device that takes no time; a fit subtracts it
+    lab_us: dict[str, float] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
 
     def figures(self, spread: str = "spread") -> dict[str, float]:
@@ -84,6 +87,19 @@ def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[s
             raise FlashbedError(f"fio gave no result for {name} on {session.device.label} (see {work})")
         out[name] = fio.job_figures(data["jobs"][0])
     return out
+
+
+def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, float]:
+    """Mean latency (µs) of a random 4 KiB read and write at QD1 through the
+    lab alone: the same jobs on `ideal` (no device time)."""
+    from ..devices.presets import load_spec
+    ideal = load_spec("ideal@64M")
+    plan = RatePlan(capacity=ideal.capacity, erase_unit=ideal.erase_block, span=ideal.capacity,
+                    seq_bytes=ideal.capacity, runtime=runtime)
+    with DeviceSession(ideal, work / "scratch") as session:
+        figs = run_fio(session, kernel, work, {"randread": random_job(plan, "randread", "spread"),
+                                               "randwrite": random_job(plan, "randwrite", "spread")})
+    return {"read": 1e6 / figs["randread"]["iops"], "write": 1e6 / figs["randwrite"]["iops"]}
 
 
 def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step]) -> BootResult:
@@ -131,7 +147,7 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
-    phases = Phases(device.label, 4 + min(max_open, nr_fit), stream=None)
+    phases = Phases(device.label, 5 + min(max_open, nr_fit), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
     with DeviceSession(device, work / "scratch") as session:
@@ -167,7 +183,10 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
         rates |= run_fio(session, kernel, work / "randwrite", {"randwrite-au": random_job(plan, "randwrite", "au"),
                                                                "randwrite-spread": random_job(plan, "randwrite",
                                                                                               "spread")})
+    say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
+    lab_us = lab_latency(kernel, work / "lab-latency", runtime)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=kernel.release, tools=tools,
-                         geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw)
+                         geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
+                         lab_us=lab_us)
     (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
     return result

@@ -39,6 +39,9 @@ def text(result: ProbeResult) -> str:
         f"  random write 4 KiB QD1  {r['randwrite-au']['iops']:8.1f} IOPS in one {au} AU, "
         f"{r['randwrite-spread']['iops']:.1f} IOPS over {_size(result.capacity)}",
     ]
+    if result.lab_us:
+        lines.append(f"  (the lab's own latency, in the random figures: {result.lab_us['read']:.0f} µs a read, "
+                     f"{result.lab_us['write']:.0f} µs a write)")
     if g.erase_unit is None:
         lines.append(f"  (no AU seen: open-AU and FAT tests used flashbench's default {au})")
     return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""Device twins: presets of one's own (files), renamed presets, `devices show`,
+nandsim's datasheet delays, probe and bench arguments. The preset files are
+checked by the real emulator binary (flashbed-emu describe)."""
+
+import shutil
+
+import pytest
+
+from flashbed.cli import main
+from flashbed.devices import presets
+from flashbed.devices.emulator import find_binary
+from flashbed.devices.nandsim import NandTiming
+from flashbed.errors import FlashbedError
+
+MiB = 1 << 20
+
+
+def _emulator():
+    try:
+        find_binary()
+    except FlashbedError:
+        pytest.skip("flashbed-emu is not built")
+
+
+@pytest.fixture
+def own_part(tmp_path):
+    _emulator()
+    p = tmp_path / "mypart.toml"
+    shutil.copy(presets.presets_dir() / "samsung-evo-plus-32g.toml", p)
+    return p
+
+
+@pytest.mark.emulator
+def test_a_preset_file_is_a_device(own_part, monkeypatch):
+    dev = presets.load_spec(f"{own_part}@256M")
+    assert dev.label == "mypart@256M" and dev.path == own_part.resolve() and dev.capacity == 256 * MiB
+    monkeypatch.chdir(own_part.parent)
+    assert presets.load_spec("./mypart.toml").path == own_part.resolve()
+    assert dev.published["rand_write_4k_iops"] == 940 and "pidramble" in dev.published["sources"]["seq_read_mb_s"]
+    assert dev.part["model"].startswith("Samsung EVO Plus")
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize("edit,words", [
+    (("page_size = 16384 ", "page_size = 16000 "), "`nand.page_size`"),
+    (("host_mb_s = 50 ", "host_mb_s = \"fast\" "), "`ftl.host_mb_s`"),
+    (("[published.sources]\nseq_read_mb_s", "[published.sources]\nseq_rd"), "`published.sources.seq_rd`"),
+    (("rand_write_4k_iops = 940", "rand_write_4k_iops = -1"), "`published.rand_write_4k_iops`"),
+])
+def test_a_bad_field_in_ones_own_preset_is_one_line_naming_file_and_field(own_part, edit, words, capsys):
+    own_part.write_text(own_part.read_text().replace(*edit, 1))
+    assert main(["devices", "show", str(own_part)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and str(own_part) in err and "Traceback" not in err
+
+
+def test_renamed_and_unknown_presets_say_what_to_use(capsys):
+    for argv, words in ((["devices", "show", "usb-stick"], "stick-1au-inorder"),
+                        (["devices", "show", "sd-class10@1G"], "lexar-c10-16g"),
+                        (["devices", "show", "./nowhere.toml"], "preset file ./nowhere.toml does not exist"),
+                        (["probe", "emmc-9g"], "unknown device preset 'emmc-9g'"),
+                        (["probe", "ideal", "--max-open", "1"], "--max-open must be at least 2"),
+                        (["probe", "ideal", "--write-preset", "x.txt"], "a preset file ends in .toml"),
+                        (["bench", "presets", "--runs", "0"], "--runs must be at least 1")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err, (argv, err)
+
+
+@pytest.mark.emulator
+def test_devices_show_prints_the_part_its_sources_and_published_rates(capsys):
+    _emulator()
+    assert main(["devices", "show", "sandisk-ultra-fit-32g"]) == 0
+    out = capsys.readouterr().out
+    assert "SanDisk Ultra Fit 32 GB" in out and "USB 2.0" in out
+    assert "261 IOPS" in out and "pidramble.com" in out and "erase unit 4M" in out
+    assert main(["devices", "show", "nand-2g-4k"]) == 0
+    out = capsys.readouterr().out
+    assert "K9GAG08U0M" in out and '"access_delay": "60"' in out
+
+
+def test_raw_nand_timing_becomes_nandsim_delays(tmp_path, capsys):
+    dev = presets.load_spec("nand-2g-4k@128M")
+    t = dev.nand_timing
+    assert t == NandTiming(read_us=60, program_us=800, erase_us=1500, cycle_ns=25)
+    p = t.nandsim_params()
+    # nandsim's erase delay is whole milliseconds: 1.5 ms waits 2
+    assert p == {"do_delays": "1", "access_delay": "60", "programm_delay": "800", "erase_delay": "2",
+                 "input_cycle": "25", "output_cycle": "25"}
+    assert t.page_read_us(4096) == 60 + 25 * 4096 // 1000
+    assert presets.load("nand-slc-256m").nand_timing is None  # no datasheet figures: no delays
+    bad = tmp_path / "nand.toml"
+    bad.write_text((presets.presets_dir() / "nand-2g-4k.toml").read_text().replace("cycle_ns = 25", "cycle_ns = -2"))
+    with pytest.raises(FlashbedError, match=r"nand.toml: field \[timing\].cycle_ns"):
+        presets.load_spec(str(bad))
+    bad.write_text((presets.presets_dir() / "nand-2g-4k.toml").read_text().replace("read_us = 60", "tr_us = 60"))
+    with pytest.raises(FlashbedError, match=r"\[timing\].tr_us: unknown field"):
+        presets.load_spec(str(bad))
+
+
+def test_the_lab_gets_the_delays_only_when_the_device_is_paced(tmp_path):
+    from flashbed.devices.session import DeviceSession
+    dev = presets.load_spec("nand-2g-4k@128M")
+    real = DeviceSession(dev, tmp_path / "a").nandsim()
+    none = DeviceSession(dev, tmp_path / "b", pace="none").nandsim()
+    assert "nandsim.do_delays=1" in real.cmdline() and "nandsim.programm_delay=800" in real.cmdline()
+    assert not any("delay" in a for a in none.cmdline())
