@@ -112,7 +112,7 @@ def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float 
         ideal = presets.load_spec(f"ideal@{capacity}")
         ceiling = measure(ideal, DEFAULT_SPAN, runtime, Path(tmp) / "ceiling")
         print("lab ceiling (ideal, zero-latency device, same jobs): "
-              + ", ".join(f"{label} {ceiling[key]:.1f} {unit}" for key, label, unit in FIGURES), file=stream)
+              + ", ".join(f"{label} {ceiling[key]:.1f} {unit}" for key, label, unit in FIGURES), file=stream, flush=True)
         for dev in devices:
             pub = dev.published
             span = int(pub.get("span_bytes") or DEFAULT_SPAN)

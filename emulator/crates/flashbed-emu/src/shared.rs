@@ -163,7 +163,13 @@ journal_interval = 64
 "#;
 
     fn fast() -> Device {
-        let Preset::Block(cfg) = parse_preset(FAST_SLC, "fast.toml", "fast", None).unwrap() else { unreachable!() };
+        fast_with("")
+    }
+
+    /// FAST_SLC with more [ftl] lines.
+    fn fast_with(ftl: &str) -> Device {
+        let text = FAST_SLC.replace("journal_interval = 64", &format!("journal_interval = 64\n{ftl}"));
+        let Preset::Block(cfg) = parse_preset(&text, "fast.toml", "fast", None).unwrap() else { unreachable!() };
         let ps = cfg.geo.page_size;
         Device::new(cfg, Box::new(MemStore::new(ps)), 1)
     }
@@ -172,10 +178,7 @@ journal_interval = 64
     /// once: flashbench times single reads.
     #[test]
     fn an_isolated_read_takes_its_modelled_latency() {
-        let text = FAST_SLC.replace("journal_interval = 64", "journal_interval = 64\nread_overhead_us = 400");
-        let Preset::Block(cfg) = parse_preset(&text, "slow.toml", "slow", None).unwrap() else { unreachable!() };
-        let ps = cfg.geo.page_size;
-        let sh = Shared::new(Device::new(cfg, Box::new(MemStore::new(ps)), 1), Pace::Real, 2 << 20);
+        let sh = Shared::new(fast_with("read_overhead_us = 400"), Pace::Real, 2 << 20);
         let data = vec![7u8; 4096];
         sh.io(|d, t| d.write(t, 0, &data)).unwrap();
         std::thread::sleep(Duration::from_millis(20)); // the device is idle again
@@ -193,10 +196,7 @@ journal_interval = 64
     /// a wake-up.
     #[test]
     fn a_stream_in_pieces_runs_at_the_modelled_rate() {
-        let text = FAST_SLC.replace("journal_interval = 64", "journal_interval = 64\nhost_mb_s = 40");
-        let Preset::Block(cfg) = parse_preset(&text, "bus.toml", "bus", None).unwrap() else { unreachable!() };
-        let ps = cfg.geo.page_size;
-        let sh = Shared::new(Device::new(cfg, Box::new(MemStore::new(ps)), 1), Pace::Real, 2 << 20);
+        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Real, 2 << 20);
         let data = vec![7u8; 1 << 20];
         sh.io(|d, t| d.write(t, 0, &data)).unwrap();
         std::thread::sleep(Duration::from_millis(50));
