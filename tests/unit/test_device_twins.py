@@ -105,3 +105,51 @@ def test_the_lab_gets_the_delays_only_when_the_device_is_paced(tmp_path):
     none = DeviceSession(dev, tmp_path / "b", pace="none").nandsim()
     assert "nandsim.do_delays=1" in real.cmdline() and "nandsim.programm_delay=800" in real.cmdline()
     assert not any("delay" in a for a in none.cmdline())
+
+
+def _probe_result(open_collapse: int | None):
+    from flashbed.probe import flashbench as fb
+    from flashbed.probe.lab import ProbeResult
+    runs = {1: [fb.RateRow(256 << 10, (10e6,))], 2: [fb.RateRow(256 << 10, (9e6,))]}
+    if open_collapse:
+        runs[open_collapse] = [fb.RateRow(256 << 10, (1e6,))]
+    rates = {"seq-write": {"bandwidth": 20.0}, "seq-read": {"bandwidth": 40.0},
+             "randread-au": {"iops": 2100.0}, "randread-spread": {"iops": 2000.0},
+             "randwrite-au": {"iops": 900.0}, "randwrite-spread": {"iops": 800.0 if not open_collapse else 3.0}}
+    return ProbeResult(device="x@256M", capacity=256 * MiB, when="2026-01-01T00:00:00+00:00", kernel="6.12",
+                       tools={"flashbench": "62-1", "fio": "3.33"},
+                       geometry=fb.Geometry(4 * MiB, 16384, 300e-6, "diff 300 µs"),
+                       open_aus=fb.analyse_open_aus(runs), erase_unit_used=4 * MiB, rates=rates,
+                       fat=[fb.RateRow(256 << 10, (9e6, 9e6))], lab_us={"read": 100.0, "write": 150.0})
+
+
+@pytest.mark.emulator
+@pytest.mark.parametrize("collapse", [None, 3])
+def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp_path):
+    _emulator()
+    from flashbed.probe import fit, render
+    result = _probe_result(collapse)
+    dev = presets.load_spec("samsung-evo-plus-32g@256M")
+    text = fit.preset_toml(result, dev, "fitted")
+    path = tmp_path / "fitted.toml"
+    path.write_text(text)
+    twin = presets.load_spec(str(path))
+    assert twin.erase_block == 4 * MiB and twin.page_size == 16384 and twin.capacity == 256 * MiB
+    assert twin.info["ftl"] == ("hybrid" if collapse else "page")
+    if collapse:
+        assert twin.info["open_aus"] == 2
+    assert "probed" in text and "2026-01-01" in text and "not observable" in text
+    # the lab's own latency is left out: 1e6/2000 - 100 - tR 60 - 16 KiB at 100 MB/s - 4 KiB at 40 MB/s
+    assert "read_overhead_us = 74 " in text
+    shown = render.text(result)
+    assert "erase unit (AU)" in shown and "4 MiB" in shown and "16 KiB" in shown
+
+
+def test_bench_suggests_the_firmware_time_that_closes_the_latency_gap():
+    from flashbed.bench.presets import Row, suggest
+    dev = presets.load_spec("nand-2g-4k")  # any preset file without firmware times
+    rows = [Row("x", "rand_read_4k_iops", "", "IOPS", 1000.0, [1000.0], 2000.0, ""),
+            Row("x", "rand_write_4k_iops", "", "IOPS", 500.0, [500.0], 250.0, "")]
+    # reads 1000 µs measured vs 500 published: no firmware time can go below 0;
+    # writes 2000 µs vs 4000: 2000 µs more
+    assert suggest(dev, rows) == {"read_overhead_us": 0.0, "write_overhead_us": 2000.0}
