@@ -234,7 +234,9 @@ def _run(args: argparse.Namespace) -> int:
                 raise FlashbedError("--iterations applies to --study " + " or ".join(ITERATION_STUDIES))
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
-        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
+        from .devices.presets import absolute_spec
+        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs),
+                          devices=tuple(absolute_spec(d) for d in _split(args.device)),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "real")

@@ -153,3 +153,14 @@ def test_bench_suggests_the_firmware_time_that_closes_the_latency_gap():
     # reads 1000 µs measured vs 500 published: no firmware time can go below 0;
     # writes 2000 µs vs 4000: 2000 µs more
     assert suggest(dev, rows) == {"read_overhead_us": 0.0, "write_overhead_us": 2000.0}
+
+
+@pytest.mark.emulator
+def test_a_run_plans_cells_on_ones_own_preset_file(own_part, monkeypatch):
+    from flashbed.plan import PlanRequest, make_plan
+    monkeypatch.chdir(own_part.parent)
+    spec = presets.absolute_spec("./mypart.toml@256M")
+    assert spec == f"{own_part.resolve()}@256M" and presets.absolute_spec("emmc-8g@1G") == "emmc-8g@1G"
+    plan = make_plan(PlanRequest(profile="quick", fs=("ext4",), devices=(spec,), studies=("mkfs",)))
+    assert list(plan.devices) == ["mypart@256M"]
+    assert {c.key.device for c in plan.cells} == {"mypart@256M"}

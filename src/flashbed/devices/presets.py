@@ -120,6 +120,13 @@ def preset_path(name: str) -> Path:
     return p
 
 
+def absolute_spec(spec: str) -> str:
+    """A preset file's spec with an absolute path (a run resumed from another
+    directory finds it again); preset names unchanged."""
+    name, at, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    return str(Path(name).resolve()) + at + size if is_file_spec(name) else spec
+
+
 def load_spec(spec: str) -> Device:
     """'emmc-8g', 'emmc-8g@512M' (a capacity other than the preset's), or a
     preset file of one's own, './mypart.toml[@SIZE]'."""
