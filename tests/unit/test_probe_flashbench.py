@@ -76,6 +76,8 @@ def test_open_au_rows():
     r = rates("open-au-readme-nr3.txt")
     assert [x.size for x in r] == [4 * MiB, 2 * MiB, MiB, 512 * KiB, 256 * KiB]
     assert r[-1].rates == (pytest.approx(912e3),)
+    cut = rates("open-au-debian62-truncated.txt")  # Debian's flashbench 62 cuts "1.861G/s" to 7 characters
+    assert [x.rates[0] for x in cut] == [pytest.approx(884e6), pytest.approx(1.861e9), pytest.approx(1.388e9)]
     fat = rates("fat-debian62-truncated.txt")
     assert len(fat) == 3 and all(len(x.rates) == 6 for x in fat)
 
