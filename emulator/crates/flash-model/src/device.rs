@@ -172,13 +172,16 @@ impl Device {
         }
     }
 
-    /// Firmware time charged for a request: one address translation per
-    /// erase unit (allocation unit) the request enters.
+    /// Firmware time charged for a request: the command's own firmware time,
+    /// and one address translation per further erase unit (allocation unit)
+    /// the command enters.
     ///
     /// The controller translates a command's logical address an erase unit
     /// at a time (hybrid FTL: the AU's data block and log block; page FTL:
-    /// the map segment of that logical range), so a request that crosses an
-    /// erase-unit boundary pays a second translation mid-command. That is the
+    /// the map segment of that logical range). The first unit's translation
+    /// overlaps the command's setup; a request that crosses an erase-unit
+    /// boundary stalls mid-command for a second one: firmware time plus a
+    /// read of that unit's map page (tR). That is the
     /// latency step at the erase-block size which flashbench's alignment test
     /// (`-a`) finds on real cards: small reads across a boundary of the erase
     /// size or above take longer, those across smaller boundaries do not
@@ -192,22 +195,28 @@ impl Device {
     /// kind ended is the same multi-block command continuing (eMMC/SD stream it
     /// as one): it pays only for the erase units it newly enters, so the cost
     /// of a transfer does not depend on how the host split it.
-    fn command_overhead(end: &mut u64, continued: &mut bool, off: u64, len: u64, ns: u64, unit: u64) -> u64 {
+    fn command_overhead(&mut self, write: bool, off: u64, len: u64) -> u64 {
+        let t = &self.cfg.timing;
+        let (end, ns) = if write { (&mut self.write_end, t.write_overhead_ns) } else { (&mut self.read_end, t.read_overhead_ns) };
+        let unit = self.cfg.erase_unit_bytes();
         let continues = *end == off;
-        *continued = continues;
+        self.continued = continues;
         *end = off.saturating_add(len);
         let first = off / unit;
         let last = (off + len.max(1) - 1) / unit;
-        let inherited = continues && off % unit != 0;
-        (last - first + 1 - inherited as u64) * ns
+        // erase units entered after the command's first: each stalls the
+        // transfer for a translation and a read of that unit's map page (tR);
+        // the first one's lookup overlaps the command's own setup
+        let switches = last - first + continues as u64 - (continues && off % unit != 0) as u64;
+        let fresh = !continues as u64;
+        fresh * ns + switches * (ns + t.read_ns)
     }
 
     /// Host read of `buf.len()` bytes at `off`, arriving at `t` (ns).
     pub fn read(&mut self, t: u64, off: u64, buf: &mut [u8]) -> Result<u64, IoError> {
         self.begin(t, off, buf.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.read_end, &mut self.continued, off, buf.len() as u64, self.cfg.timing.read_overhead_ns,
-            self.cfg.erase_unit_bytes());
+        let ovh = self.command_overhead(false, off, buf.len() as u64);
         let t = self.media.tl.command(t, ovh);
         let keeps = self.media.keeps_data();
         let mut done = t;
@@ -335,8 +344,7 @@ impl Device {
     pub fn write(&mut self, t: u64, off: u64, data: &[u8]) -> Result<u64, IoError> {
         self.begin(t, off, data.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.write_end, &mut self.continued, off, data.len() as u64, self.cfg.timing.write_overhead_ns,
-            self.cfg.erase_unit_bytes());
+        let ovh = self.command_overhead(true, off, data.len() as u64);
         let t = self.media.tl.command(t, ovh);
         match self.write_inner(t, off, data) {
             Ok(done) => {
