@@ -33,6 +33,7 @@ ERASE_US = 3000.0
 BUS_MB_S = 100.0
 PLANES = 2
 DEFAULT_PAGE = 16384
+CACHE = "64K"
 KiB4 = 4096
 
 
@@ -105,6 +106,8 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     else:
         lines += ["map_unit = 4096               # not observable: 4 KiB mapping assumed",
                   "over_provisioning = 0.07     # not observable"]
+    lines.append(f'cache = "{CACHE}"                # not observable: a small controller write buffer assumed '
+                 "(the random-write fit counts writes as buffered)")
     lines += [
         f"host_mb_s = {host:.2f}          # probed: sequential read {host:.2f} MB/s ({result.when})",
         f"read_overhead_us = {read_ovh:.0f}       # fitted: random 4 KiB read "

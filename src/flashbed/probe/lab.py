@@ -53,6 +53,16 @@ class ProbeResult:
     def figures(self, spread: str = "spread") -> dict[str, float]:
         return figures_from(self.rates, spread)
 
+    def device_figures(self, spread: str = "spread") -> dict[str, float]:
+        """The four figures with the lab's own latency taken out of the random
+        ones (as measured in the same probe): what the device model does,
+        whatever the host's load did to the lab's path at the time."""
+        out = self.figures(spread)
+        for key, kind in (("rand_read_4k_iops", "read"), ("rand_write_4k_iops", "write")):
+            own_us = 1e6 / out[key] - self.lab_us.get(kind, 0.0)
+            out[key] = 1e6 / own_us if own_us > 0 else float("inf")
+        return out
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["open_aus"]["ratios"] = {str(k): v for k, v in self.open_aus.ratios.items()}
