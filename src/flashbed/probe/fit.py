@@ -5,8 +5,9 @@ MLC datasheet class the shipped presets use and said so; what it can see is
 solved from the emulator's own cost model (see flash-model device.rs, ftl/):
 
 - host interface rate = the sequential read rate (cards and sticks read at
-  their bus speed);
-- average tPROG from the sequential write rate: planes x page / tPROG;
+  their bus speed), without the lab's own time per byte (the probe measures
+  the lab streaming on a device that takes no time);
+- average tPROG from the sequential write rate (likewise): planes x page / tPROG;
 - firmware time per read command from the random 4 KiB read latency, minus
   the lab's own latency (measured by the probe on a device that takes no
   time), tR, the page's NAND-bus transfer and the 4 KiB host transfer;
@@ -52,10 +53,11 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     eu_note = "probed: flashbench -a erase-unit step" if g.erase_unit else \
         "no erase-unit step seen by flashbench -a: flashbench's default 4 MiB assumed"
     ppb = max(2, eu // (page * PLANES))
-    host = r["seq_read_mb_s"]
+    own = result.device_figures()  # sequential rates without the lab's own time per byte
+    host = own["seq_read_mb_s"]
     xfer_page = _us(page, BUS_MB_S)
     # planes program in parallel; each page first crosses the shared NAND bus
-    tprog = max(50.0, PLANES * page / max(r["seq_write_mb_s"], 0.01) - xfer_page)
+    tprog = max(50.0, PLANES * page / max(own["seq_write_mb_s"], 0.01) - xfer_page)
     lower, upper = (round(tprog * f) for f in PROGRAM_SPLIT)
     # the lab's own path is in every measured latency and will be again when
     # the fitted preset is run: it is not the device's
@@ -91,7 +93,8 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         "[nand.timing]",
         f"read_us = {READ_US:g}                # not observable: tR of the MLC datasheet class",
         f"program_us = [{lower}, {upper}]   # fitted: average tPROG {tprog:.0f} us gives the probed "
-        f"{r['seq_write_mb_s']:.2f} MB/s sequential write ({result.when})",
+        f"{r['seq_write_mb_s']:.2f} MB/s sequential write ({own['seq_write_mb_s']:.2f} without the lab's "
+        f"own time; {result.when})",
         f"erase_us = {ERASE_US:g}              # not observable: tBERS of the MLC datasheet class",
         f"bus_mb_s = {BUS_MB_S:g}              # not observable: single-channel controller assumed",
         "",
@@ -109,7 +112,8 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     lines.append(f'cache = "{CACHE}"                # not observable: a small controller write buffer assumed '
                  "(the random-write fit counts writes as buffered)")
     lines += [
-        f"host_mb_s = {host:.2f}          # probed: sequential read {host:.2f} MB/s ({result.when})",
+        f"host_mb_s = {host:.2f}          # probed: sequential read {r['seq_read_mb_s']:.2f} MB/s, "
+        f"{host:.2f} without the lab's own time ({result.when})",
         f"read_overhead_us = {read_ovh:.0f}       # fitted: random 4 KiB read "
         f"{r['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)} ({result.when})",
         f"write_overhead_us = {write_ovh:.0f}      # fitted: random 4 KiB write {w_au:.0f} IOPS "

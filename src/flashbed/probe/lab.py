@@ -45,8 +45,9 @@ class ProbeResult:
     erase_unit_used: int  # for -O / -f / the one-AU jobs (flashbench's default if -a saw none)
     rates: dict[str, dict[str, float]]  # fio job -> figures
     fat: list[fb.RateRow]
-    # the lab's own latency per random 4 KiB read / write (µs): the same jobs
-    # on `ideal`, a device that takes no time; a fit subtracts it
+    # the lab alone (the same jobs on `ideal`, a device that takes no time):
+    # µs per random 4 KiB read / write, and its sequential MB/s; a fit and a
+    # closed-loop comparison take them out
     lab_us: dict[str, float] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
 
@@ -61,6 +62,8 @@ class ProbeResult:
         for key, kind in (("rand_read_4k_iops", "read"), ("rand_write_4k_iops", "write")):
             own_us = 1e6 / out[key] - self.lab_us.get(kind, 0.0)
             out[key] = 1e6 / own_us if own_us > 0 else float("inf")
+        for key in ("seq_read_mb_s", "seq_write_mb_s"):
+            out[key] = without_lab(out[key], self.lab_us.get(key))
         return out
 
     def to_json(self) -> dict:
@@ -100,16 +103,26 @@ def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[s
 
 
 def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, float]:
-    """Mean latency (µs) of a random 4 KiB read and write at QD1 through the
-    lab alone: the same jobs on `ideal` (no device time)."""
+    """The lab alone, on `ideal` (no device time): mean latency (µs) of a
+    random 4 KiB read and write at QD1, and its sequential 1 MiB rates (MB/s)."""
     from ..devices.presets import load_spec
-    ideal = load_spec("ideal@64M")
+    ideal = load_spec("ideal@128M")
     plan = RatePlan(capacity=ideal.capacity, erase_unit=ideal.erase_block, span=ideal.capacity,
                     seq_bytes=ideal.capacity, runtime=runtime)
     with DeviceSession(ideal, work / "scratch") as session:
-        figs = run_fio(session, kernel, work, {"randread": random_job(plan, "randread", "spread"),
+        figs = run_fio(session, kernel, work, {"seq-write": fill_job(plan), "seq-read": seq_read_job(plan),
+                                               "randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")})
-    return {"read": 1e6 / figs["randread"]["iops"], "write": 1e6 / figs["randwrite"]["iops"]}
+    return {"read": 1e6 / figs["randread"]["iops"], "write": 1e6 / figs["randwrite"]["iops"],
+            "seq_read_mb_s": figs["seq-read"]["bandwidth"], "seq_write_mb_s": figs["seq-write"]["bandwidth"]}
+
+
+def without_lab(measured: float, lab: float | None) -> float:
+    """A sequential rate with the lab's own time per byte taken out (the lab
+    alone streams at `lab`): costs per byte add up along one stream."""
+    if not lab or measured >= lab:
+        return measured
+    return 1 / (1 / measured - 1 / lab)
 
 
 def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step]) -> BootResult:
