@@ -109,3 +109,14 @@ def test_one_noisy_row_does_not_end_the_erase_unit_level():
     # a loaded lab: the 32 MiB row reads 185 µs amid ~300 µs translations
     g = fb.analyse_align(rows("align-emulated-lexar-c10-16g-outlier.txt"))
     assert (g.erase_unit, g.page) == (4 * MiB, 4 * KiB)
+
+
+def test_a_small_erase_unit_step_above_a_larger_page_step_is_still_the_erase_unit():
+    # emmc-8g with no firmware time: crossing 4 MiB adds only a map-page read
+    # (60 µs) to the page crossing's ~115 µs
+    text = "".join(f"align {a}\tpre 300µs\ton 480µs\tpost 300µs\tdiff {d}µs\n" for a, d in
+                   [(64 << 20, 178), (32 << 20, 171), (16 << 20, 176), (8 << 20, 169), (4 << 20, 174),
+                    (2 << 20, 117), (1 << 20, 112), (512 << 10, 118), (256 << 10, 110), (128 << 10, 116),
+                    (64 << 10, 113), (32 << 10, 119), (16 << 10, 114), (8 << 10, 2), (4 << 10, 3), (2 << 10, 1)])
+    g = fb.analyse_align(fb.parse_align(text))
+    assert (g.erase_unit, g.page) == (4 * MiB, 16 * KiB), g.note

@@ -14,7 +14,8 @@ solved from the emulator's own cost model (see flash-model device.rs, ftl/):
 - firmware time per write command likewise from the random 4 KiB write
   latency inside one AU;
 - hybrid FTL with the open-AU count when small writes collapse past it,
-  page-mapped when they never do.
+  page-mapped when they never do; in-order appends only (a backward write
+  closes the AU) when random writes inside one AU are merges too.
 
 The fit is first order: re-probe the written preset to check it, and
 `flashbed bench presets --device FILE` suggests corrected firmware times.
@@ -35,6 +36,7 @@ BUS_MB_S = 100.0
 PLANES = 2
 DEFAULT_PAGE = 16384
 CACHE = "64K"
+IN_ORDER = 10  # an in-AU random write this many times slower than an append is a merge
 KiB4 = 4096
 
 
@@ -71,7 +73,10 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     else:
         # a cached 4 KiB unit; the page is programmed once per page of units
         base = _us(KiB4, host) + tprog / (PLANES * page / KiB4)
-    write_ovh = max(0.0, 1e6 / max(w_au, 1e-3) - lab_w - base)
+    # random writes inside one open AU far slower than a log append: the AU
+    # takes pages in order only, each backward write a merge (the cheapest sticks)
+    in_order = hybrid and 1e6 / max(w_au, 1e-3) > IN_ORDER * (base + lab_w)
+    write_ovh = 0.0 if in_order else max(0.0, 1e6 / max(w_au, 1e-3) - lab_w - base)
     cap = device.capacity
     lines = [
         f"# {name}: fitted by `flashbed probe` to what it measured on {result.device}.",
@@ -106,6 +111,9 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     ]
     if hybrid:
         lines.append(f"open_aus = {o.count}                # probed: flashbench -O, {result.when}")
+    if in_order:
+        lines.append(f"sequential_log = true         # probed: random 4 KiB writes in one AU run at {w_au:.1f} IOPS, "
+                     "merges, not appends: the AU takes pages in order only")
     else:
         lines += ["map_unit = 4096               # not observable: 4 KiB mapping assumed",
                   "over_provisioning = 0.07     # not observable"]
@@ -116,8 +124,9 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         f"{host:.2f} without the lab's own time ({result.when})",
         f"read_overhead_us = {read_ovh:.0f}       # fitted: random 4 KiB read "
         f"{r['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)} ({result.when})",
-        f"write_overhead_us = {write_ovh:.0f}      # fitted: random 4 KiB write {w_au:.0f} IOPS "
-        f"in one AU ({result.when})",
+        f"write_overhead_us = {write_ovh:.0f}      " + ("# not fitted: in-AU random writes are merges" if in_order else
+                                                       f"# fitted: random 4 KiB write {w_au:.0f} IOPS "
+                                                       f"in one AU ({result.when})"),
         "",
         "[published]",
         f'method = "flashbed probe of {result.device}: fio direct QD1 on the raw device, {result.when}"',

@@ -119,6 +119,9 @@ def parse_rates(text: str) -> list[RateRow]:
 # 100-350 µs.
 MIN_STEP = 40e-6
 PAGE_STEP = 20e-6
+# three levels (erase unit, page, none) are taken when they leave less than
+# this share of the squared error of the best two-level fit
+THREE_LEVELS = 0.5
 
 
 @dataclass(frozen=True)
@@ -144,22 +147,42 @@ def _pow2(rows: list[AlignRow]) -> list[AlignRow]:
 LEVEL = 0.75
 
 
-def _two_levels(rows: list[AlignRow], min_step: float = MIN_STEP) -> tuple[int, float, float] | None:
+def _sse(xs: list[float]) -> tuple[float, float]:
+    m = statistics.fmean(xs)
+    return m, sum((x - m) ** 2 for x in xs)
+
+
+def _step(upper: float, lower: float, min_step: float) -> bool:
+    return upper - lower >= min_step and lower <= LEVEL * upper
+
+
+def _two_levels(rows: list[AlignRow], min_step: float = MIN_STEP) -> tuple[float, int, float, float] | None:
     """The best split of the rows (largest alignment first) into an upper and
     a lower level, by least squares, among splits that are a step (the lower
-    level `min_step` below the upper and under LEVEL of it): (rows in the upper
-    level, its mean, the lower mean). Fitting both levels lets one noisy row
-    stay in its level, where a walk down to the first low row would stop."""
+    level `min_step` below the upper and under LEVEL of it): (squared error, rows
+    in the upper level, its mean, the lower mean). Fitting the levels lets one
+    noisy row stay in its level, where a walk down to the first low row stops."""
     best = None
-    for k in range(1, len(rows)):
-        hi, lo = [r.diff for r in rows[:k]], [r.diff for r in rows[k:]]
-        mh, ml = statistics.fmean(hi), statistics.fmean(lo)
-        if mh - ml < min_step or ml > LEVEL * mh:
-            continue
-        sse = sum((x - mh) ** 2 for x in hi) + sum((x - ml) ** 2 for x in lo)
-        if best is None or sse < best[0]:
-            best = (sse, k, mh, ml)
-    return None if best is None else best[1:]
+    d = [r.diff for r in rows]
+    for k in range(1, len(d)):
+        (mh, eh), (ml, el) = _sse(d[:k]), _sse(d[k:])
+        if _step(mh, ml, min_step) and (best is None or eh + el < best[0]):
+            best = (eh + el, k, mh, ml)
+    return best
+
+
+def _three_levels(rows: list[AlignRow]) -> tuple[float, int, int, float, float, float] | None:
+    """Likewise with three levels: the erase unit's step (MIN_STEP), then the
+    page's (PAGE_STEP: a second page read costs less than a translation)."""
+    best = None
+    d = [r.diff for r in rows]
+    for i in range(1, len(d) - 1):
+        mu, eu = _sse(d[:i])
+        for j in range(i + 1, len(d)):
+            (mm, em), (ml, el) = _sse(d[i:j]), _sse(d[j:])
+            if _step(mu, mm, MIN_STEP) and _step(mm, ml, PAGE_STEP) and (best is None or eu + em + el < best[0]):
+                best = (eu + em + el, i, j, mu, mm, ml)
+    return best
 
 
 def analyse_align(rows: list[AlignRow]) -> Geometry:
@@ -172,17 +195,24 @@ def analyse_align(rows: list[AlignRow]) -> Geometry:
     if top < MIN_STEP:
         return Geometry(None, None, top, f"no pattern: diff at the largest alignments is {top * 1e6:.0f} µs")
     split = _two_levels(rows)
-    if split is None:
+    three = _three_levels(rows)
+    if split is None and three is None:
         return Geometry(None, None, top, f"diff stays near {top * 1e6:.0f} µs down to {rows[-1].align} bytes: "
                         "no erase-unit boundary within the alignments tried")
-    k, upper, lower = split
+    if three is not None and (split is None or (three[1] < split[1] and three[0] < THREE_LEVELS * split[0])):
+        # a small erase-unit step above a larger page step, which one step
+        # alone would take for the erase unit
+        _, i, j, upper, middle, lower = three
+        return Geometry(rows[i - 1].align, rows[j - 1].align, upper,
+                        f"diff {upper * 1e6:.0f} µs at {rows[i - 1].align} bytes and above, {middle * 1e6:.0f} µs "
+                        f"down to {rows[j - 1].align}, {lower * 1e6:.0f} µs below")
+    _, k, upper, lower = split
     eu, below = rows[k - 1].align, rows[k:]
     page = None
     if lower >= PAGE_STEP:
-        # a smaller step below the erase unit: the (multi-plane) page (a
-        # second page read costs less than a second translation)
+        # a smaller step below the erase unit: the (multi-plane) page
         sub = _two_levels(below, PAGE_STEP)
-        page = below[sub[0] - 1].align if sub else None
+        page = below[sub[1] - 1].align if sub else None
     return Geometry(eu, page, upper, f"diff {upper * 1e6:.0f} µs at {eu} bytes and above, "
                     f"{lower * 1e6:.0f} µs below")
 
