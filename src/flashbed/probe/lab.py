@@ -25,6 +25,7 @@ from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
 DEV = "/dev/ubda"
 ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
+ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter out of single reads
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
 FAT_NR = 6
 MAX_OPEN_AU_NR = 8
@@ -178,7 +179,8 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
         plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
         rates = run_fio(session, kernel, work / "reads", {"seq-write": fill_job(plan0),
                                                           "seq-read": seq_read_job(plan0)})
-        raw["align"] = _flashbench(session, kernel, work / "align", "align", f"-a --blocksize={ALIGN_BLOCKSIZE}")
+        raw["align"] = _flashbench(session, kernel, work / "align", "align",
+                                   f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}")
         geometry = fb.analyse_align(fb.parse_align(raw["align"]))
         eu = geometry.erase_unit or DEFAULT_EU
         plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime)
