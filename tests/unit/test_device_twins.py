@@ -113,9 +113,12 @@ def _probe_result(open_collapse: int | None):
     runs = {1: [fb.RateRow(256 << 10, (10e6,))], 2: [fb.RateRow(256 << 10, (9e6,))]}
     if open_collapse:
         runs[open_collapse] = [fb.RateRow(256 << 10, (1e6,))]
-    rates = {"seq-write": {"bandwidth": 20.0}, "seq-read": {"bandwidth": 40.0},
-             "randread-au": {"iops": 2100.0}, "randread-spread": {"iops": 2000.0},
-             "randwrite-au": {"iops": 900.0}, "randwrite-spread": {"iops": 800.0 if not open_collapse else 3.0}}
+    # medians: 1 MiB in 26.2144 ms = 40 MB/s, in 52.4288 ms = 20 MB/s; 600 µs a
+    # random read of which the lab's own is 100 µs
+    rates = {"seq-write": {"bandwidth": 19.0, "lat_p50": 52428.8}, "seq-read": {"bandwidth": 38.0, "lat_p50": 26214.4},
+             "randread-au": {"iops": 2100.0, "lat_p50": 580.0}, "randread-spread": {"iops": 1600.0, "lat_p50": 600.0},
+             "randwrite-au": {"iops": 900.0, "lat_p50": 1110.0},
+             "randwrite-spread": {"iops": 800.0 if not open_collapse else 3.0, "lat_p50": 1250.0}}
     return ProbeResult(device="x@256M", capacity=256 * MiB, when="2026-01-01T00:00:00+00:00", kernel="6.12",
                        tools={"flashbench": "62-1", "fio": "3.33"},
                        geometry=fb.Geometry(4 * MiB, 16384, 300e-6, "diff 300 µs"),
@@ -139,8 +142,11 @@ def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp
     if collapse:
         assert twin.info["open_aus"] == 2
     assert "probed" in text and "2026-01-01" in text and "not observable" in text
-    # the lab's own latency is left out: 1e6/2000 - 100 - tR 60 - 16 KiB at 100 MB/s - 4 KiB at 40 MB/s
-    assert "read_overhead_us = 74 " in text
+    # the lab's own time is left out: 600 - 100 - tR 60 - 16 KiB at 100 MB/s - 4 KiB at 40 MB/s
+    assert "read_overhead_us = 174 " in text
+    assert result.device_figures() == pytest.approx({"seq_read_mb_s": 40.0, "seq_write_mb_s": 20.0,
+                                                     "rand_read_4k_iops": 2000.0,
+                                                     "rand_write_4k_iops": 1e6 / (1250 - 150)})
     shown = render.text(result)
     assert "erase unit (AU)" in shown and "4 MiB" in shown and "16 KiB" in shown
 

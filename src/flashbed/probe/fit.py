@@ -4,13 +4,13 @@ What a probe cannot see (cell type, planes, tR, NAND bus) is taken from the
 MLC datasheet class the shipped presets use and said so; what it can see is
 solved from the emulator's own cost model (see flash-model device.rs, ftl/):
 
+- all from the device's own figures (ProbeResult.device_figures: median
+  request latencies, the lab's own time per request taken out);
 - host interface rate = the sequential read rate (cards and sticks read at
-  their bus speed), without the lab's own time per byte (the probe measures
-  the lab streaming on a device that takes no time);
-- average tPROG from the sequential write rate (likewise): planes x page / tPROG;
+  their bus speed);
+- average tPROG from the sequential write rate: planes x page / tPROG;
 - firmware time per read command from the random 4 KiB read latency, minus
-  the lab's own latency (measured by the probe on a device that takes no
-  time), tR, the page's NAND-bus transfer and the 4 KiB host transfer;
+  tR, the page's NAND-bus transfer and the 4 KiB host transfer;
 - firmware time per write command likewise from the random 4 KiB write
   latency inside one AU;
 - hybrid FTL with the open-AU count when small writes collapse past it,
@@ -55,18 +55,17 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     eu_note = "probed: flashbench -a erase-unit step" if g.erase_unit else \
         "no erase-unit step seen by flashbench -a: flashbench's default 4 MiB assumed"
     ppb = max(2, eu // (page * PLANES))
-    own = result.device_figures()  # sequential rates without the lab's own time per byte
+    own = result.device_figures()  # from median latencies, the lab's own time out of the random ones
     host = own["seq_read_mb_s"]
     xfer_page = _us(page, BUS_MB_S)
     # planes program in parallel; each page first crosses the shared NAND bus
     tprog = max(50.0, PLANES * page / max(own["seq_write_mb_s"], 0.01) - xfer_page)
     lower, upper = (round(tprog * f) for f in PROGRAM_SPLIT)
-    # the lab's own path is in every measured latency and will be again when
-    # the fitted preset is run: it is not the device's
-    lab_r, lab_w = result.lab_us.get("read", 0.0), result.lab_us.get("write", 0.0)
-    read_ovh = max(0.0, 1e6 / max(r["rand_read_4k_iops"], 1e-3) - lab_r - READ_US - xfer_page - _us(KiB4, host))
+    # the device's own figures: the lab's path is in every measured latency
+    # and will be again when the fitted preset is run
+    read_ovh = max(0.0, 1e6 / max(own["rand_read_4k_iops"], 1e-3) - READ_US - xfer_page - _us(KiB4, host))
+    w_au = 1e6 / max(result.rates["randwrite-au"].get("lat_p50", 0.0) - result.lab_us.get("write", 0.0), 1.0)
     hybrid = o.collapsed_at is not None and o.count is not None
-    w_au = result.rates["randwrite-au"]["iops"]
     if hybrid:
         # a 4 KiB write of a page-mapped-within-the-AU log: read the page, program it
         base = READ_US + 2 * xfer_page + tprog + _us(KiB4, host)
@@ -75,8 +74,8 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         base = _us(KiB4, host) + tprog / (PLANES * page / KiB4)
     # random writes inside one open AU far slower than a log append: the AU
     # takes pages in order only, each backward write a merge (the cheapest sticks)
-    in_order = hybrid and 1e6 / max(w_au, 1e-3) > IN_ORDER * (base + lab_w)
-    write_ovh = 0.0 if in_order else max(0.0, 1e6 / max(w_au, 1e-3) - lab_w - base)
+    in_order = hybrid and 1e6 / max(w_au, 1e-3) > IN_ORDER * base
+    write_ovh = 0.0 if in_order else max(0.0, 1e6 / max(w_au, 1e-3) - base)
     cap = device.capacity
     lines = [
         f"# {name}: fitted by `flashbed probe` to what it measured on {result.device}.",
@@ -98,8 +97,7 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         "[nand.timing]",
         f"read_us = {READ_US:g}                # not observable: tR of the MLC datasheet class",
         f"program_us = [{lower}, {upper}]   # fitted: average tPROG {tprog:.0f} us gives the probed "
-        f"{r['seq_write_mb_s']:.2f} MB/s sequential write ({own['seq_write_mb_s']:.2f} without the lab's "
-        f"own time; {result.when})",
+        f"{own['seq_write_mb_s']:.2f} MB/s sequential write (1 MiB / median request time; {result.when})",
         f"erase_us = {ERASE_US:g}              # not observable: tBERS of the MLC datasheet class",
         f"bus_mb_s = {BUS_MB_S:g}              # not observable: single-channel controller assumed",
         "",
@@ -120,10 +118,10 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     lines.append(f'cache = "{CACHE}"                # not observable: a small controller write buffer assumed '
                  "(the random-write fit counts writes as buffered)")
     lines += [
-        f"host_mb_s = {host:.2f}          # probed: sequential read {r['seq_read_mb_s']:.2f} MB/s, "
-        f"{host:.2f} without the lab's own time ({result.when})",
+        f"host_mb_s = {host:.2f}          # probed: sequential read {host:.2f} MB/s (1 MiB / median "
+        f"request time; {result.when})",
         f"read_overhead_us = {read_ovh:.0f}       # fitted: random 4 KiB read "
-        f"{r['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)} ({result.when})",
+        f"{own['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)}, the lab's own time out ({result.when})",
         f"write_overhead_us = {write_ovh:.0f}      " + ("# not fitted: in-AU random writes are merges" if in_order else
                                                        f"# fitted: random 4 KiB write {w_au:.0f} IOPS "
                                                        f"in one AU ({result.when})"),

@@ -46,26 +46,30 @@ class ProbeResult:
     erase_unit_used: int  # for -O / -f / the one-AU jobs (flashbench's default if -a saw none)
     rates: dict[str, dict[str, float]]  # fio job -> figures
     fat: list[fb.RateRow]
-    # the lab alone (the same jobs on `ideal`, a device that takes no time):
-    # µs per random 4 KiB read / write, and its sequential MB/s; a fit and a
-    # closed-loop comparison take them out
+    # the lab alone: median µs a random 4 KiB read / write spends outside the
+    # device (see lab_latency); a fit and the closed loop take them out
     lab_us: dict[str, float] = field(default_factory=dict)
+    # the same fio jobs as the emulator's model timed them (emulated devices)
+    model: dict[str, dict[str, float]] = field(default_factory=dict)
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
 
     def figures(self, spread: str = "spread") -> dict[str, float]:
         return figures_from(self.rates, spread)
 
     def device_figures(self, spread: str = "spread") -> dict[str, float]:
-        """The four figures with the lab's own latency taken out of the random
-        ones (as measured in the same probe): what the device model does,
-        whatever the host's load did to the lab's path at the time."""
-        out = self.figures(spread)
-        for key, kind in (("rand_read_4k_iops", "read"), ("rand_write_4k_iops", "write")):
-            own_us = 1e6 / out[key] - self.lab_us.get(kind, 0.0)
-            out[key] = 1e6 / own_us if own_us > 0 else float("inf")
-        for key in ("seq_read_mb_s", "seq_write_mb_s"):
-            out[key] = without_lab(out[key], self.lab_us.get(key))
-        return out
+        """The four figures as the device itself delivers them, from median
+        request latencies (a loaded host adds a long tail to the means, not to
+        the medians): 1 MiB / median for the sequential jobs, and for the
+        random ones 1 / (median - the lab's own median per request, measured
+        on a reference device)."""
+        seq = {key: (1 << 20) / self.rates[job]["lat_p50"] if self.rates[job].get("lat_p50") else 0.0
+               for key, job in (("seq_read_mb_s", "seq-read"), ("seq_write_mb_s", "seq-write"))}
+        rnd = {}
+        for key, job, kind in (("rand_read_4k_iops", f"randread-{spread}", "read"),
+                               ("rand_write_4k_iops", f"randwrite-{spread}", "write")):
+            own_us = self.rates[job].get("lat_p50", 0.0) - self.lab_us.get(kind, 0.0)
+            rnd[key] = 1e6 / own_us if own_us > 0 else float("inf")
+        return seq | rnd
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -85,51 +89,82 @@ def tool_versions() -> dict[str, str]:
 
 
 def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[str, dict],
-            timeout: float = 3600) -> dict[str, dict[str, float]]:
-    """fio jobs one after another on the raw device, in one lab boot of `session`."""
+            timeout: float = 3600, model: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
+    """fio jobs one after another on the raw device, in one lab boot of `session`.
+
+    With `model` (an emulated device), each job's figures as the device model
+    itself timed them (no lab in them) go there too, from the emulator's
+    statistics around the job: mean modelled latency per request, and bytes
+    per second of the device's busy time."""
     opts = {"ioengine": "libaio", "filename": DEV, "iodepth": 1, "direct": 1}
     work.mkdir(parents=True, exist_ok=True)
     steps = []
+    stats: dict[str, dict] = {}
+
+    def host(call: str, args: dict):
+        if call == "reset-stats":
+            return session.reset_stats()
+        stats[args["job"]] = session.emu.stats() if session.emu is not None else {}
+        return {}
+
     for name, job in jobs.items():
         fio.job_file(work / f"{name}.fio", {name: job}, opts)
-        steps.append(Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout))
-    _boot(session, kernel, work, steps)
+        steps += [Step(f"reset-{name}", host="reset-stats"),
+                  Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout),
+                  Step(f"stats-{name}", host="stats", args={"job": name})]
+    _boot(session, kernel, work, steps, host)
     out = {}
-    for name in jobs:
+    for name, job in jobs.items():
         data = fio.load(work / f"{name}.json")
         if not data:
             raise FlashbedError(f"fio gave no result for {name} on {session.device.label} (see {work})")
         out[name] = fio.job_figures(data["jobs"][0])
+        if model is not None and stats.get(name):
+            model[name] = _modelled(stats[name], job["rw"])
     return out
 
 
+def _modelled(st: dict, rw: str) -> dict[str, float]:
+    """A job's rates as the emulator's model timed them."""
+    kind = "write" if "write" in rw else "read"
+    lat = st["latency_us"][kind]
+    moved = st["host"][f"{kind}_bytes"]
+    busy = st["busy_ns"] / 1e9
+    return {"iops": 1e6 / lat["mean"] if lat["mean"] else 0.0,
+            "bandwidth": moved / busy / 1e6 if busy else 0.0}
+
+
+# The lab's own time per request is measured on a reference device: `ideal`
+# with a fixed firmware time, so that its requests are paced (slept and woken)
+# like a real device's; its modelled time is then taken out.
+REFERENCE_US = 300
+
+
 def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, float]:
-    """The lab alone, on `ideal` (no device time): mean latency (µs) of a
-    random 4 KiB read and write at QD1, and its sequential 1 MiB rates (MB/s)."""
+    """The lab alone: the median µs a random 4 KiB read and write at QD1 spend
+    outside the device (a reference device's median latency minus its
+    modelled one)."""
     from ..devices.presets import load_spec
-    ideal = load_spec("ideal@128M")
-    plan = RatePlan(capacity=ideal.capacity, erase_unit=ideal.erase_block, span=ideal.capacity,
-                    seq_bytes=ideal.capacity, runtime=runtime)
-    with DeviceSession(ideal, work / "scratch") as session:
-        figs = run_fio(session, kernel, work, {"seq-write": fill_job(plan), "seq-read": seq_read_job(plan),
-                                               "randread": random_job(plan, "randread", "spread"),
-                                               "randwrite": random_job(plan, "randwrite", "spread")})
-    return {"read": 1e6 / figs["randread"]["iops"], "write": 1e6 / figs["randwrite"]["iops"],
-            "seq_read_mb_s": figs["seq-read"]["bandwidth"], "seq_write_mb_s": figs["seq-write"]["bandwidth"]}
+    work.mkdir(parents=True, exist_ok=True)
+    ref = work / "reference.toml"
+    ref.write_text((load_spec("ideal").path.read_text()
+                    .replace('name = "ideal"', 'name = "reference"')
+                    .replace("host_mb_s = 0", f"host_mb_s = 0\nread_overhead_us = {REFERENCE_US}\n"
+                                               f"write_overhead_us = {REFERENCE_US}")))
+    dev = load_spec(f"{ref}@128M")
+    plan = RatePlan(capacity=dev.capacity, erase_unit=dev.erase_block, span=dev.capacity, seq_bytes=dev.capacity,
+                    runtime=runtime)
+    model: dict[str, dict[str, float]] = {}
+    with DeviceSession(dev, work / "scratch") as session:
+        figs = run_fio(session, kernel, work, {"randread": random_job(plan, "randread", "spread"),
+                                               "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
+    return {kind: figs[f"rand{kind}"]["lat_p50"] - 1e6 / model[f"rand{kind}"]["iops"] for kind in ("read", "write")}
 
 
-def without_lab(measured: float, lab: float | None) -> float:
-    """A sequential rate with the lab's own time per byte taken out (the lab
-    alone streams at `lab`): costs per byte add up along one stream."""
-    if not lab or measured >= lab:
-        return measured
-    return 1 / (1 / measured - 1 / lab)
-
-
-def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step]) -> BootResult:
+def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step], host=None) -> BootResult:
     work.mkdir(parents=True, exist_ok=True)
     timeout = sum(s.timeout for s in steps) + 120
-    res = boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), kernel)
+    res = boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), kernel, host=host)
     if not res.ok:
         raise FlashbedError(f"probe lab on {session.device.label} failed: {res.status} {res.error} "
                             f"({res.console_log})")
@@ -177,8 +212,9 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
     with DeviceSession(device, work / "scratch") as session:
         say(f"sequential write (fills the device), sequential and random reads, flashbench -a")
         plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
+        model: dict[str, dict[str, float]] = {}
         rates = run_fio(session, kernel, work / "reads", {"seq-write": fill_job(plan0),
-                                                          "seq-read": seq_read_job(plan0)})
+                                                          "seq-read": seq_read_job(plan0)}, model=model)
         raw["align"] = _flashbench(session, kernel, work / "align", "align",
                                    f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}")
         geometry = fb.analyse_align(fb.parse_align(raw["align"]))
@@ -187,7 +223,8 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
         say(f"random 4 KiB reads in one {format_size(eu)} AU and spread over {format_size(cap)}")
         rates |= run_fio(session, kernel, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
                                                               "randread-spread": random_job(plan, "randread",
-                                                                                            "spread")})
+                                                                                            "spread")},
+                         model=model)
         # open AUs: from one upwards until small writes collapse
         limit = max(1, min(max_open, (cap - FB_OFFSET) // (12 * eu)))
         bs = max(ALIGN_BLOCKSIZE, eu // 16)
@@ -207,11 +244,12 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
         say(f"random 4 KiB writes in one AU and spread over {format_size(cap)}")
         rates |= run_fio(session, kernel, work / "randwrite", {"randwrite-au": random_job(plan, "randwrite", "au"),
                                                                "randwrite-spread": random_job(plan, "randwrite",
-                                                                                              "spread")})
+                                                                                              "spread")},
+                         model=model)
     say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
     lab_us = lab_latency(kernel, work / "lab-latency", runtime)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=kernel.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
-                         lab_us=lab_us)
+                         lab_us=lab_us, model=model)
     (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
     return result
