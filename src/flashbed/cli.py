@@ -50,15 +50,20 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("cmd", nargs="+", help="a shell command (each argument is one step)")
 
     sub.add_parser("filesystems", help="list the filesystem catalogue")
-    sub.add_parser("devices", help="list the device presets")
+    dv = sub.add_parser("devices", help="list the device presets, or show one")
+    dsub = dv.add_subparsers(dest="devices_cmd")
+    dsh = dsub.add_parser("show", help="a preset as resolved: the part it reproduces, its sources and rates")
+    dsh.add_argument("preset", help="preset name or preset file, optionally @SIZE")
+    from .probe import command as probe_command
+    probe_command.add_parser(sub)
     sub.add_parser("studies", help="list the studies")
 
     r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)")
     r.add_argument("--profile", default=None, help="quick (default) or paper")
     r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
                    "(repeatable or comma-separated; default: the ten block filesystems)")
-    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. sd-class10@1G), "
-                   "or a real block device (/dev/sdX, /dev/mmcblkN)")
+    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. lexar-c10-16g@1G), "
+                   "a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, /dev/mmcblkN)")
     r.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                    help="allow a run on a real device that carries data (a filesystem or partition table): "
                    "repeat its --device path")
@@ -81,8 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
     bf = bsub.add_parser("fuse", help="added latency of the emulator's FUSE path per 4 KiB read")
     bf.add_argument("--runs", type=int, default=5)
-    bp = bsub.add_parser("presets", help="presets' measured write rates vs their declarations")
-    bp.add_argument("--device", action="append", help="preset (default: emmc-8g, sd-class10, usb-stick)")
+    bp = bsub.add_parser("presets", help="each preset's four rates measured in the lab vs the published ones")
+    bp.add_argument("--device", action="append", help="preset or preset file (default: every calibrated preset)")
+    bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
+    bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
+    bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
     bpc.add_argument("--device", default="emmc-8g@64M")
     bpc.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -136,15 +144,22 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "lab":
         return _lab(args)
+    if args.command == "probe":
+        from .probe import command as probe_command
+        return probe_command.run(args)
+    if args.command == "devices" and args.devices_cmd == "show":
+        from .devices import show
+        print(show.text(args.preset))
+        return 0
     if args.command == "devices":
         from .devices import presets
         for name in presets.available():
             try:
                 d = presets.load(name)
-                print(f"{name:16} {d.info.get('kind', d.kind):8} {d.capacity / (1 << 30):7.2f} GiB  page "
+                print(f"{name:26} {d.info.get('kind', d.kind):8} {d.capacity / (1 << 30):7.2f} GiB  page "
                       f"{d.page_size:>6} B  erase {d.erase_block >> 10:>6} KiB  {d.info.get('description', '')}")
             except FlashbedError as e:
-                print(f"{name:16} (unavailable: {e})")
+                print(f"{name:26} (unavailable: {e})")
         return 0
     if args.command == "studies":
         from .studies import STUDIES
@@ -179,7 +194,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise FlashbedError("--runs must be at least 1")
             bench.fuse_latency(args.runs)
         else:
-            bench.preset_rates(list(_split(args.device)) or ["emmc-8g", "sd-class10", "usb-stick"])
+            from .bench import presets as bench_presets
+            if args.runs < 1 or args.runtime <= 0:
+                raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            bench_presets.run(list(_split(args.device)) or bench_presets.calibrated(), args.capacity,
+                              args.runs, args.runtime)
         return 0
     raise AssertionError(args.command)
 
@@ -241,7 +260,9 @@ def _run(args: argparse.Namespace) -> int:
                 raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
-        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
+        from .devices.presets import absolute_spec
+        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs),
+                          devices=tuple(absolute_spec(d) for d in _split(args.device)),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "real")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec
+from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec, describe
 
 pytestmark = pytest.mark.emulator
 
@@ -123,7 +123,7 @@ def test_clean_stop_and_restart_keep_everything_and_refuse_mismatch(spec_for, tm
     other = EmulatorSpec(**{**spec.__dict__, "capacity": 256 * MiB})
     with pytest.raises(EmulatorError, match="does not match"):
         Emulator(other).start()
-    other = EmulatorSpec(**{**spec.__dict__, "preset": PRESETS / "sd-class10.toml"})
+    other = EmulatorSpec(**{**spec.__dict__, "preset": PRESETS / "lexar-c10-16g.toml"})
     with pytest.raises(EmulatorError, match="differs"):
         Emulator(other).start()
 
@@ -172,7 +172,7 @@ def test_real_pacing_follows_the_model(spec_for):
     """With --pace real a request returns no earlier than the modelled device
     would finish it: a synchronous write of a whole erase unit on the SD card
     model takes at least its modelled program time."""
-    spec = spec_for(preset="sd-class10", capacity=64 * MiB, pace="real")
+    spec = spec_for(preset="lexar-c10-16g", capacity=64 * MiB, pace="real")
     with Emulator(spec) as emu:
         au = emu.info["erase_block_bytes"]
         fd = os.open(emu.device_path, os.O_RDWR)
@@ -184,6 +184,6 @@ def test_real_pacing_follows_the_model(spec_for):
         s = emu.stats()
     # Lower bound from the preset: pages per plane x fastest program time.
     pages = au // emu.info["page_size"]
-    min_model = pages / 2 * 600e-6
+    min_model = pages / describe(spec.preset)["planes"] * 600e-6
     assert wall >= min_model * 0.9, f"{wall:.3f} s < modelled {min_model:.3f} s"
     assert s["busy_ns"] / 1e9 >= min_model * 0.9

@@ -14,7 +14,8 @@ from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec, des
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"
-BLOCK_PRESETS = ["ideal", "emmc-8g", "sd-class10", "usb-stick"]
+BLOCK_PRESETS = ["ideal", "emmc-8g", "lexar-c10-16g", "stick-1au-inorder", "samsung-evo-plus-32g",
+                 "sandisk-extreme-pro-a1-32g", "sandisk-ultra-fit-32g"]
 
 
 def _binary() -> Path:
@@ -65,10 +66,11 @@ def test_declared_figures_required_by_the_presets():
     _binary()
     emmc = describe(PRESETS / "emmc-8g.toml")
     assert emmc["ftl"] == "page" and emmc["cell"] == "mlc" and emmc["cache_bytes"] > 0
-    sd = describe(PRESETS / "sd-class10.toml")
-    assert sd["ftl"] == "hybrid" and sd["erase_block_bytes"] == 4 << 20 and sd["open_aus"] == 2
+    sd = describe(PRESETS / "lexar-c10-16g.toml")  # the log-block card: flashbench saw 5 open AUs
+    assert sd["ftl"] == "hybrid" and sd["erase_block_bytes"] == 4 << 20 and sd["open_aus"] == 5
     assert sd["declared"]["seq_write_mb_s"] >= 10
-    usb = describe(PRESETS / "usb-stick.toml")
+    assert sd["declared"]["sources"]["seq_write_mb_s"] and sd["part"]["model"]
+    usb = describe(PRESETS / "stick-1au-inorder.toml")
     assert usb["ftl"] == "hybrid" and usb["erase_block_bytes"] == 8 << 20 and usb["open_aus"] == 1
     assert describe(PRESETS / "ideal.toml")["ftl"] == "page"
 
@@ -123,7 +125,7 @@ def test_bad_preset_gets_one_line_naming_file_and_field(tmp_path, edit, field):
 def test_too_small_capacity_is_a_clear_error():
     _binary()
     with pytest.raises(EmulatorError, match="too small"):
-        describe(PRESETS / "sd-class10.toml", 1 << 20)
+        describe(PRESETS / "lexar-c10-16g.toml", 1 << 20)
 
 
 @pytest.mark.emulator

@@ -81,8 +81,8 @@ def test_the_report_says_not_observable_where_the_wear_figures_would_be(tmp_path
         in real_part
     assert "| none: /dev/sdc | real |" in md  # the devices table: no preset
     assert "Flash emulator statistics" not in real_part  # no table of zeros or blanks
-    assert f"Not observable on a real device (flash emulator statistics; not scored for anyone): write " \
-           f"amplification (big file)" in md
+    assert "Not observable on a real device (flash emulator statistics; not scored for anyone): write " \
+           "amplification (big file)" in md
     assert f"write amplification (big file) ({NOT_OBSERVABLE})" in md  # the overview's "not measured" column
     assert "real device /dev/sdc: SanDisk Ultra Fit" in md
     # the emulated device keeps its statistics

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
 from ..paths import repo_root
+from .nandsim import NandTiming, parse_timing
 
 DEFAULT_DEVICE = "emmc-8g"
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -75,26 +76,76 @@ class Device:
     def nandsim_id_bytes(self) -> tuple[int, ...]:
         return tuple(self.info["nandsim"]["id_bytes"])
 
+    @property
+    def part(self) -> dict[str, str]:
+        """The real device this preset is a twin of ([part]: model, capacity, interface...)."""
+        return dict(self.info.get("part") or {})
+
+    @property
+    def published(self) -> dict[str, Any]:
+        """The rates the preset reproduces, with their method, span and sources
+        ([published]); zero for a figure nobody published."""
+        return dict(self.info.get("declared") or {})
+
+    @property
+    def nand_timing(self) -> NandTiming | None:
+        """Datasheet timings of a raw NAND preset (None: nandsim runs without delays)."""
+        t = self.info.get("timing")
+        return NandTiming(**t) if t else None
+
 
 def available() -> list[str]:
     return sorted(p.stem for p in presets_dir().glob("*.toml"))
 
 
+# Presets that were renamed when they became twins of named parts: the old
+# name says which one to use now.
+RENAMED: dict[str, str] = {
+    "sd-class10": "use lexar-c10-16g (a calibrated log-block microSD card: 4 MiB AU, 5 open AUs); the old "
+                  "two-open-AU card reproduced no named part",
+    "usb-stick": "use stick-1au-inorder (the same worst-case model: one open AU, in-order appends only) or "
+                 "sandisk-ultra-fit-32g (a calibrated mainstream USB 2.0 stick)",
+}
+
+
+def is_file_spec(name: str) -> bool:
+    """A preset file of the user's own ('./mypart.toml'), not a name under presets/."""
+    return "/" in name or name.endswith(".toml")
+
+
 def preset_path(name: str) -> Path:
+    if is_file_spec(name):
+        p = Path(name)
+        if not p.is_file():
+            raise FlashbedError(f"preset file {name} does not exist")
+        return p.resolve()
     p = presets_dir() / f"{name}.toml"
     if not p.exists():
-        raise FlashbedError(f"unknown device preset '{name}': choose from {', '.join(available())}")
+        if name in RENAMED:
+            raise FlashbedError(f"device preset '{name}' was renamed: {RENAMED[name]}")
+        raise FlashbedError(f"unknown device preset '{name}': choose from {', '.join(available())}, "
+                            "or give a preset file (./mypart.toml)")
     return p
 
 
+def absolute_spec(spec: str) -> str:
+    """A preset file's spec with an absolute path (a run resumed from another
+    directory finds it again); preset names unchanged."""
+    name, at, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    return str(Path(name).resolve()) + at + size if is_file_spec(name) else spec
+
+
 def load_spec(spec: str) -> Device:
-    """'emmc-8g' or 'emmc-8g@512M' (a capacity other than the preset's)."""
-    name, _, size = spec.partition("@")
+    """'emmc-8g', 'emmc-8g@512M' (a capacity other than the preset's), or a
+    preset file of one's own, './mypart.toml[@SIZE]'."""
+    name, _, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
     return load(name, parse_size(size) if size else None)
 
 
 def load(name: str, capacity: int | None = None) -> Device:
     path = preset_path(name)
+    if is_file_spec(name):
+        name = path.stem  # labels name cells and files: no directories in them
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
@@ -143,9 +194,11 @@ def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
     if cap % eb or not (0 < cap <= chip):
         raise FlashbedError(f"device {name}: capacity {format_size(cap)} must be a multiple of the "
                             f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}")
+    timing = parse_timing(path, data.get("timing"))
     info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
             "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),
             "description": data.get("description", ""), "nandsim": dict(data["nandsim"]),
-            "ubi": dict(data.get("ubi", {}))}
+            "ubi": dict(data.get("ubi", {})), "timing": asdict(timing) if timing else None,
+            "part": {k: str(v) for k, v in (data.get("part") or {}).items()}}
     return Device(name=name, path=path, kind="nandsim", capacity=cap, page_size=page, erase_block=eb,
                   preset_capacity=chip, info=info)

@@ -139,8 +139,11 @@ class NandsimSession(_Session):
     """Raw NAND made by the lab kernel's nandsim from the preset's ID bytes."""
 
     def nandsim(self) -> Nandsim | None:
+        # the part's datasheet delays, unless the run skips the device's time
+        timing = self.device.nand_timing if self.pace == "real" else None
         return Nandsim(id_bytes=self.device.nandsim_id_bytes,
-                       parts=(self.device.capacity // self.device.erase_block,))
+                       parts=(self.device.capacity // self.device.erase_block,),
+                       extra=timing.nandsim_params() if timing else {})
 
     def mem_mb(self) -> int:
         # nandsim keeps the chip's written pages in the guest's memory

@@ -3,7 +3,7 @@
 //! A preset is a TOML file describing one device. Every error names the file
 //! and the offending field in one line, because presets are hand-edited.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
@@ -142,13 +142,26 @@ pub struct FtlParams {
     pub sequential_log: bool,
 }
 
+/// The rates a preset reproduces: `[published]`, measurements of the named
+/// real part (or `[declared]`, the older table of the same four figures).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Declared {
     pub seq_read_mb_s: f64,
     pub seq_write_mb_s: f64,
     pub rand_write_4k_iops: f64,
     pub rand_read_4k_iops: f64,
+    /// Bytes the published random 4 KiB figures spread over (0: unknown).
+    pub span: u64,
+    /// How the figures were measured (tool, host, through a filesystem...).
+    pub method: String,
+    /// Where each figure comes from, by figure name.
+    pub sources: BTreeMap<String, String>,
 }
+
+/// The real device a preset is a twin of (`[part]`): free-text fields.
+pub type Part = BTreeMap<String, String>;
+
+const FIGURES: [&str; 4] = ["seq_read_mb_s", "seq_write_mb_s", "rand_read_4k_iops", "rand_write_4k_iops"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceConfig {
@@ -161,6 +174,7 @@ pub struct DeviceConfig {
     pub rel: Reliability,
     pub ftl: FtlParams,
     pub declared: Declared,
+    pub part: Part,
 }
 
 /// Superblocks the page FTL keeps beyond the over-provisioning: the two open
@@ -213,7 +227,11 @@ impl DeviceConfig {
                 "seq_write_mb_s": self.declared.seq_write_mb_s,
                 "rand_write_4k_iops": self.declared.rand_write_4k_iops,
                 "rand_read_4k_iops": self.declared.rand_read_4k_iops,
+                "span_bytes": self.declared.span,
+                "method": self.declared.method,
+                "sources": self.declared.sources,
             },
+            "part": self.part,
         })
     }
 }
@@ -534,12 +552,43 @@ pub fn parse_preset(
     f.finish()?;
 
     let mut declared = Declared::default();
-    if let Some(mut d) = top.sub("declared")? {
+    let published = top.sub("published")?;
+    let older = top.sub("declared")?;
+    if published.is_some() && older.is_some() {
+        return Err(top.err("declared", "give the rates once, in [published]"));
+    }
+    let is_published = published.is_some();
+    if let Some(mut d) = published.or(older) {
         declared.seq_read_mb_s = d.float_in("seq_read_mb_s", 0.0, 0.0, 1e5)?;
         declared.seq_write_mb_s = d.float_in("seq_write_mb_s", 0.0, 0.0, 1e5)?;
         declared.rand_write_4k_iops = d.float_in("rand_write_4k_iops", 0.0, 0.0, 1e8)?;
         declared.rand_read_4k_iops = d.float_in("rand_read_4k_iops", 0.0, 0.0, 1e8)?;
+        if is_published {
+            declared.span = d.size("span")?.unwrap_or(0);
+            declared.method = d.string("method")?.unwrap_or_default();
+            if let Some(mut src) = d.sub("sources")? {
+                for k in src.table.keys() {
+                    if !FIGURES.contains(&k.as_str()) {
+                        return Err(src.err(k, format!("is not one of {}", FIGURES.join(", "))));
+                    }
+                }
+                for k in FIGURES {
+                    if let Some(v) = src.string(k)? {
+                        declared.sources.insert(k.to_string(), v);
+                    }
+                }
+                src.finish()?;
+            }
+        }
         d.finish()?;
+    }
+    let mut part = Part::new();
+    if let Some(mut t) = top.sub("part")? {
+        for k in t.table.keys().cloned().collect::<Vec<_>>() {
+            let v = t.string(&k)?.unwrap_or_default();
+            part.insert(k, v);
+        }
+        t.finish()?;
     }
     top.finish()?;
 
@@ -630,6 +679,7 @@ pub fn parse_preset(
             sequential_log,
         },
         declared,
+        part,
     }))
 }
 
@@ -711,6 +761,26 @@ cache = "64K"
         assert!(block(&bad, None).err().unwrap().0.contains("`ftl.cache`"));
         let e = block("not toml [", None).err().unwrap();
         assert!(e.0.contains("not valid TOML") && !e.0.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn published_rates_name_their_sources() {
+        let text = format!(
+            "{SMALL_PAGE}[part]\nmodel = \"X 16 GB\"\n[published]\nseq_write_mb_s = 8.2\nspan = \"100M\"\n\
+             method = \"iozone\"\n[published.sources]\nseq_write_mb_s = \"a table\"\n"
+        );
+        let c = block(&text, None).unwrap();
+        assert_eq!(c.declared.seq_write_mb_s, 8.2);
+        assert_eq!(c.declared.span, 100 << 20);
+        assert_eq!(c.declared.sources["seq_write_mb_s"], "a table");
+        assert_eq!(c.part["model"], "X 16 GB");
+        let bad = text.replace("[published.sources]\nseq_write_mb_s", "[published.sources]\nseq_write");
+        let e = block(&bad, None).err().unwrap();
+        assert!(e.0.contains("`published.sources.seq_write`"), "{e}");
+        let both = format!("{text}[declared]\nseq_read_mb_s = 1\n");
+        assert!(block(&both, None).err().unwrap().0.contains("`declared`"));
+        let bad = text.replace("model = \"X 16 GB\"", "model = 16");
+        assert!(block(&bad, None).err().unwrap().0.contains("`part.model`"));
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct Device {
     /// continues the same multi-block command (see `command_overhead`).
     read_end: u64,
     write_end: u64,
+    /// The last read or write continued the command before it (a stream the
+    /// host cut into pieces): its pacing may run ahead (see flashbed-emu).
+    pub continued: bool,
 }
 
 impl From<FtlError> for IoError {
@@ -99,6 +102,7 @@ impl Device {
             tmp: vec![0; unit as usize],
             read_end: u64::MAX,
             write_end: u64::MAX,
+            continued: false,
             cfg,
             media,
             ftl,
@@ -169,23 +173,51 @@ impl Device {
         }
     }
 
-    /// Firmware time charged for a request. A host stack between the
-    /// filesystem and the device may cut one large transfer into many small
-    /// requests (UML's ubd issues one pread/pwrite per 4 KiB page); a request
-    /// that starts exactly where the previous one of its kind ended is the same
-    /// multi-block command continuing (eMMC/SD stream it as one), so only the
-    /// first pays the per-command overhead.
-    fn command_overhead(end: &mut u64, off: u64, len: u64, ns: u64) -> u64 {
+    /// Firmware time charged for a request: the command's own firmware time,
+    /// and one address translation per further erase unit (allocation unit)
+    /// the command enters.
+    ///
+    /// The controller translates a command's logical address an erase unit
+    /// at a time (hybrid FTL: the AU's data block and log block; page FTL:
+    /// the map segment of that logical range). The first unit's translation
+    /// overlaps the command's setup; a request that crosses an erase-unit
+    /// boundary stalls mid-command for a second one: firmware time plus a
+    /// read of that unit's map page (tR). That is the
+    /// latency step at the erase-block size which flashbench's alignment test
+    /// (`-a`) finds on real cards: small reads across a boundary of the erase
+    /// size or above take longer, those across smaller boundaries do not
+    /// (flashbench README, the Linaro flash card survey; A. Bergmann,
+    /// "Optimizing Linux with cheap flash drives", LWN, 2011,
+    /// https://lwn.net/Articles/428584/).
+    ///
+    /// A host stack between the filesystem and the device may cut one large
+    /// transfer into many small requests (UML's ubd issues one pread/pwrite per
+    /// 4 KiB page); a request that starts exactly where the previous one of its
+    /// kind ended is the same multi-block command continuing (eMMC/SD stream it
+    /// as one): it pays only for the erase units it newly enters, so the cost
+    /// of a transfer does not depend on how the host split it.
+    fn command_overhead(&mut self, write: bool, off: u64, len: u64) -> u64 {
+        let t = &self.cfg.timing;
+        let (end, ns) = if write { (&mut self.write_end, t.write_overhead_ns) } else { (&mut self.read_end, t.read_overhead_ns) };
+        let unit = self.cfg.erase_unit_bytes();
         let continues = *end == off;
+        self.continued = continues;
         *end = off.saturating_add(len);
-        if continues { 0 } else { ns }
+        let first = off / unit;
+        let last = (off + len.max(1) - 1) / unit;
+        // erase units entered after the command's first: each stalls the
+        // transfer for a translation and a read of that unit's map page (tR);
+        // the first one's lookup overlaps the command's own setup
+        let switches = last - first + continues as u64 - (continues && off % unit != 0) as u64;
+        let fresh = !continues as u64;
+        fresh * ns + switches * (ns + t.read_ns)
     }
 
     /// Host read of `buf.len()` bytes at `off`, arriving at `t` (ns).
     pub fn read(&mut self, t: u64, off: u64, buf: &mut [u8]) -> Result<u64, IoError> {
         self.begin(t, off, buf.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.read_end, off, buf.len() as u64, self.cfg.timing.read_overhead_ns);
+        let ovh = self.command_overhead(false, off, buf.len() as u64);
         let t = self.media.tl.command(t, ovh);
         let keeps = self.media.keeps_data();
         let mut done = t;
@@ -319,7 +351,7 @@ impl Device {
     pub fn write(&mut self, t: u64, off: u64, data: &[u8]) -> Result<u64, IoError> {
         self.begin(t, off, data.len() as u64)?;
         let arrival = t;
-        let ovh = Self::command_overhead(&mut self.write_end, off, data.len() as u64, self.cfg.timing.write_overhead_ns);
+        let ovh = self.command_overhead(true, off, data.len() as u64);
         let t = self.media.tl.command(t, ovh);
         if let Some(tr) = self.media.trace.as_deref_mut() {
             tr.begin(ReqKind::Write, arrival, off, data.len() as u64, Some(data));
@@ -343,6 +375,7 @@ impl Device {
     /// partial units at the edges are written with zeroes so the range reads
     /// as zeroes, as a punched hole in a file must.
     pub fn discard(&mut self, t: u64, off: u64, len: u64) -> Result<u64, IoError> {
+        self.continued = false;
         self.begin(t, off, len)?;
         if self.ftl.read_only() {
             return Err(IoError::ReadOnly);
@@ -388,6 +421,7 @@ impl Device {
 
     /// Writes back the cache and makes everything written so far durable.
     pub fn flush(&mut self, t: u64) -> Result<u64, IoError> {
+        self.continued = false;
         self.begin(t, 0, 0)?;
         if let Some(tr) = self.media.trace.as_deref_mut() {
             tr.begin(ReqKind::Flush, t, 0, 0, None);

@@ -40,6 +40,9 @@ pub struct Media {
     meta_plane: usize,
     /// Bumped by every program/erase: lets FTLs reuse a page just read.
     pub epoch: u64,
+    /// The page the controller last read into its buffer: (block, page,
+    /// epoch, when the data was there). See `read_buffered`.
+    page_buffer: Option<(u32, u32, u64, u64)>,
     /// First host-file I/O error of the backing store, reported as EIO.
     pub io_error: Option<String>,
     page_size: u64,
@@ -59,6 +62,7 @@ impl Media {
             last_erase_start: 0,
             meta_plane: 0,
             epoch: 0,
+            page_buffer: None,
             io_error: None,
             page_size,
             trace: None,
@@ -210,17 +214,34 @@ impl Media {
 
     pub fn reset_after_restart(&mut self, t: u64) {
         self.log.clear();
+        self.page_buffer = None;
         self.last_erase_start = 0;
         self.tl.reset(t);
     }
 }
 
 impl Media {
-    /// Bytes of a page the controller already holds in its page register
-    /// (no new array read).
-    pub fn read_register(&mut self, block: u32, page: u32, offset: u32, buf: &mut [u8]) {
-        let ppn = self.nand.ppn(block, page);
-        let res = self.read_at(ppn, offset, buf);
-        self.io(res);
+    /// A host read of part of a page, through the controller's page buffer:
+    /// the last page read stays in the controller's buffer until the array
+    /// changes, so reading more of it costs no new tR nor NAND-bus transfer
+    /// (a 4 KiB read of a 16 KiB page brings in the whole page; the next 4 KiB
+    /// of it are already there). Only correctable reads are kept.
+    pub fn read_buffered(&mut self, block: u32, page: u32, offset: u32, buf: Option<&mut [u8]>, t: u64) -> (ReadOutcome, u64) {
+        if let Some((b, p, epoch, end)) = self.page_buffer {
+            if b == block && p == page && epoch == self.epoch {
+                if let Some(buf) = buf {
+                    let ppn = self.nand.ppn(block, page);
+                    let res = self.read_at(ppn, offset, buf);
+                    self.io(res);
+                }
+                return (ReadOutcome::Ok(0), t.max(end));
+            }
+        }
+        let (out, end) = self.read(block, page, offset, buf, t);
+        self.page_buffer = match out {
+            ReadOutcome::Ok(_) => Some((block, page, self.epoch, end)),
+            _ => None,
+        };
+        (out, end)
     }
 }

@@ -368,3 +368,82 @@ fn a_stream_cut_into_small_requests_pays_the_command_overhead_once() {
     assert!(rnd >= 64_000_000, "random requests should pay every command: {rnd} ns");
     assert!(seq * 3 < rnd, "sequential {seq} ns vs random {rnd} ns");
 }
+
+/// Latency of one read of `len` bytes at `off` on an idle device (ns).
+fn read_latency(d: &mut flash_model::Device, off: u64, len: usize) -> u64 {
+    let t = d.clock + 1_000_000_000; // idle: every resource is free again
+    let mut b = vec![0u8; len];
+    d.read(t, off, &mut b).unwrap() - t
+}
+
+#[test]
+fn a_read_across_an_erase_unit_boundary_pays_a_second_translation() {
+    // flashbench -a: reads straddling a boundary of the erase unit (or any
+    // multiple) take one translation longer than reads either side of it;
+    // straddling a smaller boundary costs nothing extra.
+    for text in [format!("{HYBRID}read_overhead_us = 300\n"), format!("{PAGE_MLC}read_overhead_us = 300\n")] {
+        let mut d = mem_device(&text, 5);
+        let eu = d.cfg.erase_unit_bytes();
+        let page = d.cfg.geo.page_size as u64;
+        let all = vec![3u8; d.capacity() as usize];
+        let t = d.write(0, 0, &all).unwrap();
+        d.flush(t).unwrap();
+        let bs = 1024;
+        let diff = |d: &mut flash_model::Device, align: u64| {
+            // the three reads of flashbench's try_read_alignment, each a new command
+            let pre = read_latency(d, align - bs as u64, bs);
+            d.read(d.clock, 0, &mut [0u8; 512]).unwrap(); // leave the page buffer elsewhere
+            let on = read_latency(d, align - bs as u64 / 2, bs);
+            d.read(d.clock, 0, &mut [0u8; 512]).unwrap();
+            let post = read_latency(d, align, bs);
+            d.read(d.clock, 0, &mut [0u8; 512]).unwrap();
+            on as i64 - (pre + post) as i64 / 2
+        };
+        let at_unit = diff(&mut d, eu);
+        let at_two = diff(&mut d, 2 * eu);
+        let below = diff(&mut d, eu / 2);
+        // below the erase unit a boundary costs at most a second page read;
+        // at it, a second translation: firmware time and a map-page read
+        let name = d.cfg.name.clone();
+        let step = 300_000 + d.cfg.timing.read_ns as i64;
+        assert!(below < 150_000, "{name}: diff below the erase unit {below} ns");
+        assert!((at_unit - below - step).abs() < 40_000, "{name}: diff at the erase unit {at_unit} ns");
+        assert!((at_two - below - step).abs() < 40_000, "{name}: diff at 2 erase units {at_two} ns");
+        // the step does not depend on how the host cut the request
+        let whole = read_latency(&mut d, eu - page, 2 * page as usize);
+        assert!(whole >= (step + 300_000) as u64, "{name}: a read across the unit {whole} ns");
+        d.read(d.clock, 0, &mut [0u8; 512]).unwrap();
+        let t0 = d.clock + 1_000_000_000;
+        let mut t = t0;
+        for i in 0..(2 * page / 512) {
+            t = d.read(t, eu - page + i * 512, &mut [0u8; 512]).unwrap();
+        }
+        let split = t - t0;
+        assert!((whole as i64 - split as i64).abs() < 100_000, "{}: whole {whole} ns vs split {split} ns", d.cfg.name);
+    }
+}
+
+#[test]
+fn reads_within_one_page_come_from_the_controller_buffer() {
+    // A 4 KiB read brings in the whole NAND page; the rest of that page is
+    // read from the controller's buffer (no second tR), until the array changes.
+    for text in [HYBRID, PAGE_MLC] {
+        let mut d = mem_device(text, 9);
+        let page = d.cfg.geo.page_size as u64;
+        let all = vec![5u8; d.capacity() as usize];
+        let t = d.write(0, 0, &all).unwrap();
+        d.flush(t).unwrap();
+        let base = d.stats_json()["nand"]["page_reads"].as_u64().unwrap();
+        let mut t = d.clock;
+        for i in 0..(page / 512) {
+            t = d.read(t, 4 * page + i * 512, &mut [0u8; 512]).unwrap();
+        }
+        let reads = d.stats_json()["nand"]["page_reads"].as_u64().unwrap() - base;
+        assert_eq!(reads, 1, "{}: one page read for the whole page", d.cfg.name);
+        let t = d.write(t, 0, &vec![1u8; page as usize]).unwrap();
+        d.flush(t).unwrap(); // the array changed
+        d.read(d.clock, 4 * page, &mut [0u8; 512]).unwrap();
+        let reads = d.stats_json()["nand"]["page_reads"].as_u64().unwrap() - base;
+        assert_eq!(reads, 2, "{}: a program invalidates the buffer", d.cfg.name);
+    }
+}

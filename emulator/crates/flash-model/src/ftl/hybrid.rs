@@ -439,7 +439,7 @@ impl Ftl for HybridFtl {
         });
         let src = self.source_at(m, lau, k, slot);
         let Some((b, p)) = src else { return (ReadRes::Zero, t) };
-        let (out, e) = m.read(b, p, 0, buf, t);
+        let (out, e) = m.read_buffered(b, p, 0, buf, t);
         match out {
             ReadOutcome::Ok(_) => (ReadRes::Data, e),
             ReadOutcome::Erased => (ReadRes::Zero, e),

@@ -71,7 +71,6 @@ pub struct PageFtl {
     /// to receive cold data).
     want_worn: bool,
     st: FtlStats,
-    last_read: Option<(u32, u32, u64, u64)>,
     scratch: Vec<u8>,
 }
 
@@ -110,7 +109,6 @@ impl PageFtl {
             read_only: false,
             want_worn: false,
             st: FtlStats::default(),
-            last_read: None,
             scratch: vec![0; g.page_size as usize],
             sbt,
             l2p,
@@ -146,7 +144,6 @@ impl PageFtl {
         self.urgent.clear();
         self.host = None;
         self.gc = None;
-        self.last_read = None;
         for sb in 0..self.sbt.sbs() {
             let members: Vec<u32> = (0..self.planes).map(|p| self.sbt.member(sb, p)).collect();
             self.state[sb as usize] = if self.sbt.retired[sb as usize] {
@@ -483,7 +480,6 @@ impl PageFtl {
             self.state[victim as usize] = FREE;
             self.free.push(victim);
         }
-        self.last_read = None;
         self.st.gc_runs += 1;
         self.st.gc_time_ns += end.saturating_sub(t);
         true
@@ -523,22 +519,9 @@ impl Ftl for PageFtl {
             return (ReadRes::Zero, t);
         }
         let (block, page, u) = self.decode(s);
-        let off = u * self.unit;
-        // The controller keeps the last page read in its page register.
-        if let Some((lb, lp, ep, end)) = self.last_read {
-            if lb == block && lp == page && ep == m.epoch {
-                if let Some(b) = buf {
-                    m.read_register(block, page, off, b);
-                }
-                return (ReadRes::Data, t.max(end));
-            }
-        }
-        let (out, e) = m.read(block, page, off, buf, t);
+        let (out, e) = m.read_buffered(block, page, u * self.unit, buf, t);
         match out {
-            ReadOutcome::Ok(_) => {
-                self.last_read = Some((block, page, m.epoch, e));
-                (ReadRes::Data, e)
-            }
+            ReadOutcome::Ok(_) => (ReadRes::Data, e),
             ReadOutcome::Erased | ReadOutcome::Uncorrectable => (ReadRes::Uncorrectable, e),
         }
     }

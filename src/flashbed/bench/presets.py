@@ -1,0 +1,156 @@
+"""`flashbed bench presets`: each preset's four rates measured in the lab the
+way its published figures were measured, against those figures.
+
+The published microSD, stick and eMMC figures of the calibrated presets come
+from single-threaded tools at queue depth 1 (hdparm -t, dd, iozone -I with
+4 KiB records in a 100 MB file): here fio runs the same shapes on the raw
+device (1 MiB sequential read and write; 4 KiB random read and write spread
+over the preset's published span, default 100 MiB). What differs from the
+source (the raw device instead of a file in ext4; fio instead of iozone) is
+printed with the method.
+
+Each run first measures the lab's own ceiling (the same jobs on `ideal`, a
+device that takes no time) and marks figures close to it as lab-bound.
+
+Calibration is repeatable and cheap: run this after anything in the lab's
+block path changes, read the ratios, and take the suggested firmware times
+(read_overhead_us / write_overhead_us): at queue depth 1 a request's latency
+is its firmware time plus everything else, so the suggestion moves each
+firmware time by the latency gap to the published figure. It assumes the
+rest stays put; run again to check (one or two rounds converge).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..devices import presets
+from ..devices.session import open_session
+from ..errors import FlashbedError
+from ..lab.kernel import ensure_kernel
+from ..probe.lab import run_fio
+from ..probe.rates import FIGURES, RatePlan, figures_from, fill_job, random_job, seq_read_job
+
+MiB = 1 << 20
+DEFAULT_SPAN = 100 * MiB  # iozone -s 100M in the Raspberry Pi tables
+GOAL = 0.15  # every figure within 15 % of the published one
+LAB_BOUND = 0.8  # a figure this close to the lab's own ceiling says more about the lab
+
+
+@dataclass
+class Row:
+    preset: str
+    key: str
+    label: str
+    unit: str
+    measured: float
+    runs: list[float]
+    published: float
+    source: str
+
+    @property
+    def ratio(self) -> float | None:
+        return self.measured / self.published if self.published else None
+
+
+def measure(device: presets.Device, span: int, runtime: float, work: Path) -> dict[str, float]:
+    """The four figures, in one lab boot on a fresh device."""
+    eu = device.erase_block
+    seq = min(device.capacity, 256 * MiB)
+    plan = RatePlan(capacity=device.capacity, erase_unit=eu, span=min(span, device.capacity), seq_bytes=seq,
+                    runtime=runtime)
+    jobs = {"seq-write": {**fill_job(plan), "size": seq}, "seq-read": seq_read_job(plan),
+            "randread-spread": random_job(plan, "randread", "spread"),
+            "randwrite-spread": random_job(plan, "randwrite", "spread")}
+    with open_session(device, work / "scratch") as session:
+        figs = run_fio(session, ensure_kernel(), work, jobs)
+    return figures_from(figs)
+
+
+def suggest(device: presets.Device, rows: list[Row]) -> dict[str, float]:
+    """Firmware times that close the random-figure gaps (see the module doc)."""
+    data = tomllib.loads(device.path.read_text()).get("ftl", {})
+    out = {}
+    for key, field in (("rand_read_4k_iops", "read_overhead_us"), ("rand_write_4k_iops", "write_overhead_us")):
+        row = next(r for r in rows if r.key == key)
+        if row.published and row.measured:
+            gap_us = 1e6 / row.published - 1e6 / row.measured
+            out[field] = max(0.0, float(data.get(field, 0.0)) + gap_us)
+    return out
+
+
+def calibrated() -> list[str]:
+    """Emulated presets that publish at least one rate, by name."""
+    out = []
+    for name in presets.available():
+        try:
+            dev = presets.load(name)
+        except FlashbedError:
+            continue
+        if dev.emulated and any(dev.published.get(key) for key, _, _ in FIGURES):
+            out.append(name)
+    return out
+
+
+def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float = 10.0,
+        stream=sys.stdout) -> list[Row]:
+    devices = []
+    for spec in specs:
+        dev = presets.load_spec(spec if "@" in spec else f"{spec}@{capacity}")
+        if not dev.emulated:
+            raise FlashbedError(f"{dev.label} is not an emulated block preset: bench presets measures those")
+        devices.append(dev)
+    kernel = ensure_kernel()
+    all_rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="flashbed-bench-") as tmp:
+        # the lab's own ceiling: the same jobs on a device that takes no time
+        ideal = presets.load_spec(f"ideal@{capacity}")
+        ceiling = measure(ideal, DEFAULT_SPAN, runtime, Path(tmp) / "ceiling")
+        print("lab ceiling (ideal, zero-latency device, same jobs): "
+              + ", ".join(f"{label} {ceiling[key]:.1f} {unit}" for key, label, unit in FIGURES), file=stream, flush=True)
+        for dev in devices:
+            pub = dev.published
+            span = int(pub.get("span_bytes") or DEFAULT_SPAN)
+            samples: dict[str, list[float]] = {key: [] for key, _, _ in FIGURES}
+            for i in range(runs):
+                figs = measure(dev, span, runtime, Path(tmp) / f"{dev.label}-{i}")
+                for key in samples:
+                    samples[key].append(figs[key])
+                print(f"  {dev.label} run {i + 1}/{runs}: " + ", ".join(f"{k} {v:.1f}" for k, v in figs.items()),
+                      file=sys.stderr, flush=True)
+            rows = [Row(dev.label, key, label, unit, statistics.median(samples[key]), samples[key],
+                        float(pub.get(key) or 0.0), (pub.get("sources") or {}).get(key, ""))
+                    for key, label, unit in FIGURES]
+            _print(dev, span, rows, runs, kernel.release, ceiling, stream)
+            all_rows += rows
+    return all_rows
+
+
+def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: str, ceiling: dict[str, float],
+           stream) -> None:
+    part = dev.part.get("model", "no named part")
+    method = dev.published.get("method") or "no published method"
+    print(f"{dev.label} — {part}", file=stream)
+    print(f"  published: {method}", file=stream)
+    print(f"  measured: fio direct QD1 on the raw device in the lab (kernel {kernel}), random I/O over "
+          f"{span // MiB} MiB, median of {runs}", file=stream)
+    for r in rows:
+        pub = f"{r.published:9.1f}" if r.published else f"{'-':>9}"
+        if r.ratio is None:
+            verdict = "no published figure"
+        else:
+            verdict = f"x{r.ratio:.2f} " + ("within 15 %" if abs(r.ratio - 1) <= GOAL else "OUTSIDE 15 %")
+        if r.measured > LAB_BOUND * ceiling[r.key]:
+            verdict += f" (lab-bound: the lab itself reaches {ceiling[r.key]:.1f})"
+        print(f"  {r.label:24} {r.measured:9.1f} {r.unit:4} published {pub}  {verdict}"
+              + (f"  [{r.source}]" if r.source else ""), file=stream)
+    hint = suggest(dev, rows)
+    if hint:
+        print("  suggested firmware times (closes the random-figure gaps at QD1): "
+              + ", ".join(f"{k} = {v:.0f}" for k, v in hint.items()), file=stream)
+    stream.flush()

@@ -1,0 +1,62 @@
+"""`flashbed devices show NAME|FILE`: a preset as flashbed resolves it, with
+the real part it reproduces, its sources and its published rates."""
+
+from __future__ import annotations
+
+import json
+
+from ..probe.rates import FIGURES
+from .presets import Device, format_size, load_spec
+
+
+def _comments(text: str) -> list[str]:
+    """The preset file's leading comment block: what it models and its sources."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            out.append(line[1:].strip())
+        elif line.strip():
+            break
+    return out
+
+
+def text(spec: str) -> str:
+    dev = load_spec(spec)
+    raw = dev.path.read_text()
+    lines = [f"{dev.label}: {dev.info.get('description', '')}", f"  file      {dev.path}"]
+    if dev.part:
+        lines.append("  part      " + "; ".join(f"{k}: {v}" for k, v in dev.part.items()))
+    lines += ["  | " + c for c in _comments(raw)]
+    lines += _geometry(dev)
+    pub = dev.published
+    if dev.kind == "block" and dev.emulated:
+        figures = [(label, pub.get(key) or 0, unit, (pub.get("sources") or {}).get(key, ""))
+                   for key, label, unit in FIGURES]
+        if any(v for _, v, _, _ in figures):
+            how = pub.get("method") or "method not stated"
+            span = f", random I/O over {format_size(pub['span_bytes'])}" if pub.get("span_bytes") else ""
+            lines.append(f"  published rates ({how}{span}):")
+            for label, value, unit, source in figures:
+                shown = f"{value:>9g} {unit:4}" if value else f"{'-':>9} {unit:4}"
+                lines.append(f"    {label:24} {shown}  {source or ('no source' if value else 'none published')}")
+        else:
+            lines.append("  published rates: none (this preset reproduces no measured part)")
+    if dev.kind == "nandsim":
+        t = dev.nand_timing
+        lines.append(f"  timing    tR {t.read_us:g} µs, tPROG {t.program_us:g} µs, tBERS {t.erase_us:g} µs, "
+                     f"{t.cycle_ns:g} ns/byte -> nandsim {json.dumps(t.nandsim_params())}" if t else
+                     "  timing    none: nandsim runs without delays")
+    return "\n".join(lines)
+
+
+def _geometry(dev: Device) -> list[str]:
+    i = dev.info
+    out = [f"  capacity  {format_size(dev.capacity)} ({dev.capacity} bytes)",
+           f"  geometry  page {format_size(dev.page_size)}, erase unit {format_size(dev.erase_block)}"]
+    if i.get("ftl"):
+        ftl = f"  ftl       {i['ftl']}"
+        if i["ftl"] == "hybrid":
+            ftl += f", {i.get('open_aus')} open AUs" + (", in-order appends only" if i.get("sequential_log") else "")
+        ftl += f", cell {i.get('cell')}, {i.get('planes')} planes, write cache {format_size(i.get('cache_bytes', 0))}"
+        out.append(ftl)
+    return out

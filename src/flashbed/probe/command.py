@@ -1,0 +1,48 @@
+"""`flashbed probe DEVICE [--write-preset FILE]`: arguments checked here, the
+work in lab.py, the text in render.py, the preset in fit.py."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+
+from ..devices import presets
+from ..errors import FlashbedError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
+    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. lexar-c10-16g@256M)")
+    p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured")
+    p.add_argument("--out", type=Path, help="directory for raw outputs and probe.json (default: runs/probe-...)")
+    p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
+    p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import fit, lab, render
+    if args.runtime <= 0:
+        raise FlashbedError("--runtime must be positive")
+    if args.max_open < 2:
+        raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
+    if args.write_preset is not None:
+        if args.write_preset.suffix != ".toml":
+            raise FlashbedError(f"--write-preset {args.write_preset}: a preset file ends in .toml")
+        if not args.write_preset.parent.is_dir():
+            raise FlashbedError(f"--write-preset {args.write_preset}: directory {args.write_preset.parent} "
+                                "does not exist")
+    device = presets.load_spec(args.device)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-')}-{stamp}"
+    out.mkdir(parents=True, exist_ok=True)
+    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime)
+    for name, text in result.raw.items():
+        (out / f"flashbench-{name}.txt").write_text(text)
+    print(render.text(result))
+    print(f"raw outputs and probe.json: {out}")
+    if args.write_preset is not None:
+        args.write_preset.write_text(fit.preset_toml(result, device, args.write_preset.stem))
+        presets.load_spec(str(args.write_preset))  # the written preset must load
+        print(f"preset: {args.write_preset} (use --device {args.write_preset})")
+    return 0
