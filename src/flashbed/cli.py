@@ -62,8 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", choices=["local", "dask"])
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    r.add_argument("--pace", help="emulator clock: real (default) or none, which skips the device's delays "
-                   "(for failure studies, whose results do not depend on timing)")
+    r.add_argument("--pace", help="emulator clock: auto (default: none for the failure studies, whose outcomes "
+                   "do not depend on timing, real for the rest), real, or none (skip the device's delays)")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -224,7 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs), devices=_split(args.device),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace=args.pace or "real")
+                          pace=args.pace or "auto")
         store = RunStore(args.out or Path("runs") / req.run_id())
     plan = make_plan(req)
     store.create()

@@ -17,6 +17,9 @@ from .studies import STUDIES
 from .studies.base import CellSpec
 
 
+PACES = ("auto", "real", "none")
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What `flashbed run` was asked for; the run's identity."""
@@ -30,16 +33,24 @@ class PlanRequest:
     # per-study parameter changes as given (--set text, sizes made bytes): the run's
     # identity; checked against each study's Params when the plan is made
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pace: str = "real"  # "none": the emulator skips its sleeps (timings then mean nothing)
+    # the emulator's clock: "real" timing; "none": it skips its delays (timings then mean
+    # nothing); "auto": none for the studies whose outcomes do not depend on timing
+    # (Study.timing_free), real for the rest
+    pace: str = "auto"
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
-        return PlanRequest(
-            profile=self.profile,
-            fs=self.fs or profiles.BLOCK_FILESYSTEMS,
-            devices=self.devices or (prof["device"],),
-            studies=self.studies or tuple(prof["studies"]),
-            repeat=self.repeat, seed=self.seed, overrides=self.overrides, pace=self.pace)
+        fs = self.fs or profiles.BLOCK_FILESYSTEMS
+        devices = self.devices or (prof["device"],)
+        studies = self.studies or tuple(prof["studies"])
+        return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
+                           seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices))
+
+    def cell_pace(self, study: str) -> str:
+        """The emulator's clock for the cells of `study` (of a resolved request)."""
+        if self.pace == "auto":
+            return "none" if STUDIES[study].timing_free else "real"
+        return self.pace
 
     def run_id(self) -> str:
         """Same request, same id: rerunning a command resumes its run."""
@@ -48,6 +59,18 @@ class PlanRequest:
             del r["pace"]  # runs from before --pace keep their ids
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
         return f"{r['profile']}-{digest}"
+
+
+def _pace(pace: str, studies: tuple[str, ...], devices: tuple[str, ...]) -> str:
+    """"auto" written as the pace every cell gets when they all get the same one: the same
+    cells make the same request, hence the same run id ("real" is left out of the id, so
+    requests from before "auto" keep theirs)."""
+    if pace != "auto" or any(s not in STUDIES for s in studies):
+        return pace  # make_plan says what is wrong
+    free = {STUDIES[s].timing_free for s in studies}
+    if free == {False} or not any(presets.load_spec(d).emulated for d in devices):
+        return "real"  # nothing is timing-free, or no device has a clock to skip
+    return "none" if free == {True} else "auto"
 
 
 @dataclass(frozen=True)
@@ -70,8 +93,9 @@ def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str
 def make_plan(req: PlanRequest) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
-    if req.pace not in ("real", "none"):
-        raise FlashbedError(f"--pace must be real or none (got '{req.pace}')")
+    if req.pace not in PACES:
+        raise FlashbedError(f"--pace must be real or none, or auto (none for the studies whose outcomes do not "
+                            f"depend on timing, real for the rest; the default), not '{req.pace}'")
     r = req.resolved()
     for s in r.studies:
         if s not in STUDIES:
@@ -101,7 +125,8 @@ def make_plan(req: PlanRequest) -> Plan:
                             f"has {format_size(dev.capacity)}: give a larger --device SIZE or a smaller profile")
                     for rep in range(r.repeat):
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
-                                              variant=v, params=params, seed=r.seed + rep, pace=r.pace))
+                                              variant=v, params=params, seed=r.seed + rep,
+                                              pace=r.cell_pace(sname)))
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")

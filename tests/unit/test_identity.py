@@ -39,3 +39,21 @@ def test_cells_keep_their_ids_and_file_names():
     raw = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("badblocks",)))
     assert [c.key.id for c in raw.cells] == [f"nand-2g-4k@128M/ubifs/badblocks/{c}/r0"
                                              for c in ("badblocks", "weakblocks", "weakpages", "bitflips")]
+
+
+def test_auto_pace_keeps_the_ids_of_requests_it_does_not_change():
+    """--pace auto (the default since the studies declare whether they depend on timing) gives
+    the failure studies' cells pace none. A request that comes out the same (no timing-free
+    study, or no emulated device) keeps its id; one made before with the old default, real,
+    keeps its id when it says --pace real; the others are new plans and get new ids."""
+    mixed = dict(fs=("ext4", "f2fs"), devices=("emmc-8g@512M",), studies=("mkfs", "powercut"))
+    failure = dict(mixed, studies=("powercut", "corruption"))
+    # ids flashbed gave these requests before --pace auto (then: real pacing throughout)
+    assert PlanRequest(**mixed, pace="real").run_id() == "quick-ff1dfa15"
+    assert PlanRequest(**failure, pace="real").run_id() == "quick-5d00f171"
+    assert PlanRequest(**mixed).run_id() not in ("quick-ff1dfa15", PlanRequest(**mixed, pace="none").run_id())
+    # only timing-free studies: auto is none, the same cells as --pace none, the same run
+    assert PlanRequest(**failure).run_id() == PlanRequest(**failure, pace="none").run_id()
+    plan = make_plan(PlanRequest(**mixed))
+    assert {(c.key.study, c.pace) for c in plan.cells} == {("mkfs", "real"), ("powercut", "none")}
+    assert plan.request.pace == "auto"

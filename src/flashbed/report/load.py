@@ -260,9 +260,10 @@ class RunData:
 
     @property
     def paced(self) -> bool:
-        """Whether the emulator ran in real time (--pace none skips the device's delays)."""
+        """Whether the emulator ran its timed studies in real time (--pace none skips the device's
+        delays; auto skips them only for the timing-free studies)."""
         req = self.manifest.get("request") or {}
-        return (req.get("pace") if isinstance(req, dict) else None) in (None, "real")
+        return (req.get("pace") if isinstance(req, dict) else None) in (None, "real", "auto")
 
     def device_stat_keys(self, device: str) -> list[str]:
         s = {k for (d, _f, _s, c), st in self.dstats.items() if d == device and c == "*" for k in st}
@@ -321,7 +322,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     phase_ds: dict[tuple[str, str, str, str], dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
     utils: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     basis: dict[tuple[str, str, str, str], str] = {}
-    paced = (manifest.get("request") or {}).get("pace") in (None, "real")
+    run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
 
@@ -353,7 +354,8 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         for phase, raw in (r.device_stats or {}).items():
             if phase != "workload" and (flat := _phase_numbers(raw)):
                 phase_ds[(k.device, k.fs, k.study, phase)][k.repeat].append(flat)
-        if paced:  # at --pace none the device's time is modelled, not spent: no utilisation
+        # at pace none the device's time is modelled, not spent: no utilisation
+        if (r.provenance or {}).get("pace", run_pace) in (None, "real"):
             for case in per_case:
                 u = _utilisation(r.device_stats, case, per_case)
                 if u is not None:

@@ -97,6 +97,7 @@ class BadBlocks(Study):
     primary_metric = "survived"
     good_outcomes = frozenset({FileState.INTACT, AfterFault.INTACT})
     device_stats = False
+    timing_free = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations", "outcome:", ITER_OUTCOMES + (IterationOutcome.ERROR,), per_iteration=True),

@@ -106,6 +106,10 @@ class Study:
     media: tuple[str, ...] = ("block", "mtd")  # which device media it supports
     # does the cell sample the emulator's statistics around its workload?
     device_stats: bool = True
+    # its outcomes do not depend on the device's timing (what survives a power cut, a
+    # corrupted write): at --pace auto (the default) its cells run the emulator without
+    # its delays, which only makes them faster
+    timing_free: ClassVar[bool] = False
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False

@@ -260,6 +260,7 @@ class PowerCut(Study):
     primary_metric = "survived"
     good_outcomes = frozenset(c for c in PowerCutClass if c.good)
     device_stats = False
+    timing_free = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations by class", "class:", CLASSES + EXTRA_CLASSES, per_iteration=True),
