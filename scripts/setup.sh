@@ -5,7 +5,8 @@ set -eu
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES="linux-source-6.12 build-essential bc bison flex libelf-dev xz-utils patch
- e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs mtd-utils fio
+ e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
+ mtd-utils fio
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
  chromium fonts-dejavu-core"
 
