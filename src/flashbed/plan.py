@@ -74,10 +74,24 @@ def _pace(pace: str, studies: tuple[str, ...], devices: tuple[str, ...]) -> str:
 
 
 @dataclass(frozen=True)
+class NotApplicable:
+    """A study the plan left out for a filesystem, and why (the report says "n/a (why)")."""
+
+    device: str
+    fs: str
+    study: str
+    why: str
+
+
+READ_ONLY = "read-only"
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     devices: dict[str, Device]
     cells: list[CellSpec]
+    not_applicable: list[NotApplicable] = field(default_factory=list)
 
 
 def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -105,6 +119,7 @@ def make_plan(req: PlanRequest) -> Plan:
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
     cells: list[CellSpec] = []
+    na: list[NotApplicable] = []
     for spec in r.fs:
         placed = False
         for dev, v in zip(devices.values(), parsed[spec]):
@@ -116,6 +131,9 @@ def make_plan(req: PlanRequest) -> Plan:
             for sname in r.studies:
                 study = STUDIES[sname]
                 if v.media not in study.media:
+                    continue
+                if v.read_only and not study.runs_read_only:
+                    na.append(NotApplicable(dev.label, v.spec, sname, READ_ONLY))  # it writes
                     continue
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
@@ -130,6 +148,10 @@ def make_plan(req: PlanRequest) -> Plan:
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
+    if not cells and na:
+        runs = ", ".join(s for s, st in STUDIES.items() if st.runs_read_only)
+        raise FlashbedError(f"{', '.join(sorted({n.fs for n in na}))}: read-only, and every study asked for writes "
+                            f"to the filesystem: ask for one of {runs}")
     if not cells:
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together")
-    return Plan(r, devices, cells)
+    return Plan(r, devices, cells, na)

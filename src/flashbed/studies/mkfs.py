@@ -19,6 +19,7 @@ class Mkfs(Study):
     order = 90
     primary_metric = "used"
     device_stats = False
+    runs_read_only = True  # a read-only image of an empty tree
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v = spec.variant
