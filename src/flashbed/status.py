@@ -191,3 +191,4 @@ class Measured(StrEnum):
     OK = "ok"
     FAILED = "failed"  # its cells failed: scores 0
     MISSING = "missing"  # not measured: not scored
+    NA = "n/a"  # does not apply to the filesystem (a write figure of a read-only one)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
+from ..plan import READ_ONLY
 from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
@@ -203,10 +204,36 @@ class RunData:
         return sorted(set(self.expected_studies()) - present, key=units.study_sort_key)
 
     def filesystems(self, device: str, study: str | None = None) -> list[str]:
+        """The filesystems with cells on the device (in the study; and those the plan left
+        the study out for, which show n/a there)."""
         def make():
             s = {k[1] for k in self.cell_status if k[0] == device and (study is None or k[2] == study)}
+            s |= {fs for (d, fs, st) in self.na if d == device and st == study}
             return sorted(s, key=units.natural_key)
         return self._cached(("filesystems", device, study), make)
+
+    @property
+    def read_only(self) -> frozenset[str]:
+        """The run's read-only filesystems (images: nothing writes to them)."""
+        return frozenset(str(f) for f in self.manifest.get("read_only") or ())
+
+    @property
+    def na(self) -> dict[tuple[str, str, str], str]:
+        """(device, fs, study) -> why the plan left the study out ('read-only')."""
+        return self._cached(("na",), lambda: {
+            (str(n.get("device")), str(n.get("fs")), str(n.get("study"))): str(n.get("why"))
+            for n in self.manifest.get("not_applicable") or () if isinstance(n, dict)})
+
+    def not_applicable(self, device: str, fs: str, study: str, case: str | None = None) -> str:
+        """Why `fs` has no figure for the study (or its case) by design ('read-only'), '' when it
+        should have one: a study the plan left out for it, or a case a read-only filesystem's
+        cell does not run (writes) while it has no failure to explain the gap."""
+        why = self.na.get((device, fs, study), "")
+        if why or fs not in self.read_only or self.failures_for(device, fs, study, case):
+            return why
+        has = any(k[0] == device and k[1] == fs and k[2] == study and (case is None or k[3] == case)
+                  for k in self.values)
+        return "" if has else READ_ONLY
 
     def cases(self, device: str, study: str) -> list[str]:
         def make():
