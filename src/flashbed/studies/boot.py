@@ -28,12 +28,16 @@ class Boot(Study):
     @dataclass(frozen=True)
     class Params:
         mb: int = param(15, unit="MB", help="the root filesystem tree")
+        # what an image's compressor finds: a real root filesystem compresses about 2:1
+        # (binaries, libraries and text); random bytes would make every compressor useless
+        text: int = param(70, unit="%", help="share of the tree that is text-like (compressible), "
+                                             "the rest random bytes")
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v = spec.variant
         return [[
             Step("gen-rootfs", f"{TOOL} gen-rootfs /tmp/rootfs $FLASHBED_RUN/init-files.txt "
-                               f"--mb {spec.params.mb} --seed {spec.seed}", timeout=600),
+                               f"--mb {spec.params.mb} --text {spec.params.text} --seed {spec.seed}", timeout=600),
             *tree_on_device(v, "/tmp/rootfs"),
             # the image size a read-only partition needs: space the filesystem uses for the tree
             Step("used", f"df -B1 --output=used {MNT} | tail -n 1"),
