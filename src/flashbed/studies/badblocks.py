@@ -9,7 +9,8 @@ and dm-dust is enabled: reading a bad block fails with EIO, writing it
 "remaps" it (as a drive would). Mount, read every file, probe a write,
 unmount; then remove dm-dust, mount the bare device and read every file again
 (did the filesystem damage anything while the blocks were bad?), and run the
-read-only checker.
+read-only checker. A read-only image (squashfs, erofs) is built from the same
+files and written to dm-dust before it is mounted; it has no write to probe.
 
 Raw NAND, cases `badblocks` (factory-marked bad blocks), `weakblocks` (blocks
 whose erase fails after a few erases: grown bad blocks), `weakpages` (pages
@@ -54,6 +55,7 @@ DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
 RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
 DUST = "dust"  # the block devices' one case
+IMAGE_TREE = "/tmp/bbtree"  # a read-only image's files (bb/ in it, as on a writable filesystem)
 ITER_OUTCOMES = (IterationOutcome.MOUNTS, IterationOutcome.READ_ONLY, IterationOutcome.UNMOUNTABLE,
                  IterationOutcome.HANG)
 # kernel lines in which the filesystem (or UBI under it: its catalogue log_prefix)
@@ -97,6 +99,7 @@ class BadBlocks(Study):
     primary_metric = "survived"
     good_outcomes = frozenset({FileState.INTACT, AfterFault.INTACT})
     device_stats = False
+    runs_read_only = True  # an image of its files
     timing_free = True
     continue_after_failure = True
     outcome_tables = (
@@ -161,13 +164,20 @@ class BadBlocks(Study):
         p = spec.params
         t = float(p.step_timeout)
         files = self._files(spec, i)
+        if v.read_only:  # the files in the guest's memory, then an image of them on dm-dust
+            make = [Step("write", f"{CW} cwork {IMAGE_TREE}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
+                    *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600)
+                      for j, c in enumerate(on_dm(v.image_cmds(IMAGE_TREE), DM))],
+                    *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))]]
+        else:
+            make = [*[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), DM))],
+                    *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
+                    Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600)]
         steps = [
             Step("dm-create", f"{DMSETUP} create {DUST_NAME} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && "
                               f"{{ [ -b {DM} ] || dmsetup mknodes; }} && dmsetup message {DUST_NAME} 0 quiet",
                  timeout=60),
-            *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), DM))],
-            *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
-            Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
+            *make,
             Step("place", f"{BB} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
                           f"--file-blocks {p.file_blocks} "
                           f"--random-blocks {p.random_blocks} > {RUN}/dust.json; "
@@ -269,6 +279,7 @@ class BadBlocks(Study):
         if not mb or any(not s.status.ok for s in mb):
             return IterationOutcome.UNMOUNTABLE, "mount with the faults present failed"
         insp = step_json(res, "inspect") or {}
-        if insp.get("ro") or insp.get("probe") == "EROFS":
+        # a read-only image is read-only by design: only a writable filesystem turns read-only
+        if not spec.variant.read_only and (insp.get("ro") or insp.get("probe") == "EROFS"):
             return IterationOutcome.READ_ONLY, "read-only with the faults present"
         return IterationOutcome.MOUNTS, ""
