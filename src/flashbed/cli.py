@@ -115,8 +115,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "filesystems":
         for name, fs in fscat.CATALOGUE.items():
-            print(f"{name:16} {fs.media:6} mkfs: {' '.join(fs.mkfs):28} fsck: "
-                  f"{' '.join(fs.check) if fs.check else '(none)':24} {fs.description}")
+            mkfs = " ".join(a for a in fs.mkfs if "{" not in a)
+            extra = f" (variants: {', '.join(f'+{c}' for c in fs.compressors)})" if fs.read_only \
+                else ""
+            print(f"{name:16} {fs.media:6} mkfs: {mkfs:28} fsck: "
+                  f"{' '.join(fs.check) if fs.check else '(none)':24} {fs.description}{extra}")
         return 0
     if args.command == "lab":
         return _lab(args)
