@@ -50,7 +50,8 @@ REQUESTS = [
                 studies=("bandwidth", "mount", "boot", "mkfs", "powercut", "badblocks"), overrides={
         "bandwidth": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "bs": "4k"},
         "mount": {"fills": [0, 25]},
-        "boot": {"mb": 5}, **_FAILURE}, pace="none"),
+        "boot": {"mb": 5}, **_FAILURE,
+        "badblocks": {**_FAILURE["badblocks"], "block_cases": ["dust", "flips"]}}, pace="none"),
     # raw NAND: UBI attach and mount, power cuts by UBI's emulation and by freezing JFFS2, bit flips
     PlanRequest(fs=("ubifs", "jffs2"), devices=("nand-slc-256m@64M",), studies=("mount", "powercut", "badblocks"),
                 overrides={"mount": {"fills": [0]}, **_FAILURE}, pace="none"),

@@ -291,3 +291,27 @@ def test_raw_nand_reattach_uses_the_devices_vid_header_offset(tmp_path):
                  params=STUDIES["badblocks"].params(fault="badblocks", iterations=1), seed=1)
     steps = [step.cmd for boot in STUDIES["badblocks"].boots(b, tmp_path) for step in boot]
     assert all("-O 4096" in c for c in steps if c.startswith("ubiattach"))
+
+
+def test_badblocks_flips_reads_through_dm_flakey_and_an_image_is_read_only_by_design(tmp_path):
+    """Case flips (asked for with block_cases): the files written through a plain mapping, then
+    dm-flakey hands every read request, with the set chance, back with one byte changed; a
+    read-only image's refused probe write is not a read-only outcome."""
+    st = STUDIES["badblocks"]
+    dev = presets.load_spec("plain-file@256M")
+    p = st.params(block_cases=["dust", "flips"], read_corrupt=2.5, iterations=1)
+    assert [c for c, _ in st.cases(p, dev)] == ["dust", "flips"]
+    assert [c for c, _ in st.cases(st.params(), dev)] == ["dust"]  # the default, as before
+    flips = dataclasses.replace(p, fault="flips")
+    s = CellSpec(key=CellKey(dev.label, "squashfs+zstd", "badblocks", "flips"), device=dev,
+                 variant=variants.parse("squashfs+zstd", dev), params=flips, seed=1)
+    steps = {x.name: x.cmd for x in st.boots(s, tmp_path)[0]}
+    assert "linear /dev/ubda 0" in steps["dm-create"] and "place" not in steps
+    assert "flakey /dev/ubda 0 0 1 2 random_read_corrupt 25000000" in steps["enable"]
+    assert steps["mount-bad"] == "mount -t squashfs -o ro /dev/mapper/fbflips /mnt"
+    assert "mksquashfs /tmp/bbtree" in steps["mkfs"] and "of=/dev/mapper/fbflips" in steps["mkfs1"]
+    inspect = json.dumps({"ro": True, "probe": "EROFS", "counts": {"intact": 8}})
+    b = boot("done", [("mount-bad", "ok", 0, "", ""), ("inspect", "ok", 0, inspect, "")])
+    assert st._classify(b, s)[0] == "mounts"
+    ext4 = dataclasses.replace(s, variant=variants.parse("ext4", dev))
+    assert st._classify(b, ext4)[0] == "read-only"
