@@ -114,16 +114,16 @@ def test_parse_counts_every_iteration_exactly_once(tmp_path):
     s = spec(iterations=6)
     ok = json.dumps(facts())
     loss = json.dumps(facts(verify={"n_loss": 1, "loss": ["f1: acked content differs"]}))
-    work = ("work", "ok", 0, "{}", "")
+    # a boot killed by its cut never reports its workload step; each boot's recovery is the
+    # previous boot's iteration's
     boots = [
-        boot("killed", [work]),
-        boot("killed", [("recover", "ok", 0, ok, ""), work]),  # 1st: clean
-        boot("step-failed", [("recover", "ok", 0, loss, ""),  # 2nd: data loss
+        boot("killed", []),  # 1st: cut
+        boot("killed", [("recover", "ok", 0, ok, "")]),  # 1st: clean; 2nd: cut
+        boot("step-failed", [("recover", "ok", 0, loss, ""),  # 2nd: data loss; 3rd: no cut (error)
                              ("work", "failed", 1, "", "prepare failed: mkfs: no")]),
-        boot("killed", [("recover", "ok", 0, ok, ""), work]),  # 3rd: no cut happened: error
-        boot("hang", [("recover", "hang", None, "", "")]),  # 4th: hang, and the 5th never worked
-        boot("crash", []),  # 5th: error (no cut)
-        # the sixth iteration's boots are missing altogether (the cell was cut short)
+        boot("killed", [("recover", "ok", 0, ok, "")]),  # 4th: cut
+        boot("hang", [("recover", "hang", None, "", "")]),  # 4th: hang; 5th: never worked (error)
+        boot("crash", []),  # 6th: never worked (error)
     ]
     out = st.parse(s, boots, tmp_path)
     vals = {mm.metric: mm.value for mm in out.measurements}
@@ -134,7 +134,7 @@ def test_parse_counts_every_iteration_exactly_once(tmp_path):
     assert out.extra["cut_at"] == st.cuts(s)
     assert [r["class"] for r in out.extra["iterations"]] == ["clean", "data-loss", "error", "hang", "error", "error"]
     # a lab that dies during a recovery: that iteration's class is crash
-    crashed = st.parse(spec(iterations=1), [boot("killed", [work]), boot("crash", [])], tmp_path)
+    crashed = st.parse(spec(iterations=1), [boot("killed", []), boot("crash", [])], tmp_path)
     assert [r["class"] for r in crashed.extra["iterations"]] == ["crash"]
     for c in CLASSES:  # the documented classes are always there, for tables that line up
         assert f"class:{c}" in vals
@@ -146,8 +146,7 @@ def test_parse_reads_facts_left_on_disk_when_the_step_hung(tmp_path):
     d = tmp_path / "boot1"
     d.mkdir()
     (d / "pc-recover.json").write_text(json.dumps(facts(phase="verify (mount1)")))
-    out = st.parse(s, [boot("killed", [("work", "ok", 0, "{}", "")]),
-                       boot("hang", [("recover", "timeout", None, "", "")])], tmp_path)
+    out = st.parse(s, [boot("killed", []), boot("hang", [("recover", "timeout", None, "", "")])], tmp_path)
     assert out.extra["iterations"][0]["class"] == "hang"
 
 

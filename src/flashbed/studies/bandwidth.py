@@ -116,10 +116,15 @@ class Bandwidth(Study):
             # the interval the figure covers, to set against the device's busy time
             out += m(case, "runtime", f["runtime"], "s")
         err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec)})
-        rw4k = next((x.value for x in out if x.case == "randwrite 4k direct" and x.metric == "iops"), None)
-        seqw = next((x.value for x in out if x.case == "write 4M direct" and x.metric == "bandwidth"), None)
+        def fig(case: str, metric: str) -> float | None:
+            return next((x.value for x in out if x.case == case and x.metric == metric), None)
+        rw4k, seqw = fig("randwrite 4k direct", "iops"), fig("write 4M direct", "bandwidth")
+        # a read-only image's: its buffered reads
+        rr4k, seqr = fig("randread 4k buffered", "iops"), fig("read 4M buffered", "bandwidth")
         head = ", ".join(filter(None, [f"seq write {seqw:.1f} MB/s" if seqw is not None else "",
-                                       f"4k rand write {rw4k:.0f} IOPS" if rw4k is not None else ""]))
+                                       f"4k rand write {rw4k:.0f} IOPS" if rw4k is not None else ""])) or \
+            ", ".join(filter(None, [f"seq read {seqr:.1f} MB/s" if seqr is not None else "",
+                                    f"4k rand read {rr4k:.0f} IOPS" if rr4k is not None else ""]))
         if failed:
             head += f" ({len(failed)} jobs failed: {', '.join(failed[:3])})"
         return Outcome(out, head or "no job finished", extra={"failed_jobs": failed},

@@ -447,8 +447,8 @@ class PowerCut(Study):
                 # the workload in boot k, its recovery at the start of boot k + 1
                 w = boots[k] if k < len(boots) else None
                 res = boots[k + 1] if k + 1 < len(boots) else None
-                cut = w is not None and w.step("work") is not None and (
-                    w.status is BootStatus.KILLED or cut_hit_workload(w))
+                # killed: by the cut, in the middle of the workload (whose step is then never reported)
+                cut = w is not None and (w.status is BootStatus.KILLED or cut_hit_workload(w))
                 facts, rstatus = self._facts(res, "recover", boot_dir(run_dir, k + 1) / VERDICT)
                 # the boot's fate is the recovery's only while the recovery ran (then the next workload)
                 rstep = res.step("recover") if res else None
