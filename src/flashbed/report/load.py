@@ -199,8 +199,8 @@ class RunData:
         return self.requested_studies() or catalog.known()
 
     def missing_studies(self) -> list[str]:
-        """Expected studies with no cell at all in this run."""
-        present = set(self.studies())
+        """Expected studies with no cell at all in this run (and not left out as n/a by the plan)."""
+        present = set(self.studies()) | {st for (_d, _f, st) in self.na}
         return sorted(set(self.expected_studies()) - present, key=units.study_sort_key)
 
     def filesystems(self, device: str, study: str | None = None) -> list[str]:

@@ -160,7 +160,13 @@ def overview_table(run: RunData) -> Table:
             Column("status", numeric=False)]
     rows = []
     present = run.studies()
-    for study in sorted(set(present) | set(run.missing_studies()), key=units.study_sort_key):
+    na = {st: why for (_d, _f, st), why in run.na.items()}
+    for study in sorted(set(present) | set(run.missing_studies()) | set(na), key=units.study_sort_key):
+        if study not in present and study in na:
+            rows.append([Cell(study, study), Cell(units.study_title(study)), Cell("—"), Cell("—", None, cls="na"),
+                         Cell("—", None, cls="na"), Cell("—", None, cls="na"),
+                         Cell(f"n/a ({na[study]}) for every filesystem", "n/a", cls="na")])
+            continue
         if study not in present:
             rows.append([Cell(study, study), Cell(units.study_title(study)), Cell("—"), Cell("—", None, cls="missing"),
                          Cell("—", None, cls="missing"), Cell("—", None, cls="missing"),
