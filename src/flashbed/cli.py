@@ -136,7 +136,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "studies":
         from .studies import STUDIES
         for name, st in STUDIES.items():
-            print(f"{name:12} {'/'.join(st.media):10} {st.description}")
+            facts = [f for f, on in (("timing-free: no delays at --pace auto", st.timing_free),
+                                     ("runs on read-only images", st.runs_read_only)) if on]
+            print(f"{name:12} {'/'.join(st.media):10} {st.description}" + (f" ({'; '.join(facts)})" if facts else ""))
             for line in st.param_lines():
                 print(f"{'':12} {line}")
         return 0
