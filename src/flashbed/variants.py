@@ -32,6 +32,7 @@ IMAGE = f"{LOWER_MNT}/fs.img"
 # host disk, no guest memory limit) and written to the device from there, as a flashing
 # step would
 RO_IMAGE = "ro.img"
+RO_BYTES = "ro.img.bytes"  # its size, kept after it is written
 EMPTY_TREE = "/tmp/empty"
 F2FS_SEGMENT = 2 * 1024 * 1024
 FS_BLOCK = 4096
@@ -81,7 +82,13 @@ class FsVariant:
     def image_cmds(self, src: str) -> list[str]:
         """A read-only image of the tree `src` on the device: built, then written (dd)."""
         return [self.fs.image_cmd(src, RO_IMAGE, self.compressor),
+                f"stat -c %s {RO_IMAGE} > {RO_BYTES} && "
                 f"dd if={RO_IMAGE} of=/dev/ubda bs=1M oflag=direct conv=fsync status=none && rm -f {RO_IMAGE}"]
+
+    def used_cmd(self, mnt: str = "/mnt") -> str:
+        """Prints the bytes the filesystem takes: what df says is used, or a read-only image's
+        size (df counts an image in its own block size: squashfs rounds to 128 KiB)."""
+        return f"cat {RO_BYTES}" if self.read_only else f"df -B1 --output=used {mnt} | tail -n 1"
 
     @property
     def base(self) -> Filesystem:

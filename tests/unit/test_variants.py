@@ -78,7 +78,11 @@ def test_read_only_variants_are_an_image_of_a_tree_written_to_the_device():
     assert v.read_only and v.compressor == "zstd" and v.media == "block"
     assert v.image_cmds("/tmp/rootfs") == [
         "mksquashfs /tmp/rootfs ro.img -noappend -quiet -no-progress -comp zstd",
-        "dd if=ro.img of=/dev/ubda bs=1M oflag=direct conv=fsync status=none && rm -f ro.img"]
+        "stat -c %s ro.img > ro.img.bytes && dd if=ro.img of=/dev/ubda bs=1M oflag=direct conv=fsync status=none "
+        "&& rm -f ro.img"]
+    # the space it takes: the image's size (df would round it to squashfs's 128 KiB blocks)
+    assert v.used_cmd("/mnt") == "cat ro.img.bytes"
+    assert variants.parse("ext4").used_cmd("/mnt") == "df -B1 --output=used /mnt | tail -n 1"
     # "make" = an image of an empty tree (the mkfs study's empty filesystem)
     assert v.make_cmds() == ["mkdir -p /tmp/empty", *v.image_cmds("/tmp/empty")]
     assert v.mount_cmds("/mnt") == v.mount_cmds("/mnt", ro=True) == ["mount -t squashfs -o ro /dev/ubda /mnt"]

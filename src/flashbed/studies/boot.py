@@ -40,7 +40,7 @@ class Boot(Study):
                                f"--mb {spec.params.mb} --text {spec.params.text} --seed {spec.seed}", timeout=600),
             *tree_on_device(v, "/tmp/rootfs"),
             # the image size a read-only partition needs: space the filesystem uses for the tree
-            Step("used", f"df -B1 --output=used {MNT} | tail -n 1"),
+            Step("used", v.used_cmd(MNT)),
             *umount(v), drop_caches(), stats_reset("boot"),
             *mount(v, "mount-cold", ro=True),
             Step("read", f"{TOOL} read-list {MNT} $FLASHBED_RUN/init-files.txt", timeout=3600),
