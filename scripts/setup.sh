@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # apt into flashbed's cache on first use (never installed), checked against
 # debian-archive-keyring
 APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison flex libelf-dev xz-utils patch
- e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs mtd-utils fio flashbench
+ e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
+ mtd-utils fio flashbench
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
  chromium fonts-dejavu-core"
 

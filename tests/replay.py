@@ -44,6 +44,14 @@ REQUESTS = [
         "corruption": {"iterations": 1, "modes": "after", "features": "corrupt", "corrupt_after": 1, "tail": 2,
                        "big_mb": 8, "many_count": 8},
         **_FAILURE}, pace="none"),
+    # read-only images: the studies that read, on an image of their files written to the device
+    # (the write studies are n/a for them: the plan leaves them out)
+    PlanRequest(fs=("squashfs+zstd", "erofs+lz4"), devices=("plain-file@256M",),
+                studies=("bandwidth", "mount", "boot", "mkfs", "powercut", "badblocks"), overrides={
+        "bandwidth": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "bs": "4k"},
+        "mount": {"fills": [0, 25]},
+        "boot": {"mb": 5}, **_FAILURE,
+        "badblocks": {**_FAILURE["badblocks"], "block_cases": ["dust", "flips"]}}, pace="none"),
     # raw NAND: UBI attach and mount, power cuts by UBI's emulation and by freezing JFFS2, bit flips
     PlanRequest(fs=("ubifs", "jffs2"), devices=("nand-slc-256m@64M",), studies=("mount", "powercut", "badblocks"),
                 overrides={"mount": {"fills": [0]}, **_FAILURE}, pace="none"),

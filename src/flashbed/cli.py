@@ -79,8 +79,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", choices=["local", "dask"])
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    r.add_argument("--pace", help="emulator clock: real (default) or none, which skips the device's delays "
-                   "(for failure studies, whose results do not depend on timing)")
+    r.add_argument("--pace", help="emulator clock: auto (default: none for the failure studies, whose outcomes "
+                   "do not depend on timing, real for the rest), real, or none (skip the device's delays)")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -139,8 +139,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _kernel(args)
     if args.command == "filesystems":
         for name, fs in fscat.CATALOGUE.items():
-            print(f"{name:16} {fs.media:6} mkfs: {' '.join(fs.mkfs):28} fsck: "
-                  f"{' '.join(fs.check) if fs.check else '(none)':24} {fs.description}")
+            mkfs = " ".join(a for a in fs.mkfs if "{" not in a)
+            extra = f" (variants: {', '.join(f'+{c}' for c in fs.compressors)})" if fs.read_only \
+                else ""
+            print(f"{name:16} {fs.media:6} mkfs: {mkfs:28} fsck: "
+                  f"{' '.join(fs.check) if fs.check else '(none)':24} {fs.description}{extra}")
         return 0
     if args.command == "lab":
         return _lab(args)
@@ -164,7 +167,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "studies":
         from .studies import STUDIES
         for name, st in STUDIES.items():
-            print(f"{name:12} {'/'.join(st.media):10} {st.description}")
+            facts = [f for f, on in (("timing-free: no delays at --pace auto", st.timing_free),
+                                     ("runs on read-only images", st.runs_read_only)) if on]
+            print(f"{name:12} {'/'.join(st.media):10} {st.description}" + (f" ({'; '.join(facts)})" if facts else ""))
             for line in st.param_lines():
                 print(f"{'':12} {line}")
         return 0
@@ -265,7 +270,7 @@ def _run(args: argparse.Namespace) -> int:
                           devices=tuple(absolute_spec(d) for d in _split(args.device)),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace=args.pace or "real")
+                          pace=args.pace or "auto")
         store = RunStore(args.out or Path("runs") / req.run_id())
     plan = make_plan(req, tuple(args.destroy_data_on))
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):

@@ -67,6 +67,9 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
         "emulator": emulator_version() if any(d.emulated for d in plan.devices.values()) else None,
         "devices": {label: d.info for label, d in plan.devices.items()},
         "filesystems": sorted({c.variant.spec for c in plan.cells}),
+        # read-only filesystems, and the studies the plan left out for them (they write)
+        "read_only": sorted({c.variant.spec for c in plan.cells if c.variant.read_only}),
+        "not_applicable": [asdict(n) for n in plan.not_applicable],
         "host": {"system": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "cells": len(plan.cells),
     }

@@ -39,6 +39,13 @@ class Filesystem:
     # mount replayed a journal or log (regex; default: any recover/replay)
     log_prefix: str = ""
     recovery_log: str = ""
+    # a read-only image filesystem: `mkfs` builds an image of a tree ("{src}") into a file
+    # ("{img}"; "{compress}": the compressor's options, `compress` with "{c}" the compressor
+    # given as a variant tag, or none for the tool's default), which is written to the device
+    # and mounted read-only; studies that write to the filesystem do not apply to it
+    read_only: bool = False
+    compressors: tuple[str, ...] = ()
+    compress: tuple[str, ...] = ()
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -51,6 +58,14 @@ class Filesystem:
     # --- shell snippets for the guest -------------------------------------------
     def make_cmd(self, dev: str) -> str:
         return shlex.join([*self.mkfs, dev])
+
+    def image_cmd(self, src: str, img: str, compressor: str = "") -> str:
+        """Build a read-only image of the tree `src` into the file `img`."""
+        comp = [a.format(c=compressor) for a in self.compress] if compressor else []
+        args: list[str] = []
+        for a in self.mkfs:
+            args += comp if a == "{compress}" else [a.format(src=src, img=img)]
+        return shlex.join(args)
 
     def check_cmd(self, dev: str) -> str | None:
         return shlex.join([*self.check, dev]) if self.check else None
@@ -105,6 +120,17 @@ CATALOGUE: dict[str, Filesystem] = {
         Filesystem("exfat", "block", "exfat", ("mkfs.exfat",), "exfatprogs",
                    check=("fsck.exfat", "-n"), repair=("fsck.exfat", "-y"), repair_fixed=(1,),
                    description="exFAT", log_prefix=r"exFAT-fs"),
+        # read-only images (boot and system partitions): built from the study's tree, written
+        # to the device as a flashing step would, mounted read-only
+        Filesystem("squashfs", "block", "squashfs", ("mksquashfs", "{src}", "{img}", "-noappend", "-quiet",
+                                                     "-no-progress", "{compress}"), "squashfs-tools",
+                   mount_opts=("ro",), min_size=4 * MiB, read_only=True, compressors=("gzip", "lz4", "xz", "zstd"),
+                   compress=("-comp", "{c}"), description="squashfs: compressed read-only image (gzip unless given)",
+                   log_prefix=r"SQUASHFS|squashfs"),
+        Filesystem("erofs", "block", "erofs", ("mkfs.erofs", "--quiet", "{compress}", "{img}", "{src}"),
+                   "erofs-utils", check=("fsck.erofs",), mount_opts=("ro",), min_size=4 * MiB, read_only=True,
+                   compressors=("lz4", "lz4hc"), compress=("-z{c}",),
+                   description="EROFS: read-only image (uncompressed unless given)", log_prefix=r"erofs|EROFS"),
         # UBIFS: UBI on the raw NAND, one volume filling it; the kernel formats an
         # empty volume at first mount. mtd-utils in Debian 12 has no fsck.ubifs.
         Filesystem("ubifs", "mtd", "ubifs", ("ubiformat", "-y", "-q"), "mtd-utils",
@@ -118,6 +144,7 @@ CATALOGUE: dict[str, Filesystem] = {
 }
 
 BLOCK = tuple(n for n, f in CATALOGUE.items() if f.media == "block")
+READ_ONLY = tuple(n for n, f in CATALOGUE.items() if f.read_only)
 RAW = tuple(n for n, f in CATALOGUE.items() if f.media == "mtd")
 
 

@@ -17,6 +17,9 @@ from .studies import STUDIES
 from .studies.base import CellSpec
 
 
+PACES = ("auto", "real", "none")
+
+
 @dataclass(frozen=True)
 class PlanRequest:
     """What `flashbed run` was asked for; the run's identity."""
@@ -31,18 +34,26 @@ class PlanRequest:
     # per-study parameter changes as given (--set text, sizes made bytes): the run's
     # identity; checked against each study's Params when the plan is made
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pace: str = "real"  # "none": the emulator skips its sleeps (timings then mean nothing)
+    # the emulator's clock: "real" timing; "none": it skips its delays (timings then mean
+    # nothing); "auto": none for the studies whose outcomes do not depend on timing
+    # (Study.timing_free), real for the rest
+    pace: str = "auto"
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
-        return PlanRequest(
-            profile=self.profile,
-            fs=self.fs or profiles.BLOCK_FILESYSTEMS,
-            # a real device by its identity, not its node: the run id follows the device
-            devices=tuple(realdev.canonical(d) if realdev.names_device(d) else d for d in self.devices)
-            or (prof["device"],),
-            studies=self.studies or tuple(prof["studies"]),
-            repeat=self.repeat, seed=self.seed, overrides=self.overrides, pace=self.pace)
+        fs = self.fs or profiles.BLOCK_FILESYSTEMS
+        # a real device by its identity, not its node: the run id follows the device
+        devices = tuple(realdev.canonical(d) if realdev.names_device(d) else d for d in self.devices) \
+            or (prof["device"],)
+        studies = self.studies or tuple(prof["studies"])
+        return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
+                           seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices))
+
+    def cell_pace(self, study: str) -> str:
+        """The emulator's clock for the cells of `study` (of a resolved request)."""
+        if self.pace == "auto":
+            return "none" if STUDIES[study].timing_free else "real"
+        return self.pace
 
     def run_id(self) -> str:
         """Same request, same id: rerunning a command resumes its run."""
@@ -53,11 +64,37 @@ class PlanRequest:
         return f"{r['profile']}-{digest}"
 
 
+def _pace(pace: str, studies: tuple[str, ...], devices: tuple[str, ...]) -> str:
+    """"auto" written as the pace every cell gets when they all get the same one: the same
+    cells make the same request, hence the same run id ("real" is left out of the id, so
+    requests from before "auto" keep theirs)."""
+    if pace != "auto" or any(s not in STUDIES for s in studies):
+        return pace  # make_plan says what is wrong
+    free = {STUDIES[s].timing_free for s in studies}
+    if free == {False} or not any(not realdev.names_device(d) and presets.load_spec(d).emulated for d in devices):
+        return "real"  # nothing is timing-free, or no device has a clock to skip
+    return "none" if free == {True} else "auto"
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A study the plan left out for a filesystem, and why (the report says "n/a (why)")."""
+
+    device: str
+    fs: str
+    study: str
+    why: str
+
+
+READ_ONLY = "read-only"
+
+
 @dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     devices: dict[str, Device]
     cells: list[CellSpec]
+    not_applicable: list[NotApplicable] = field(default_factory=list)
 
 
 def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -85,8 +122,9 @@ def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) 
 def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
-    if req.pace not in ("real", "none"):
-        raise FlashbedError(f"--pace must be real or none (got '{req.pace}')")
+    if req.pace not in PACES:
+        raise FlashbedError(f"--pace must be real or none, or auto (none for the studies whose outcomes do not "
+                            f"depend on timing, real for the rest; the default), not '{req.pace}'")
     r = req.resolved()
     for s in r.studies:
         if s not in STUDIES:
@@ -96,6 +134,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
     cells: list[CellSpec] = []
+    na: list[NotApplicable] = []
     for spec in r.fs:
         placed = False
         for dev, v in zip(devices.values(), parsed[spec]):
@@ -113,6 +152,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
                         f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "
                         f"flashbed can do only to an emulated device (killing the lab is a kernel crash a real "
                         f"device rides out): run {sname} on a preset, or drop it for this device")
+                if v.read_only and not study.runs_read_only:
+                    na.append(NotApplicable(dev.label, v.spec, sname, READ_ONLY))  # it writes
+                    continue
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
@@ -122,10 +164,15 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
                             f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
                     for rep in range(r.repeat):
                         cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
-                                              variant=v, params=params, seed=r.seed + rep, pace=r.pace))
+                                              variant=v, params=params, seed=r.seed + rep,
+                                              pace=r.cell_pace(sname)))
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
+    if not cells and na:
+        runs = ", ".join(s for s, st in STUDIES.items() if st.runs_read_only)
+        raise FlashbedError(f"{', '.join(sorted({n.fs for n in na}))}: read-only, and every study asked for writes "
+                            f"to the filesystem: ask for one of {runs}")
     if not cells:
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together")
-    return Plan(r, devices, cells)
+    return Plan(r, devices, cells, na)

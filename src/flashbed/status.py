@@ -192,3 +192,4 @@ class Measured(StrEnum):
     FAILED = "failed"  # its cells failed: scores 0
     MISSING = "missing"  # not measured: not scored
     NOT_OBSERVABLE = "not-observable"  # an emulator statistic of a real device: not scored for anyone
+    NA = "n/a"  # does not apply to the filesystem (a write figure of a read-only one)

@@ -6,6 +6,8 @@ Spec strings:
   ext4+noatime+discard  mount options
   ext4+tuned            flash-tuned mkfs/mount options from the erase block size
   ext2@f2fs             an ext2 image file filling an f2fs, loop-mounted (study 4)
+  squashfs+zstd         a read-only image made with that compressor (the catalogue's
+                        `compressors`); written to the device, mounted read-only
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ MOUNT_TAGS: dict[str, tuple[str, ...]] = {
 TAGS = (*MOUNT_TAGS, "tuned")
 LOWER_MNT = "/lower"
 IMAGE = f"{LOWER_MNT}/fs.img"
+# a read-only image is built in the shared run directory (the guest's working directory:
+# host disk, no guest memory limit) and written to the device from there, as a flashing
+# step would
+RO_IMAGE = "ro.img"
+RO_BYTES = "ro.img.bytes"  # its size, kept after it is written
+EMPTY_TREE = "/tmp/empty"
 F2FS_SEGMENT = 2 * 1024 * 1024
 FS_BLOCK = 4096
 
@@ -63,10 +71,27 @@ class FsVariant:
     mkfs_extra: tuple[str, ...] = ()
     mount_extra: tuple[str, ...] = ()
     ubi_vid_offset: int | None = None  # UBI VID header offset (no sub-pages), from the device
+    compressor: str = ""  # read-only images: the image tool's compressor ("": its default)
 
     @property
     def media(self) -> str:
         return (self.lower or self.fs).media
+
+    @property
+    def read_only(self) -> bool:
+        """An image filesystem: nothing writes to it once it is on the device."""
+        return self.base.read_only
+
+    def image_cmds(self, src: str) -> list[str]:
+        """A read-only image of the tree `src` on the device: built, then written (dd)."""
+        return [self.fs.image_cmd(src, RO_IMAGE, self.compressor),
+                f"stat -c %s {RO_IMAGE} > {RO_BYTES} && "
+                f"dd if={RO_IMAGE} of=/dev/ubda bs=1M oflag=direct conv=fsync status=none && rm -f {RO_IMAGE}"]
+
+    def used_cmd(self, mnt: str = "/mnt") -> str:
+        """Prints the bytes the filesystem takes: what df says is used, or a read-only image's
+        size (df counts an image in its own block size: squashfs rounds to 128 KiB)."""
+        return f"cat {RO_BYTES}" if self.read_only else f"df -B1 --output=used {mnt} | tail -n 1"
 
     @property
     def base(self) -> Filesystem:
@@ -88,7 +113,10 @@ class FsVariant:
         return fscat.raw_device(b) if b.media == "mtd" else "/dev/ubda"
 
     def make_cmds(self) -> list[str]:
-        """Commands that create the filesystem (mounting the lower one if layered)."""
+        """Commands that create the filesystem (mounting the lower one if layered; an image of
+        an empty tree for a read-only one)."""
+        if self.read_only:
+            return [f"mkdir -p {EMPTY_TREE}", *self.image_cmds(EMPTY_TREE)]
         cmds = self._base_make()
         if self.lower:
             cmds += [
@@ -101,11 +129,13 @@ class FsVariant:
             ]
         return cmds
 
-    def mount_cmds(self, mnt: str = "/mnt") -> list[str]:
+    def mount_cmds(self, mnt: str = "/mnt", ro: bool = False) -> list[str]:
+        """`ro`: mounted read-only, as a boot partition is (a read-only filesystem always is)."""
+        extra = (*self.mount_extra, "ro") if ro and "ro" not in self.fs.mount_opts else self.mount_extra
         if self.lower:
             return [f"mountpoint -q {LOWER_MNT} || " + self.lower.mount_cmd(self._base_mount_dev(), LOWER_MNT),
-                    self.fs.mount_cmd(IMAGE, mnt, ("loop", *self.mount_extra))]
-        return [self.fs.mount_cmd(self._base_mount_dev(), mnt, self.mount_extra)]
+                    self.fs.mount_cmd(IMAGE, mnt, ("loop", *extra))]
+        return [self.fs.mount_cmd(self._base_mount_dev(), mnt, extra)]
 
     def ubi_attach_cmd(self) -> str:
         return fscat.ubi_attach_cmd(vid_offset=self.ubi_vid_offset)
@@ -133,9 +163,20 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
     lower = fscat.get(lower_name) if lower_name else None
     if lower and fs.media != "block":
         raise FlashbedError(f"'{spec}': only a block filesystem can live in an image file")
+    if lower and lower.read_only:
+        raise FlashbedError(f"'{spec}': {lower.name} is read-only: an image file cannot live in it")
+    if lower and fs.read_only:
+        raise FlashbedError(f"'{spec}': {fs.name} is a read-only image: it goes on the device itself")
     mkfs_extra: list[str] = []
     mount_extra: list[str] = []
+    compressor = ""
     for t in tags:
+        if fs.read_only:
+            if t not in fs.compressors or compressor:
+                raise FlashbedError(f"'{spec}': {fs.name} is a read-only image; its variants are one compressor: "
+                                    f"{', '.join(f'{fs.name}+{c}' for c in fs.compressors)}")
+            compressor = t
+            continue
         if t not in TAGS:
             raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
@@ -150,7 +191,7 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             mount_extra += MOUNT_TAGS[t]
     vid = (device.info.get("ubi") or {}).get("vid_hdr_offset") if device is not None else None
     return FsVariant(spec=spec, fs=fs, lower=lower, mkfs_extra=tuple(mkfs_extra),
-                     mount_extra=tuple(mount_extra), ubi_vid_offset=vid)
+                     mount_extra=tuple(mount_extra), ubi_vid_offset=vid, compressor=compressor)
 
 
 def check_device(v: FsVariant, dev: Device) -> None:

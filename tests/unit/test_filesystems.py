@@ -4,11 +4,26 @@ from flashbed import filesystems as fscat
 from flashbed.errors import FlashbedError, HostToolMissing
 
 
-def test_catalogue_has_the_twelve_filesystems():
+def test_catalogue_has_the_fourteen_filesystems():
+    # the twelve writable ones, and (issue 14) the read-only images squashfs and erofs
     assert set(fscat.CATALOGUE) == {
         "ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2",
-        "vfat", "exfat", "ubifs", "jffs2"}
+        "vfat", "exfat", "ubifs", "jffs2", "squashfs", "erofs"}
     assert set(fscat.RAW) == {"ubifs", "jffs2"}
+    assert set(fscat.READ_ONLY) == {"squashfs", "erofs"}
+
+
+def test_read_only_images_are_built_from_a_tree_with_a_chosen_compressor():
+    sq, er = fscat.get("squashfs"), fscat.get("erofs")
+    assert sq.image_cmd("/tmp/t", "ro.img", "zstd") == "mksquashfs /tmp/t ro.img -noappend -quiet -no-progress " \
+                                                       "-comp zstd"
+    assert sq.image_cmd("/tmp/t", "ro.img") == "mksquashfs /tmp/t ro.img -noappend -quiet -no-progress"
+    assert er.image_cmd("/tmp/t", "ro.img", "lz4") == "mkfs.erofs --quiet -zlz4 ro.img /tmp/t"
+    assert er.image_cmd("/tmp/t", "ro.img") == "mkfs.erofs --quiet ro.img /tmp/t"
+    # the compressors Debian 12's tools offer (erofs-utils 1.5 is built without lzma)
+    assert sq.compressors == ("gzip", "lz4", "xz", "zstd") and er.compressors == ("lz4", "lz4hc")
+    assert sq.mount_cmd("/dev/ubda", "/mnt") == "mount -t squashfs -o ro /dev/ubda /mnt"
+    assert sq.tools == ("mksquashfs",) and er.tools == ("mkfs.erofs", "fsck.erofs")
 
 
 def test_mount_names_type_and_never_probes():

@@ -4,9 +4,16 @@ The ids below were computed by flashbed before the studies owned their parameter
 
 from flashbed.plan import PlanRequest, make_plan
 
+# what the default request (`flashbed run`, `make demo`) was before the quick profile gained the
+# power-cut and corruption studies and the default filesystems the read-only images (issue 14):
+# spelled out, it keeps its id, and its run resumes; the default request is a new plan, a new id
+OLD_DEFAULT = dict(fs=("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2", "vfat", "exfat"),
+                   studies=("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot",
+                            "mkfs", "cpu"))
+
 RUN_IDS = [
     (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount")), "quick-9a4460d7"),
-    (PlanRequest(), "quick-a7021a70"),
+    (PlanRequest(**OLD_DEFAULT), "quick-a7021a70"),
     (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",)), "paper-17b37363"),
     (PlanRequest(fs=("ext4", "btrfs"), devices=("plain-file@512M",), studies=("powercut", "corruption", "badblocks"),
                  overrides={"powercut": {"iterations": 5}}), "quick-6dc1e75c"),
@@ -21,9 +28,17 @@ def test_same_request_same_run_id_as_before():
         assert req.run_id() == want, req
 
 
+def test_the_default_request_since_issue_14():
+    assert PlanRequest().run_id() == "quick-6e7d4c40"
+
+
 def test_cells_keep_their_ids_and_file_names():
+    # the corruption cases the quick profile had before it ran a short corruption study (issue 14)
+    reference = {"modes": ["after", "alternate"], "features": ["corrupt", "drop"], "corrupt_after": 10,
+                 "big_mb": 30, "many_count": 30}
     plan = make_plan(PlanRequest(fs=("ext4",), devices=("plain-file@512M",),
-                                 studies=("mount", "powercut", "corruption", "badblocks")))
+                                 studies=("mount", "powercut", "corruption", "badblocks"),
+                                 overrides={"corruption": reference}))
     assert [c.key.file_name for c in plan.cells] == [
         "plain-file@512M__ext4__mount__fill0__r0.json", "plain-file@512M__ext4__mount__fill50__r0.json",
         "plain-file@512M__ext4__powercut__sync__r0.json", "plain-file@512M__ext4__powercut__async__r0.json",
@@ -39,3 +54,21 @@ def test_cells_keep_their_ids_and_file_names():
     raw = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("badblocks",)))
     assert [c.key.id for c in raw.cells] == [f"nand-2g-4k@128M/ubifs/badblocks/{c}/r0"
                                              for c in ("badblocks", "weakblocks", "weakpages", "bitflips")]
+
+
+def test_auto_pace_keeps_the_ids_of_requests_it_does_not_change():
+    """--pace auto (the default since the studies declare whether they depend on timing) gives
+    the failure studies' cells pace none. A request that comes out the same (no timing-free
+    study, or no emulated device) keeps its id; one made before with the old default, real,
+    keeps its id when it says --pace real; the others are new plans and get new ids."""
+    mixed = dict(fs=("ext4", "f2fs"), devices=("emmc-8g@512M",), studies=("mkfs", "powercut"))
+    failure = dict(mixed, studies=("powercut", "corruption"))
+    # ids flashbed gave these requests before --pace auto (then: real pacing throughout)
+    assert PlanRequest(**mixed, pace="real").run_id() == "quick-ff1dfa15"
+    assert PlanRequest(**failure, pace="real").run_id() == "quick-5d00f171"
+    assert PlanRequest(**mixed).run_id() not in ("quick-ff1dfa15", PlanRequest(**mixed, pace="none").run_id())
+    # only timing-free studies: auto is none, the same cells as --pace none, the same run
+    assert PlanRequest(**failure).run_id() == PlanRequest(**failure, pace="none").run_id()
+    plan = make_plan(PlanRequest(**mixed))
+    assert {(c.key.study, c.pace) for c in plan.cells} == {("mkfs", "real"), ("powercut", "none")}
+    assert plan.request.pace == "auto"

@@ -99,3 +99,24 @@ def test_a_run_being_run_refuses_a_second_flashbed(tmp_path):
                 pass
     with store.running():  # released with the first
         pass
+
+
+def test_studies_that_write_are_not_applicable_to_a_read_only_filesystem():
+    """The plan decides it once, from the filesystem's catalogue flag and the study's fact; the
+    studies that read (boot, mount, mkfs, bandwidth's reads, badblocks) run on an image of their files."""
+    plan = make_plan(PlanRequest(fs=("ext4", "squashfs+zstd"), devices=(PLAIN,),
+                                 studies=("bandwidth", "boot", "mount", "mkfs", "bigfile", "powercut", "badblocks")))
+    ro = {(c.key.study, c.key.case) for c in plan.cells if c.key.fs == "squashfs+zstd"}
+    assert ro == {("bandwidth", ""), ("boot", ""), ("mount", "fill0"), ("mount", "fill50"), ("mkfs", ""),
+                  ("badblocks", "dust")}
+    assert {(n.fs, n.study, n.why) for n in plan.not_applicable} == {
+        ("squashfs+zstd", "bigfile", "read-only"), ("squashfs+zstd", "powercut", "read-only")}
+    assert {c.key.study for c in plan.cells if c.key.fs == "ext4"} == {
+        "bandwidth", "boot", "mount", "mkfs", "bigfile", "powercut", "badblocks"}
+    # bandwidth on the image: its buffered reads only
+    from flashbed.studies import STUDIES
+    bw = next(c for c in plan.cells if c.key.fs == "squashfs+zstd" and c.key.study == "bandwidth")
+    assert STUDIES["bandwidth"].matrix(bw) == [("randread", "4k", 0), ("randread", "4M", 0), ("read", "4k", 0),
+                                               ("read", "4M", 0)]
+    with pytest.raises(FlashbedError, match="erofs: read-only, and every study asked for writes .* boot"):
+        make_plan(PlanRequest(fs=("erofs",), devices=(PLAIN,), studies=("bigfile", "powercut")))

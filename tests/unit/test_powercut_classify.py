@@ -77,15 +77,21 @@ def spec(fs="ext4", device="plain-file@256M", **params):
     return CellSpec(key=CellKey(dev.label, fs, "powercut", p.mode), device=dev, variant=v, params=p, seed=9)
 
 
-def test_plan_two_boots_per_iteration_with_a_seeded_cut(tmp_path):
+def test_plan_one_boot_per_cut_with_a_seeded_cut(tmp_path):
+    """Each boot recovers from the previous boot's cut, then runs the next workload until its cut:
+    n cuts in n + 1 boots (the first only works, the last only recovers)."""
     st = STUDIES["powercut"]
     s = spec()
     boots = st.boots(s, tmp_path)
-    assert len(boots) == 8
-    cuts = [float(b[0].cmd.split("--cut-in ")[1].split()[0]) for b in boots[::2]]
+    assert len(boots) == 5
+    assert [[x.name for x in b] for b in boots] == [["work"]] + [["recover", "work"]] * 3 + [["recover"]]
+    cuts = [float(b[-1].cmd.split("--cut-in ")[1].split()[0]) for b in boots[:-1]]
     assert cuts == st.cuts(s) == cut_points(9, 4, 0.5, 1.0)
-    assert [st.name for st in boots[0]] == ["work"] and "--prepare" in boots[0][0].cmd
-    assert [st.name for st in boots[1]] == ["recover"] and boots[1][0].may_fail
+    assert "--prepare" in boots[0][0].cmd and boots[1][0].may_fail
+    # the recovery checks the previous boot's log; the workload's set-up reads the recovery's verdict
+    assert "prev-pclog.jsonl" in boots[1][0].cmd and "pc-recover.json" in boots[1][0].cmd
+    assert '"previous":"$FLASHBED_RUN/pc-recover.json"' in boots[1][1].cmd
+    assert '"previous":null' in boots[0][0].cmd
     sync = st.boots(spec(mode="sync"), tmp_path)
     assert "sync" in sync[0][0].cmd.split("--prepare")[1]
     assert "sync" not in boots[0][0].cmd.split("--prepare")[1].replace("fsync", "")
@@ -108,22 +114,28 @@ def test_parse_counts_every_iteration_exactly_once(tmp_path):
     s = spec(iterations=6)
     ok = json.dumps(facts())
     loss = json.dumps(facts(verify={"n_loss": 1, "loss": ["f1: acked content differs"]}))
+    # a boot killed by its cut never reports its workload step; each boot's recovery is the
+    # previous boot's iteration's
     boots = [
-        boot("killed", [("work", "ok", 0, "{}", "")]), boot("done", [("recover", "ok", 0, ok, "")]),
-        boot("killed", []), boot("done", [("recover", "ok", 0, loss, "")]),
-        boot("step-failed", [("work", "failed", 1, "", "prepare failed: mkfs: no")]), boot("done", [("recover", "ok", 0, ok, "")]),
-        boot("killed", []), boot("hang", [("recover", "hang", None, "", "")]),
-        boot("killed", []), boot("crash", []),
-        # the sixth iteration's boots are missing altogether (the cell was cut short)
+        boot("killed", []),  # 1st: cut
+        boot("killed", [("recover", "ok", 0, ok, "")]),  # 1st: clean; 2nd: cut
+        boot("step-failed", [("recover", "ok", 0, loss, ""),  # 2nd: data loss; 3rd: no cut (error)
+                             ("work", "failed", 1, "", "prepare failed: mkfs: no")]),
+        boot("killed", [("recover", "ok", 0, ok, "")]),  # 4th: cut
+        boot("hang", [("recover", "hang", None, "", "")]),  # 4th: hang; 5th: never worked (error)
+        boot("crash", []),  # 6th: never worked (error)
     ]
     out = st.parse(s, boots, tmp_path)
     vals = {mm.metric: mm.value for mm in out.measurements}
     assert vals["iterations"] == 6
     assert sum(v for k, v in vals.items() if k.startswith("class:")) == 6
     assert vals["class:clean"] == 1 and vals["class:data-loss"] == 1 and vals["class:hang"] == 1
-    assert vals["class:crash"] == 1 and vals["class:error"] == 2
+    assert vals["class:error"] == 3
     assert out.extra["cut_at"] == st.cuts(s)
-    assert [r["class"] for r in out.extra["iterations"]] == ["clean", "data-loss", "error", "hang", "crash", "error"]
+    assert [r["class"] for r in out.extra["iterations"]] == ["clean", "data-loss", "error", "hang", "error", "error"]
+    # a lab that dies during a recovery: that iteration's class is crash
+    crashed = st.parse(spec(iterations=1), [boot("killed", []), boot("crash", [])], tmp_path)
+    assert [r["class"] for r in crashed.extra["iterations"]] == ["crash"]
     for c in CLASSES:  # the documented classes are always there, for tables that line up
         assert f"class:{c}" in vals
 
@@ -138,16 +150,18 @@ def test_parse_reads_facts_left_on_disk_when_the_step_hung(tmp_path):
     assert out.extra["iterations"][0]["class"] == "hang"
 
 
-def test_before_boot_hands_the_log_and_the_verdict_on(tmp_path):
+def test_before_boot_hands_the_log_on(tmp_path):
+    """The workload's log goes to the next boot's recovery; the recovery's verdict stays in its
+    boot, where the next workload's set-up reads it."""
     st = STUDIES["powercut"]
     s = spec()
     (tmp_path / "boot0").mkdir()
     (tmp_path / "boot0" / "pclog.jsonl").write_text("L")
     st.before_boot(s, 1, tmp_path)
-    assert (tmp_path / "boot1" / "pclog.jsonl").read_text() == "L"
-    (tmp_path / "boot1" / "pc-recover.json").write_text("V")
-    st.before_boot(s, 2, tmp_path)
-    assert (tmp_path / "boot2" / "previous.json").read_text() == "V"
+    assert (tmp_path / "boot1" / "prev-pclog.jsonl").read_text() == "L"
+    assert not (tmp_path / "boot1" / "pclog.jsonl").exists()
+    st.before_boot(s, 2, tmp_path)  # boot1 wrote no log (its workload never started): nothing stale
+    assert not (tmp_path / "boot2" / "prev-pclog.jsonl").exists()
 
 
 def test_badblocks_noticed_ignores_statistics_lines():
@@ -276,3 +290,27 @@ def test_raw_nand_reattach_uses_the_devices_vid_header_offset(tmp_path):
                  params=STUDIES["badblocks"].params(fault="badblocks", iterations=1), seed=1)
     steps = [step.cmd for boot in STUDIES["badblocks"].boots(b, tmp_path) for step in boot]
     assert all("-O 4096" in c for c in steps if c.startswith("ubiattach"))
+
+
+def test_badblocks_flips_reads_through_dm_flakey_and_an_image_is_read_only_by_design(tmp_path):
+    """Case flips (asked for with block_cases): the files written through a plain mapping, then
+    dm-flakey hands every read request, with the set chance, back with one byte changed; a
+    read-only image's refused probe write is not a read-only outcome."""
+    st = STUDIES["badblocks"]
+    dev = presets.load_spec("plain-file@256M")
+    p = st.params(block_cases=["dust", "flips"], read_corrupt=2.5, iterations=1)
+    assert [c for c, _ in st.cases(p, dev)] == ["dust", "flips"]
+    assert [c for c, _ in st.cases(st.params(), dev)] == ["dust"]  # the default, as before
+    flips = dataclasses.replace(p, fault="flips")
+    s = CellSpec(key=CellKey(dev.label, "squashfs+zstd", "badblocks", "flips"), device=dev,
+                 variant=variants.parse("squashfs+zstd", dev), params=flips, seed=1)
+    steps = {x.name: x.cmd for x in st.boots(s, tmp_path)[0]}
+    assert "linear /dev/ubda 0" in steps["dm-create"] and "place" not in steps
+    assert "flakey /dev/ubda 0 0 1 2 random_read_corrupt 25000000" in steps["enable"]
+    assert steps["mount-bad"] == "mount -t squashfs -o ro /dev/mapper/fbflips /mnt"
+    assert "mksquashfs /tmp/bbtree" in steps["mkfs"] and "of=/dev/mapper/fbflips" in steps["mkfs1"]
+    inspect = json.dumps({"ro": True, "probe": "EROFS", "counts": {"intact": 8}})
+    b = boot("done", [("mount-bad", "ok", 0, "", ""), ("inspect", "ok", 0, inspect, "")])
+    assert st._classify(b, s)[0] == "mounts"
+    ext4 = dataclasses.replace(s, variant=variants.parse("ext4", dev))
+    assert st._classify(b, ext4)[0] == "read-only"

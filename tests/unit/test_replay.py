@@ -81,3 +81,33 @@ def test_a_replayed_run_makes_a_report(replayed):
         assert slug("tab", dev, study) in s["tables"], study
     assert s["studies"]["powercut"]["cells"] == {"ok": 1}
     assert {r["study"] for r in s["results"]} == set(STUDIES)
+
+
+def test_read_only_images_in_a_replayed_report(replayed):
+    """The read-only request: squashfs and erofs images measured where they apply, the studies
+    that write left out by the plan and shown as n/a (read-only), and the images compared in
+    the boot partition's use case (no candidates where power cuts decide)."""
+    from flashbed.report import write_report
+    from flashbed.report.load import load_run
+    from flashbed.report.recommend import recommend
+    from flashbed.report.tables import study_table
+    plan, store = replayed[1]
+    assert {(n.fs, n.study) for n in plan.not_applicable} == {("squashfs+zstd", "powercut"),
+                                                             ("erofs+lz4", "powercut")}
+    run = load_run(store.root)
+    dev = plan.cells[0].key.device
+    assert run.read_only == {"squashfs+zstd", "erofs+lz4"}
+    for fs in run.read_only:
+        assert run.get(dev, fs, "boot", "boot", "used").mean > 0  # the image's size
+        assert run.get(dev, fs, "boot", "boot", "flash").mean > 0  # written with dd
+        assert run.get(dev, fs, "bandwidth", "read 4k buffered", "bandwidth").mean > 0
+        assert run.not_applicable(dev, fs, "mount", "256MiB fill0 unclean") == "read-only"
+    # powercut: asked for, n/a for every filesystem of this request: not missing
+    assert "powercut" not in run.missing_studies() and study_table(run, dev, "powercut") is None
+    from flashbed.report.tables import overview_table
+    assert any(r[0].text == "powercut" and r[-1].text == "n/a (read-only) for every filesystem"
+               for r in overview_table(run).rows)
+    by = {r.use_case.id: r for r in recommend(run)[dev]}
+    assert {e.fs for e in by["boot"].entries} == {"squashfs+zstd", "erofs+lz4"}
+    assert [fs for fs, _why in by["rootfs"].not_candidates] == ["erofs+lz4", "squashfs+zstd"]
+    assert "n/a (read-only)" in write_report(store.root).markdown.read_text()

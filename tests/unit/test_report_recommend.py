@@ -363,3 +363,51 @@ def test_a_decisive_statistic_no_run_can_measure_does_not_hold_the_choice_up(rec
             if boot.use_case.criteria[i].decisive] == [
         ("flash time at boot", "the device has no flash emulator statistics (raw NAND through nandsim, or a plain "
                                "file)")]
+
+
+# ---- read-only filesystems: n/a where they cannot be measured, no candidate where writing decides --------
+
+def _ro_run(tmp_path):
+    return _small_run(tmp_path, [
+        gen.cell("squashfs+zstd", "bandwidth", [("read 4M buffered", "bandwidth", 90.0, "MB/s")]),
+        gen.cell("squashfs+zstd", "mount", [("1024MB fill60 clean", "mount", 0.05, "s")]),
+        gen.cell("ext4", "powercut", [("sync", "class:clean", 5, "count"), ("sync", "iterations", 5, "count")])])
+
+
+def _mark_ro(run_dir):
+    m = json.loads((run_dir / "manifest.json").read_text())
+    m["read_only"] = ["squashfs+zstd"]
+    m["not_applicable"] = [{"device": "emmc-1g", "fs": "squashfs+zstd", "study": "powercut", "why": "read-only"}]
+    (run_dir / "manifest.json").write_text(json.dumps(m))
+    return run_dir
+
+
+def test_a_read_only_filesystem_is_no_candidate_where_a_write_figure_decides(tmp_path):
+    writes = _weights(tmp_path, CRIT.format(w1=1, w2=1).replace("weight = 1\n", "weight = 1\ndecisive = true\n", 1))
+    run = load_run(_mark_ro(_ro_run(tmp_path)), writes)
+    r = rank(run, "emmc-1g", writes.use_cases[0])
+    assert r.not_candidates == [("squashfs+zstd", "read-only: sync write rate n/a")]
+    assert [e.fs for e in r.entries] == ["ext4", "f2fs"] and r.decided
+    # where reading decides, it competes; the write figure it cannot have is n/a, not missing, and
+    # scored on fewer criteria it ranks after the filesystems scored on all (as an incomplete one)
+    reads = _weights(tmp_path, CRIT.format(w1=1, w2=1).rstrip() + "\ndecisive = true\n")  # mount time
+    r = rank(load_run(tmp_path / "run", reads), "emmc-1g", reads.use_cases[0])
+    assert not r.not_candidates and [e.fs for e in r.entries] == ["f2fs", "ext4", "squashfs+zstd"]
+    sq = r.entries[-1]
+    assert sq.values[0].status == "n/a" and sq.values[0].why == "read-only" and "(n/a: sync write rate)" in sq.text
+    assert sq.scores == {1: 1.0}
+
+
+def test_tables_say_n_a_read_only(tmp_path):
+    from flashbed.report.tables import study_table
+    run = load_run(_mark_ro(_ro_run(tmp_path)))
+    rows = {(r[0].text, r[1].text): r for r in study_table(run, "emmc-1g", "bandwidth").rows}
+    assert rows[("randwrite 4k direct", "squashfs+zstd")][2].text == "n/a (read-only)"
+    assert rows[("read 4M buffered", "squashfs+zstd")][2].text == "90.0"
+    assert ("read 4M buffered", "ext4") not in rows  # a writable filesystem's gap stays a gap
+    # a study the plan left out for it (it writes) lists it, n/a, beside the others
+    pc = study_table(run, "emmc-1g", "powercut")
+    assert [c.text for c in pc.rows[-1][:3]] == ["sync", "squashfs+zstd", "n/a (read-only)"]
+    # without the manifest's word, nothing is n/a: a missing figure stays missing
+    plain = load_run(_ro_run(tmp_path / "plain"))
+    assert all("n/a" not in c.text for r in study_table(plain, "emmc-1g", "bandwidth").rows for c in r)

@@ -71,3 +71,33 @@ def test_raw_nand_filesystems_refuse_mlc_and_take_the_ubi_layout_from_the_device
     cmds = v.make_cmds()
     assert cmds[0] == "ubiformat -y -q -O 4096 /dev/mtd1" and cmds[1].endswith("-O 4096")
     assert v.ubi_attach_cmd() == "ubiattach -m 1 -d 0 -O 4096"
+
+
+def test_read_only_variants_are_an_image_of_a_tree_written_to_the_device():
+    v = variants.parse("squashfs+zstd", SD)
+    assert v.read_only and v.compressor == "zstd" and v.media == "block"
+    assert v.image_cmds("/tmp/rootfs") == [
+        "mksquashfs /tmp/rootfs ro.img -noappend -quiet -no-progress -comp zstd",
+        "stat -c %s ro.img > ro.img.bytes && dd if=ro.img of=/dev/ubda bs=1M oflag=direct conv=fsync status=none "
+        "&& rm -f ro.img"]
+    # the space it takes: the image's size (df would round it to squashfs's 128 KiB blocks)
+    assert v.used_cmd("/mnt") == "cat ro.img.bytes"
+    assert variants.parse("ext4").used_cmd("/mnt") == "df -B1 --output=used /mnt | tail -n 1"
+    # "make" = an image of an empty tree (the mkfs study's empty filesystem)
+    assert v.make_cmds() == ["mkdir -p /tmp/empty", *v.image_cmds("/tmp/empty")]
+    assert v.mount_cmds("/mnt") == v.mount_cmds("/mnt", ro=True) == ["mount -t squashfs -o ro /dev/ubda /mnt"]
+    assert variants.parse("erofs").compressor == "" and not variants.parse("ext4").read_only
+    # a writable filesystem mounted read-only, as a boot partition is
+    assert variants.parse("ext4+noatime").mount_cmds("/mnt", ro=True) == ["mount -t ext4 -o noatime,ro /dev/ubda /mnt"]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("squashfs+noatime", "read-only image; its variants are one compressor: squashfs\\+gzip"),
+    ("erofs+zstd", "erofs\\+lz4, erofs\\+lz4hc"),
+    ("squashfs+xz+zstd", "one compressor"),
+    ("ext2@squashfs", "squashfs is read-only: an image file cannot live in it"),
+    ("erofs@f2fs", "goes on the device itself"),
+])
+def test_read_only_variants_refuse_what_does_not_apply(spec, words):
+    with pytest.raises(FlashbedError, match=words):
+        variants.parse(spec, SD)

@@ -1,7 +1,8 @@
 """`flashbed lab smoke`: every catalogue filesystem made, used, checked, verified.
 
 One lab boot per filesystem (a hang or crash in one cannot hide the others),
-two boots at a time on a 2-core host.
+two boots at a time on a 2-core host. A read-only filesystem gets the same tree
+as an image: built from it, written to the device, mounted, checked, verified.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
+from .. import variants
 from ..executors import LocalExecutor
 from ..progress import Progress
 from .kernel import ensure_kernel
@@ -53,12 +55,16 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
         make = [Step(f"mkfs{i}", c, timeout=180) for i, c in enumerate(fscat.raw_make_cmds(fs))]
         mount_dev = fscat.raw_device(fs)
     check = fs.check_cmd("/dev/ubda") if fs.media == "block" else None
-    steps = [
-        *make,
-        Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60),
-        Step("write", f"{tool} write-tree {MNT} {manifest} --dirs 20 --files 200 --big-mb 24 --seed 7",
-             timeout=300),
-        Step("sync", "sync", timeout=120),
+    write = f"{tool} write-tree {{}} {manifest} --dirs 20 --files 200 --big-mb 24 --seed 7"
+    if fs.read_only:
+        # the tree in the guest's memory, then an image of it on the device
+        build, flash = variants.FsVariant(fs.name, fs).image_cmds("/tmp/tree")
+        steps = [Step("write", write.format("/tmp/tree"), timeout=300), Step("mkfs", build, timeout=300),
+                 Step("flash", flash, timeout=300), Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60)]
+    else:
+        steps = [*make, Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60),
+                 Step("write", write.format(MNT), timeout=300), Step("sync", "sync", timeout=120)]
+    steps += [
         Step("used", f"df -B1 --output=used {MNT} | tail -n 1", timeout=30),
         Step("umount", f"umount {MNT}", timeout=120),
     ]

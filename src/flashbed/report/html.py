@@ -52,7 +52,7 @@ th[aria-sort="ascending"]::after { content: " ▲"; font-size: .7em; }
 th[aria-sort="descending"]::after { content: " ▼"; font-size: .7em; }
 td.best { font-weight: 700; color: var(--best); }
 td.bad { color: var(--bad); }
-td.missing { color: var(--muted); }
+td.missing, td.na { color: var(--muted); }
 td.labbound { color: var(--muted); font-style: italic; }
 p.tnote { font-size: .8rem; color: var(--muted); margin: .2rem 0 0; }
 """

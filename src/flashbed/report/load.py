@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
+from ..plan import READ_ONLY
 from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
@@ -208,15 +209,41 @@ class RunData:
         return self.requested_studies() or catalog.known()
 
     def missing_studies(self) -> list[str]:
-        """Expected studies with no cell at all in this run."""
-        present = set(self.studies())
+        """Expected studies with no cell at all in this run (and not left out as n/a by the plan)."""
+        present = set(self.studies()) | {st for (_d, _f, st) in self.na}
         return sorted(set(self.expected_studies()) - present, key=units.study_sort_key)
 
     def filesystems(self, device: str, study: str | None = None) -> list[str]:
+        """The filesystems with cells on the device (in the study; and those the plan left
+        the study out for, which show n/a there)."""
         def make():
             s = {k[1] for k in self.cell_status if k[0] == device and (study is None or k[2] == study)}
+            s |= {fs for (d, fs, st) in self.na if d == device and st == study}
             return sorted(s, key=units.natural_key)
         return self._cached(("filesystems", device, study), make)
+
+    @property
+    def read_only(self) -> frozenset[str]:
+        """The run's read-only filesystems (images: nothing writes to them)."""
+        return frozenset(str(f) for f in self.manifest.get("read_only") or ())
+
+    @property
+    def na(self) -> dict[tuple[str, str, str], str]:
+        """(device, fs, study) -> why the plan left the study out ('read-only')."""
+        return self._cached(("na",), lambda: {
+            (str(n.get("device")), str(n.get("fs")), str(n.get("study"))): str(n.get("why"))
+            for n in self.manifest.get("not_applicable") or () if isinstance(n, dict)})
+
+    def not_applicable(self, device: str, fs: str, study: str, case: str | None = None) -> str:
+        """Why `fs` has no figure for the study (or its case) by design ('read-only'), '' when it
+        should have one: a study the plan left out for it, or a case a read-only filesystem's
+        cell does not run (writes) while it has no failure to explain the gap."""
+        why = self.na.get((device, fs, study), "")
+        if why or fs not in self.read_only or self.failures_for(device, fs, study, case):
+            return why
+        has = any(k[0] == device and k[1] == fs and k[2] == study and (case is None or k[3] == case)
+                  for k in self.values)
+        return "" if has else READ_ONLY
 
     def cases(self, device: str, study: str) -> list[str]:
         def make():
@@ -270,9 +297,10 @@ class RunData:
 
     @property
     def paced(self) -> bool:
-        """Whether the emulator ran in real time (--pace none skips the device's delays)."""
+        """Whether the emulator ran its timed studies in real time (--pace none skips the device's
+        delays; auto skips them only for the timing-free studies)."""
         req = self.manifest.get("request") or {}
-        return (req.get("pace") if isinstance(req, dict) else None) in (None, "real")
+        return (req.get("pace") if isinstance(req, dict) else None) in (None, "real", "auto")
 
     def device_stat_keys(self, device: str) -> list[str]:
         s = {k for (d, _f, _s, c), st in self.dstats.items() if d == device and c == "*" for k in st}
@@ -331,7 +359,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     phase_ds: dict[tuple[str, str, str, str], dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
     utils: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     basis: dict[tuple[str, str, str, str], str] = {}
-    paced = (manifest.get("request") or {}).get("pace") in (None, "real")
+    run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
 
@@ -363,7 +391,8 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         for phase, raw in (r.device_stats or {}).items():
             if phase != "workload" and (flat := _phase_numbers(raw)):
                 phase_ds[(k.device, k.fs, k.study, phase)][k.repeat].append(flat)
-        if paced:  # at --pace none the device's time is modelled, not spent: no utilisation
+        # at pace none the device's time is modelled, not spent: no utilisation
+        if (r.provenance or {}).get("pace", run_pace) in (None, "real"):
             for case in per_case:
                 u = _utilisation(r.device_stats, case, per_case)
                 if u is not None:

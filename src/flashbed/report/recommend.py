@@ -71,6 +71,8 @@ class Ranking:
     undecided: list[Undecided] = field(default_factory=list)
     # emulator statistics on a real device: listed as such, scored for nobody
     not_observable: list[int] = field(default_factory=list)
+    # filesystems a decisive criterion does not apply to (a read-only one where writing decides)
+    not_candidates: list[tuple[str, str]] = field(default_factory=list)  # (fs, why)
 
     @property
     def scored(self) -> list[int]:
@@ -129,12 +131,23 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
                      lab=min(labs, key=lambda b: b.util.mean) if labs else None)
     if fails:
         return Value(Measured.FAILED, None, unit, why=fails[0].status)
+    na = [w for k in (cases if c.source == "measure" and cases else [None])
+          if (w := run.not_applicable(device, fs, c.study, k))]
+    if na:
+        return Value(Measured.NA, why=na[0])
     return Value(Measured.MISSING)
 
 
 def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     fss = run.filesystems(device)
     vals = {fs: {i: criterion_value(run, device, fs, c) for i, c in enumerate(uc.criteria)} for fs in fss}
+    # a filesystem a decisive criterion does not apply to is no candidate for the use case
+    not_candidates = []
+    for fs in fss:
+        na = [(c, vals[fs][i]) for i, c in enumerate(uc.criteria) if c.decisive and vals[fs][i].status is Measured.NA]
+        if na:
+            not_candidates.append((fs, f"{na[0][1].why}: {', '.join(c.label for c, _v in na)} n/a"))
+    fss = [fs for fs in fss if fs not in dict(not_candidates)]
     measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
         if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in fss):
@@ -179,7 +192,8 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         e.coverage = w / total_w if total_w else 0.0
     entries = [e for e in entries if e.scores]
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
-    r = Ranking(device, uc, entries, measured, not_measured, lab_bound, not_observable=not_observable)
+    r = Ranking(device, uc, entries, measured, not_measured, lab_bound, not_observable=not_observable,
+                not_candidates=not_candidates)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -294,6 +308,9 @@ def _sentence(r: Ranking, k: int) -> str:
     missing = [uc.criteria[i].label for i in r.scored if e.values[i].status is Measured.MISSING]
     if missing:
         body += f" (incomplete: not measured on {', '.join(missing)})"
+    na = [uc.criteria[i].label for i in r.scored if e.values[i].status is Measured.NA]
+    if na:
+        body += f" (n/a: {', '.join(na)})"
     return f"{head}: {body}."
 
 
@@ -327,6 +344,8 @@ def _ranking_table(r: Ranking) -> Table:
                                 cls="best" if e.scores.get(i) == 1.0 and len(r.entries) > 1 else ""))
             elif v.status is Measured.FAILED:
                 row.append(Cell(v.why, None, title="scores 0", cls="bad"))
+            elif v.status is Measured.NA:
+                row.append(Cell(f"n/a ({v.why})", None, cls="na"))
             else:
                 row.append(Cell("not measured", None, cls="missing"))
         rows.append(row)
@@ -377,6 +396,9 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
         sec.add(Paragraph("Lab-bound, not scored for anyone (the device sat idle waiting for the lab): " + "; ".join(
             f"{uc.criteria[i].label} — {_lab_list(items)}" for i, items in r.lab_bound.items()) + ".",
             cls="missing"))
+    if r.not_candidates:
+        sec.add(Paragraph("Not candidates here: " + "; ".join(f"{fs} ({why})" for fs, why in r.not_candidates)
+                          + ".", cls="missing"))
     if r.not_measured:
         sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
             f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
@@ -493,6 +515,7 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                              "criteria": {uc.criteria[i].label: _value_data(e, i) for i in r.measured}}
                             for e in r.entries],
                 "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
+                "not_candidates": [{"fs": fs, "why": why} for fs, why in r.not_candidates],
                 "lab_bound": [{"criterion": uc.criteria[i].label,
                                "device_busy_pct": {fs: _round(b.util.mean) for fs, b in items}}
                               for i, items in r.lab_bound.items()],

@@ -28,9 +28,11 @@ def measure_command(run: RunData, device: str, studies: list[str], alone: bool =
     # a profile this flashbed does not know (a renamed one) cannot be asked for: the default is used
     args = ["flashbed", "run"] + (["--profile", run.profile] if run.profile in profiles.PROFILES else [])
     args += ["--device", device, "--fs", ",".join(fss), "--study", ",".join(studies)]
-    for flag, key, default in (("--repeat", "repeat", 1), ("--seed", "seed", 1), ("--pace", "pace", "real")):
+    # pace: the default (auto) gives each study its own clock; only a run without delays is repeated as such
+    for flag, key, default in (("--repeat", "repeat", (1,)), ("--seed", "seed", (1,)),
+                               ("--pace", "pace", ("auto", "real"))):
         value = req.get(key)
-        if value is not None and value != default:
+        if value is not None and value not in default:
             args += [flag, str(value)]
     overrides = req.get("overrides") if isinstance(req.get("overrides"), dict) else {}
     for study in studies:

@@ -13,7 +13,9 @@ from .doc import Cell, Column, Table
 from .load import Busy, RunData, Stat
 
 
-def _stat_cell(st: Stat | None, unit: str, fail: str = "") -> Cell:
+def _stat_cell(st: Stat | None, unit: str, fail: str = "", na: str = "") -> Cell:
+    if st is None and na:
+        return Cell(f"n/a ({na})", None, cls="na", title="does not apply to this filesystem")
     if st is None:
         return Cell(fail or "—", None, cls="bad" if fail else "missing")
     text = units.fmt(st.mean, unit)
@@ -87,7 +89,8 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         for c in cases:
             labs = [run.lab_bound(device, fs, study, c, m) for fs in fss]
             stats = [run.get(device, fs, study, c, m) for fs in fss]
-            cells = [_lab_mark(_stat_cell(st, unit, _fail(run, device, fs, study, c)), lab)
+            cells = [_lab_mark(_stat_cell(st, unit, _fail(run, device, fs, study, c),
+                                          run.not_applicable(device, fs, study, c)), lab)
                      for st, fs, lab in zip(stats, fss, labs)]
             _mark_best(cells, [None if lab else st for st, lab in zip(stats, labs)], units.direction(m))
             rows.append([Cell(c or "(whole study)", None)] + cells)
@@ -104,14 +107,16 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         for fs in fss:
             stats = [run.get(device, fs, study, c, m) for m in metrics]
             fail = _fail(run, device, fs, study, c)
-            if all(s is None for s in stats) and not fail:
+            na = run.not_applicable(device, fs, study, c)
+            if all(s is None for s in stats) and not fail and not na:
                 continue  # this filesystem has no such case
             labs = [run.lab_bound(device, fs, study, c, m) for m in metrics]
             group.append([Cell(c or "(whole study)", None), Cell(fs, None)] +
-                         [_lab_mark(_stat_cell(st, run.unit(device, study, m), fail), lab, say=False)
-                          for st, m, lab in zip(stats, metrics, labs)] +
+                         [_lab_mark(_stat_cell(st, run.unit(device, study, m), fail, na if st is None else ""),
+                                    lab, say=False) for st, m, lab in zip(stats, metrics, labs)] +
                          ([_busy_cell(run, device, fs, study, c)] if busy else []) +
-                         [_status_text(run, device, fs, study, c)])
+                         [Cell(f"n/a ({na})", None, cls="na") if na and all(s is None for s in stats)
+                          else _status_text(run, device, fs, study, c)])
             grid.append([None if lab else st for st, lab in zip(stats, labs)])
         for j, m in enumerate(metrics):
             _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.direction(m))
@@ -155,7 +160,13 @@ def overview_table(run: RunData) -> Table:
             Column("status", numeric=False)]
     rows = []
     present = run.studies()
-    for study in sorted(set(present) | set(run.missing_studies()), key=units.study_sort_key):
+    na = {st: why for (_d, _f, st), why in run.na.items()}
+    for study in sorted(set(present) | set(run.missing_studies()) | set(na), key=units.study_sort_key):
+        if study not in present and study in na:
+            rows.append([Cell(study, study), Cell(units.study_title(study)), Cell("—"), Cell("—", None, cls="na"),
+                         Cell("—", None, cls="na"), Cell("—", None, cls="na"),
+                         Cell(f"n/a ({na[study]}) for every filesystem", "n/a", cls="na")])
+            continue
         if study not in present:
             rows.append([Cell(study, study), Cell(units.study_title(study)), Cell("—"), Cell("—", None, cls="missing"),
                          Cell("—", None, cls="missing"), Cell("—", None, cls="missing"),

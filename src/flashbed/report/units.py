@@ -29,6 +29,7 @@ _METRICS: dict[str, tuple[str, str]] = {
     "read": ("read", LOWER),
     "used": ("space used", LOWER),
     "mkfs": ("mkfs time", LOWER),
+    "flash": ("image write (dd)", LOWER),
     "kthreads": ("kernel threads", LOWER),
     "fsck_real": ("fsck (real)", LOWER),
     "fsck_cpu": ("fsck (CPU)", LOWER),

@@ -9,7 +9,15 @@ and dm-dust is enabled: reading a bad block fails with EIO, writing it
 "remaps" it (as a drive would). Mount, read every file, probe a write,
 unmount; then remove dm-dust, mount the bare device and read every file again
 (did the filesystem damage anything while the blocks were bad?), and run the
-read-only checker.
+read-only checker. A read-only image (squashfs, erofs) is built from the same
+files and written to dm-dust before it is mounted; it has no write to probe.
+
+Block devices, case `flips` (with --set badblocks.block_cases=dust,flips): the
+same, with dm-flakey instead of dm-dust once the files are written: every read
+request, with chance `read_corrupt` %, returns one random byte changed and no
+error, as a card whose controller hands on a read beyond its ECC without
+flagging it would (the kernel's random draw: not seeded). Who notices (a checksum, a
+decompressor), who hands the damage to the reader?
 
 Raw NAND, cases `badblocks` (factory-marked bad blocks), `weakblocks` (blocks
 whose erase fails after a few erases: grown bad blocks), `weakpages` (pages
@@ -53,7 +61,11 @@ BB = f"{PY} {shlex.quote(str(GUEST_DIR / 'badblocks.py'))}"  # this study's own 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
 RAW_CASES = ("badblocks", "weakblocks", "weakpages", "bitflips")
-DUST = "dust"  # the block devices' one case
+DUST = "dust"  # the block devices' cases: bad blocks (dm-dust), bit flips on reads (dm-flakey)
+FLIPS = "flips"
+BLOCK_CASES = (DUST, FLIPS)
+FLIPS_NAME = "fbflips"
+IMAGE_TREE = "/tmp/bbtree"  # a read-only image's files (bb/ in it, as on a writable filesystem)
 ITER_OUTCOMES = (IterationOutcome.MOUNTS, IterationOutcome.READ_ONLY, IterationOutcome.UNMOUNTABLE,
                  IterationOutcome.HANG)
 # kernel lines in which the filesystem (or UBI under it: its catalogue log_prefix)
@@ -97,6 +109,8 @@ class BadBlocks(Study):
     primary_metric = "survived"
     good_outcomes = frozenset({FileState.INTACT, AfterFault.INTACT})
     device_stats = False
+    runs_read_only = True  # an image of its files
+    timing_free = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations", "outcome:", ITER_OUTCOMES + (IterationOutcome.ERROR,), per_iteration=True),
@@ -113,16 +127,19 @@ class BadBlocks(Study):
         file_blocks: int = param(8, help="block devices: bad blocks under the files' data")
         random_blocks: int = param(32, help="block devices: bad blocks anywhere in the used part")
         raw_cases: tuple[str, ...] = param(RAW_CASES, choices=RAW_CASES, help="raw NAND: fault kinds, one cell each")
+        block_cases: tuple[str, ...] = param((DUST,), choices=BLOCK_CASES,
+                                             help="block devices: fault kinds, one cell each")
+        read_corrupt: float = param(1.0, unit="%", help="block devices, flips: read requests with a byte changed")
         nand_bad: int = param(8, help="raw NAND: bad or weak blocks (pages)")
         nand_bitflips: int = param(4, help="raw NAND: nandsim's bit-flip rate parameter")
-        fault: str = param(DUST, choices=(DUST, *RAW_CASES), per_case="raw_cases")
+        fault: str = param(DUST, choices=(*BLOCK_CASES, *RAW_CASES), per_case="raw_cases")
         step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or inspection")
         fsck_timeout: float = param(300.0, unit="s")
 
     def cases(self, params, device):
         if device.kind == "nandsim":
             return [Case(c, dataclasses.replace(params, fault=c)) for c in params.raw_cases]
-        return [Case(DUST, dataclasses.replace(params, fault=DUST))]
+        return [Case(c, dataclasses.replace(params, fault=c)) for c in params.block_cases]
 
     def _files(self, spec: CellSpec, i: int) -> str:
         p = spec.params
@@ -152,37 +169,56 @@ class BadBlocks(Study):
         self._boot_index[spec.key] = index
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
-        return [self._raw(spec, i) if spec.variant.media == "mtd" else self._dust(spec, i)
+        return [self._raw(spec, i) if spec.variant.media == "mtd" else self._block(spec, i)
                 for i in range(self._n(spec))]
 
-    def _dust(self, spec: CellSpec, i: int) -> list[Step]:
+    def _block(self, spec: CellSpec, i: int) -> list[Step]:
         v = spec.variant
         p = spec.params
         t = float(p.step_timeout)
         files = self._files(spec, i)
+        flips = p.fault == FLIPS
+        name, dm = (FLIPS_NAME, f"/dev/mapper/{FLIPS_NAME}") if flips else (DUST_NAME, DM)
+        if v.read_only:  # the files in the guest's memory, then an image of them on dm-dust
+            make = [Step("write", f"{CW} cwork {IMAGE_TREE}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
+                    *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600)
+                      for j, c in enumerate(on_dm(v.image_cmds(IMAGE_TREE), dm))],
+                    *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), dm))]]
+        else:
+            make = [*[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), dm))],
+                    *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), dm))],
+                    Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600)]
+        if flips:
+            # a plain mapping while the files are written; flakey (always "down") under the reads
+            flakey = (f"0 {SECTORS} flakey /dev/ubda 0 0 1 2 random_read_corrupt "
+                      f"{round(float(p.read_corrupt) * 10_000_000)}")
+            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} linear /dev/ubda 0\" && " \
+                     f"{{ [ -b {dm} ] || dmsetup mknodes; }}"
+            place: list[Step] = []
+            enable = f"{DMSETUP} reload {name} --table \"{flakey}\" && {DMSETUP} resume {name}"
+        else:
+            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && " \
+                     f"{{ [ -b {dm} ] || dmsetup mknodes; }} && dmsetup message {name} 0 quiet"
+            place = [Step("place", f"{BB} dust {MNT}/bb {name} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
+                                   f"--file-blocks {p.file_blocks} "
+                                   f"--random-blocks {p.random_blocks} > {RUN}/dust.json; "
+                                   f"rc=$?; cat {RUN}/dust.json; exit $rc", timeout=120)]
+            enable = f"dmsetup message {name} 0 enable"
         steps = [
-            Step("dm-create", f"{DMSETUP} create {DUST_NAME} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && "
-                              f"{{ [ -b {DM} ] || dmsetup mknodes; }} && dmsetup message {DUST_NAME} 0 quiet",
-                 timeout=60),
-            *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds(), DM))],
-            *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
-            Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600),
-            Step("place", f"{BB} dust {MNT}/bb {DUST_NAME} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
-                          f"--file-blocks {p.file_blocks} "
-                          f"--random-blocks {p.random_blocks} > {RUN}/dust.json; "
-                          f"rc=$?; cat {RUN}/dust.json; exit $rc", timeout=120),
+            Step("dm-create", create, timeout=60),
+            *make,
+            *place,
             *[Step(f"umount{j}" if j else "umount", c, timeout=t) for j, c in enumerate(v.umount_cmds(MNT))],
-            Step("enable", f"sync; echo 3 > /proc/sys/vm/drop_caches; dmsetup message {DUST_NAME} 0 enable",
-                 timeout=60),
+            Step("enable", f"sync; echo 3 > /proc/sys/vm/drop_caches; {enable}", timeout=60),
             Step("kmsg-clear", "dmesg -C", timeout=30, may_fail=True),
             *[Step(f"mount-bad{j}" if j else "mount-bad", c, timeout=t, may_fail=True)
-              for j, c in enumerate(on_dm(v.mount_cmds(MNT), DM))],
+              for j, c in enumerate(on_dm(v.mount_cmds(MNT), dm))],
             Step("inspect", f"mountpoint -q {MNT} && {CW} inspect {MNT}/bb {RUN}/bb.json {files}", timeout=t,
                  may_fail=True),
             Step("umount-bad", f"! mountpoint -q {MNT} || {' && '.join(v.umount_cmds(MNT))}", timeout=t,
                  may_fail=True),
             Step("kmsg", "dmesg", timeout=30, may_fail=True),
-            Step("dm-remove", f"{DMSETUP} remove {DUST_NAME}", timeout=60, may_fail=True),
+            Step("dm-remove", f"{DMSETUP} remove {name}", timeout=60, may_fail=True),
             *[Step(f"remount{j}" if j else "remount", c, timeout=t, may_fail=True)
               for j, c in enumerate(v.mount_cmds(MNT))],
             Step("inspect-after", f"mountpoint -q {MNT} && {CW} inspect {MNT}/bb {RUN}/bb.json {files}",
@@ -268,6 +304,7 @@ class BadBlocks(Study):
         if not mb or any(not s.status.ok for s in mb):
             return IterationOutcome.UNMOUNTABLE, "mount with the faults present failed"
         insp = step_json(res, "inspect") or {}
-        if insp.get("ro") or insp.get("probe") == "EROFS":
+        # a read-only image is read-only by design: only a writable filesystem turns read-only
+        if not spec.variant.read_only and (insp.get("ro") or insp.get("probe") == "EROFS"):
             return IterationOutcome.READ_ONLY, "read-only with the faults present"
         return IterationOutcome.MOUNTS, ""

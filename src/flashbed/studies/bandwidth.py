@@ -4,6 +4,11 @@ The eMMC/SD comparison's job set: rw = randread | randwrite | read | write,
 bs = 4 KiB | 4 MiB, direct=1 | buffered, a size spread over nrfiles files,
 numjobs=1, ioengine=libaio. Buffered writes end with fsync (end_fsync=1), so
 they are measured to the device, not to the page cache.
+
+A read-only image (squashfs, erofs) runs the buffered read jobs on an image
+holding the same files (laid out by fio in the run directory, then built and
+written to the device); its write jobs are n/a, and so are direct reads, which
+an image filesystem is not read with (squashfs refuses O_DIRECT).
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ from pathlib import Path
 from ..lab.uml import BootResult, Step
 from . import fio
 from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
-    stats_take, umount
+    stats_take, tree_on_device, umount
 from .params import param
 from .views import Bars, Latency
+
+
+IMAGE_TREE = "bw-tree"  # a read-only image's files, in the run directory
 
 
 def case_name(rw: str, bs: str, direct: int) -> str:
@@ -38,6 +46,7 @@ class Bandwidth(Study):
     case_order = ("read", "write", "randread", "randwrite")
     tools = ("fio",)
     media = ("block",)
+    runs_read_only = True  # its buffered reads
 
     @dataclass(frozen=True)
     class Params:
@@ -52,8 +61,12 @@ class Bandwidth(Study):
     def min_capacity(self, params):
         return int(params.size * 1.3)
 
-    def matrix(self, p):
-        return [(rw, bs, d) for rw, bs, d in product(p.rw, p.bs, p.direct)]
+    def matrix(self, spec: CellSpec):
+        p = spec.params
+        jobs = product(p.rw, p.bs, p.direct)
+        if spec.variant.read_only:
+            return [(rw, bs, d) for rw, bs, d in jobs if rw in ("read", "randread") and not d]
+        return list(jobs)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
@@ -63,12 +76,19 @@ class Bandwidth(Study):
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
                   "fallocate": "none"}
-        steps = make_and_mount(spec.variant)
         # a read job's set-up writes its files out in full; a write job's only creates them, which left
         # the laying-out (and its writeback) to the first measured job
-        fio.job_file(run_dir / "layout.fio", {"layout": {"rw": "read", "bs": "1M", "create_only": 1}}, common)
-        steps.append(Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800))
-        for rw, bs, direct in self.matrix(p):
+        layout = {"layout": {"rw": "read", "bs": "1M", "create_only": 1}}
+        lay = Step("layout", "fio --output-format=json --output=layout.json layout.fio", timeout=1800)
+        if spec.variant.read_only:
+            # the files in the run directory, then an image of them on the device
+            fio.job_file(run_dir / "layout.fio", layout, {**common, "directory": IMAGE_TREE})
+            steps = [Step("tree", f"mkdir -p {IMAGE_TREE}"), lay, *tree_on_device(spec.variant, IMAGE_TREE),
+                     Step("rm-tree", f"rm -rf {IMAGE_TREE}", timeout=600)]
+        else:
+            fio.job_file(run_dir / "layout.fio", layout, common)
+            steps = [*make_and_mount(spec.variant), lay]
+        for rw, bs, direct in self.matrix(spec):
             case = case_name(rw, bs, direct)
             opts = {"rw": rw, "bs": bs, "direct": direct, "randseed": spec.seed}
             if "write" in rw:
@@ -83,7 +103,7 @@ class Bandwidth(Study):
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         res = boots[0]
         out, failed = [], []
-        for rw, bs, direct in self.matrix(spec.params):
+        for rw, bs, direct in self.matrix(spec):
             case = case_name(rw, bs, direct)
             data = fio.load(run_dir / f"{slug(case)}.json")
             step = res.step(case)
@@ -95,11 +115,16 @@ class Bandwidth(Study):
             out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
             # the interval the figure covers, to set against the device's busy time
             out += m(case, "runtime", f["runtime"], "s")
-        err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec.params)})
-        rw4k = next((x.value for x in out if x.case == "randwrite 4k direct" and x.metric == "iops"), None)
-        seqw = next((x.value for x in out if x.case == "write 4M direct" and x.metric == "bandwidth"), None)
+        err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec)})
+        def fig(case: str, metric: str) -> float | None:
+            return next((x.value for x in out if x.case == case and x.metric == metric), None)
+        rw4k, seqw = fig("randwrite 4k direct", "iops"), fig("write 4M direct", "bandwidth")
+        # a read-only image's: its buffered reads
+        rr4k, seqr = fig("randread 4k buffered", "iops"), fig("read 4M buffered", "bandwidth")
         head = ", ".join(filter(None, [f"seq write {seqw:.1f} MB/s" if seqw is not None else "",
-                                       f"4k rand write {rw4k:.0f} IOPS" if rw4k is not None else ""]))
+                                       f"4k rand write {rw4k:.0f} IOPS" if rw4k is not None else ""])) or \
+            ", ".join(filter(None, [f"seq read {seqr:.1f} MB/s" if seqr is not None else "",
+                                    f"4k rand read {rr4k:.0f} IOPS" if rr4k is not None else ""]))
         if failed:
             head += f" ({len(failed)} jobs failed: {', '.join(failed[:3])})"
         return Outcome(out, head or "no job finished", extra={"failed_jobs": failed},

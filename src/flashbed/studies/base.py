@@ -108,6 +108,13 @@ class Study:
     device_stats: bool = True
     # does it need the emulator's power cut? (a real device has no power switch: refused)
     power_switch: ClassVar[bool] = False
+    # it runs on a read-only filesystem, on an image of its files; the other studies write to
+    # the filesystem and do not apply there (the plan marks them "n/a (read-only)")
+    runs_read_only: ClassVar[bool] = False
+    # its outcomes do not depend on the device's timing (what survives a power cut, a
+    # corrupted write): at --pace auto (the default) its cells run the emulator without
+    # its delays, which only makes them faster
+    timing_free: ClassVar[bool] = False
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False
@@ -161,8 +168,18 @@ def make_and_mount(v: FsVariant) -> list[Step]:
     return steps
 
 
-def mount(v: FsVariant, name: str = "mount") -> list[Step]:
-    return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.mount_cmds(MNT))]
+def mount(v: FsVariant, name: str = "mount", ro: bool = False) -> list[Step]:
+    return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.mount_cmds(MNT, ro))]
+
+
+def tree_on_device(v: FsVariant, src: str, install: str = "install") -> list[Step]:
+    """The tree `src` on the filesystem, mounted at MNT: the filesystem made, mounted and the
+    tree copied in (step `install`); or, read-only, an image of the tree built (step mkfs),
+    written to the device (flash) and mounted."""
+    if v.read_only:
+        build, flash = v.image_cmds(src)
+        return [Step("mkfs", build, timeout=3600), Step("flash", flash, timeout=3600), *mount(v)]
+    return [*make_and_mount(v), Step(install, f"cp -a {src}/. {MNT}/ && sync", timeout=3600)]
 
 
 def umount(v: FsVariant, name: str = "umount") -> list[Step]:

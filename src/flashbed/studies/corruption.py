@@ -143,6 +143,7 @@ class Corruption(Study):
     good_outcomes = frozenset({FileState.INTACT})
     media = ("block",)
     device_stats = False
+    timing_free = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations", "outcome:", MOUNT_OUTCOMES + (IterationOutcome.ERROR,), per_iteration=True),

@@ -19,6 +19,7 @@ class Mkfs(Study):
     order = 90
     primary_metric = "used"
     device_stats = False
+    runs_read_only = True  # a read-only image of an empty tree
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v = spec.variant
@@ -26,7 +27,7 @@ class Mkfs(Study):
         steps += [Step(f"mkfs{i}", c, timeout=600) for i, c in enumerate(v.make_cmds())]
         steps += mount(v) + [
             Step("kthreads-after", KTHREADS),
-            Step("used", f"df -B1 --output=used {MNT} | tail -n 1"),
+            Step("used", v.used_cmd(MNT)),
             *umount(v),
         ]
         check = v.check_cmd()

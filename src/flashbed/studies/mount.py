@@ -7,6 +7,9 @@ is the lab being killed, a kernel crash; the device keeps what it acknowledged.
 Raw NAND (UBIFS): UBI's debugfs power-cut emulation in the same boot, then
 detach and re-attach; UBI attach and UBIFS mount are timed apart (attach
 scans every erase block, so it grows with the device; UBIFS mount should not).
+Read-only images (squashfs, erofs): an image holding the fill level's share of
+the device in the same 1 MB files, written to the device, mounted cold; nothing
+writes to it, so there is no unclean reboot (n/a).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from ..lab.guest.protocol import Call
 from ..lab.uml import BootResult, Step
 from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
-    passed, umount
+    passed, tree_on_device, umount
 from .params import param
 from .views import Axis, Bars, CaseLabel, Curves
 
@@ -34,6 +37,7 @@ class Mount(Study):
     order = 70
     primary_metric = "mount"
     device_stats = False
+    runs_read_only = True
     figures = (Curves(LABEL, axes=(Axis("fill", "fill level", "fill (%)", "{} % full"),
                                    Axis("size", "device size", "device size (MB)", "{} MB device", log2=True)),
                       panels="reboot", panel_values=REBOOTS, panel_words="{metric}, {value} reboot",
@@ -58,6 +62,8 @@ class Mount(Study):
         v = spec.variant
         if v.base.fstype == "ubifs":
             return [self._ubi_boot(spec)]
+        if v.read_only:
+            return [self._image_boot(spec)]
         first = make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean")
         if v.base.fstype == "jffs2":
             return [first + umount(v, "umount-clean")]  # no power-cut emulation below JFFS2
@@ -67,6 +73,14 @@ class Mount(Study):
             Step("cut-power", host=Call.CUT_POWER),  # the lab is killed here
         ]
         return [first, mount(v, "mount-unclean") + umount(v, "umount-unclean")]
+
+    def _image_boot(self, spec: CellSpec) -> list[Step]:
+        v = spec.variant
+        tree = "fill-tree"  # in the run directory: host disk, however large the device
+        size = spec.device.capacity * spec.params.fill // 100
+        return [Step("fill", f"{TOOL} fill {tree} --bytes {size} --seed {spec.seed}", timeout=7200),
+                *tree_on_device(v, tree), Step("rm-tree", f"rm -rf {tree}", timeout=600),
+                *umount(v), drop_caches(), *mount(v, "mount-clean"), *umount(v, "umount-clean")]
 
     def _ubi_boot(self, spec: CellSpec) -> list[Step]:
         v = spec.variant

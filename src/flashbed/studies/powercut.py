@@ -1,19 +1,23 @@
 """`powercut`: write and fsync files, cut power at a seeded random moment,
 recover, and check every file against the log of what was acknowledged.
 
-Block devices, per iteration k (two lab boots):
-  boot 2k   : mount the filesystem the previous iteration left (or make a new
-              one when it was left unusable, or too full), run the workload
-              (guest powercut.py work), which asks the host to cut power cut_at[k] s after
-              its own start, until the cut.
+Block devices, n iterations in n + 1 lab boots; boot k:
+  recover   : (k > 0) iteration k-1's recovery: mount (timed: journal/log
+              recovery happens here), verify every file against that workload's
+              log, probe a write, unmount, run the checker (read-only check,
+              repair when it is not clean), and when the first mount failed,
+              mount and verify again after the repair.
+  work      : (k < n) mount the filesystem the recovery left (or make a new one
+              when it was left unusable, or too full), run the workload (guest
+              powercut.py work), which asks the host to cut power cut_at[k] s
+              after its own start, until the cut.
               The emulator drops what was not durable (cache, torn programs,
               per its preset); a plain file only loses the lab's page cache.
-              A real device is refused (power_switch): flashbed cannot cut its
-              power, and a lab kill alone would count kernel crashes as cuts.
-  boot 2k+1 : mount (timed: journal/log recovery happens here), verify every
-              file against the workload's log, probe a write, unmount, run the
-              checker (read-only check, repair when it is not clean), and when
-              the first mount failed, mount and verify again after the repair.
+Iteration k's cut ends boot k and its recovery begins boot k + 1: one boot per
+cut instead of two (a recovery that hangs costs the next iteration its cut,
+which then counts as error).
+A real device is refused (power_switch): flashbed cannot cut its power, and
+a lab kill alone would count kernel crashes as cuts.
 Raw NAND (UBIFS, JFFS2): nandsim's flash lives in the lab's memory, so every
 iteration runs in one boot: UBI's power-cut emulation stops all writes after
 the Nth UBI header write (N seeded), then the volume is unmounted, detached,
@@ -82,6 +86,9 @@ PCW = f"{PY} {shlex.quote(str(PCWORK))}"
 WORKDIR = f"{MNT}/pc"
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 MODES = ("sync", "async")
+# block devices, in each boot's run directory: the workload's log, the previous boot's (the
+# one its recovery checks), and the recovery's verdict (which the workload's set-up reads)
+LOG, PREV_LOG, VERDICT = "pclog.jsonl", "prev-pclog.jsonl", "pc-recover.json"
 
 CLASSES = tuple(c for c in PowerCutClass if c.always_shown)
 EXTRA_CLASSES = tuple(c for c in PowerCutClass if not c.always_shown)
@@ -263,6 +270,7 @@ class PowerCut(Study):
     good_outcomes = frozenset(c for c in PowerCutClass if c.good)
     device_stats = False
     power_switch = True
+    timing_free = True
     continue_after_failure = True
     outcome_tables = (
         OutcomeTable("iterations by class", "class:", CLASSES + EXTRA_CLASSES, per_iteration=True),
@@ -336,29 +344,30 @@ class PowerCut(Study):
             return [self._nand_boot(spec)]
         v = case_variant(spec.variant, spec.params.mode)
         t = float(spec.params.step_timeout)
-        boots = []
-        for k, cut in enumerate(self.cuts(spec)):
-            prep = self._prepare(spec, v, f"{RUN}/previous.json" if k else None, v.make_cmds())
-            # one step: mount (or make) the filesystem, then the workload, which asks for the
+        cuts = self.cuts(spec)
+        boots: list[list[Step]] = [[] for _ in range(len(cuts) + 1)]
+        for k, cut in enumerate(cuts):
+            # the previous cut's recovery first (its verdict says whether to reuse the filesystem);
+            # then one step: mount (or make) the filesystem, then the workload, which asks for the
             # cut itself ("cut-power-in" host call) once it has started, so the cut lands
             # cut_at[k] s into it whatever the start-up took
-            boots.append([Step("work", self._work(spec, k, f"{RUN}/pclog.jsonl", cut + 30, cut_in=cut, prepare=prep),
-                               timeout=2 * max(t, 600.0) + cut + 120)])
-            rs = self._recover_spec(spec, v, k, f"{RUN}/pclog.jsonl", f"{RUN}/pc-recover.json")
-            boots.append([Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
-                               may_fail=True)])
+            prep = self._prepare(spec, v, f"{RUN}/{VERDICT}" if k else None, v.make_cmds())
+            boots[k].append(Step("work", self._work(spec, k, f"{RUN}/{LOG}", cut + 30, cut_in=cut, prepare=prep),
+                                 timeout=2 * max(t, 600.0) + cut + 120))
+            rs = self._recover_spec(spec, v, k, f"{RUN}/{PREV_LOG}", f"{RUN}/{VERDICT}")
+            boots[k + 1].insert(0, Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                                        may_fail=True))
         return boots
 
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
-        """Hand the previous boot's log (or verdict) to this boot through its run directory."""
+        """Hand the previous boot's workload log to this boot's recovery, through its run directory."""
         if spec.variant.media == "mtd" or index == 0:
             return
         here, prev = boot_dir(run_dir, index), boot_dir(run_dir, index - 1)
         here.mkdir(parents=True, exist_ok=True)
-        src, dst = (("pclog.jsonl", "pclog.jsonl") if index % 2 else ("pc-recover.json", "previous.json"))
-        (here / dst).unlink(missing_ok=True)
-        if (prev / src).exists():
-            shutil.copyfile(prev / src, here / dst)
+        (here / PREV_LOG).unlink(missing_ok=True)
+        if (prev / LOG).exists():
+            shutil.copyfile(prev / LOG, here / PREV_LOG)
 
     def _nand_boot(self, spec: CellSpec) -> list[Step]:
         v = case_variant(spec.variant, spec.params.mode)
@@ -438,11 +447,16 @@ class PowerCut(Study):
                     cut, rstatus = True, StepStatus.HANG
                 bstatus = res.status if res and res.step(f"recover{k}") is None else BootStatus.DONE
             else:
-                w = boots[2 * k] if 2 * k < len(boots) else None
-                res = boots[2 * k + 1] if 2 * k + 1 < len(boots) else None
+                # the workload in boot k, its recovery at the start of boot k + 1
+                w = boots[k] if k < len(boots) else None
+                res = boots[k + 1] if k + 1 < len(boots) else None
+                # killed: by the cut, in the middle of the workload (whose step is then never reported)
                 cut = w is not None and (w.status is BootStatus.KILLED or cut_hit_workload(w))
-                facts, rstatus = self._facts(res, "recover", boot_dir(run_dir, 2 * k + 1) / "pc-recover.json")
-                bstatus = res.status if res else None
+                facts, rstatus = self._facts(res, "recover", boot_dir(run_dir, k + 1) / VERDICT)
+                # the boot's fate is the recovery's only while the recovery ran (then the next workload)
+                rstep = res.step("recover") if res else None
+                bstatus = BootStatus.DONE if rstep is not None and not rstep.status.is_hang else \
+                    (res.status if res else None)
             cls, why = classify(facts, cut=cut, recover_status=rstatus, boot_status=bstatus, fstype=fstype)
             if not cls.ran and not raw and w is not None and not cut:
                 ws = w.step("work")
@@ -459,7 +473,7 @@ class PowerCut(Study):
                 rec["attach"] = f.run("mount1-attach").get("seconds") if f.mounted else None
                 rec["mount_seconds"] = f.run("mount1").get("seconds") if f.mounted else None
             if not raw and cut:
-                rec.update(ack_timing(boot_dir(run_dir, 2 * k)))
+                rec.update(ack_timing(boot_dir(run_dir, k)))
             if cls.keeps_console and res is not None:
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.sabotaged is not None:

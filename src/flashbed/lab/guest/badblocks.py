@@ -85,7 +85,11 @@ def dust(args: argparse.Namespace) -> int:
         for phys, length in extents(os.path.join(args.dir, name)):
             data_blocks.update(range(phys // BLOCK, (phys + length + BLOCK - 1) // BLOCK))
     total = args.sectors * 512 // BLOCK
-    top = max(data_blocks) + 1 if data_blocks else total
+    if data_blocks:
+        top = max(data_blocks) + 1
+    else:  # where the files are is unknown (squashfs maps none): the space the filesystem uses
+        st = os.statvfs(args.dir)
+        top = max(1, (st.f_blocks - st.f_bfree) * st.f_frsize // BLOCK)
     picked = set(rng.sample(sorted(data_blocks), min(args.file_blocks, len(data_blocks))))
     picked |= {rng.randrange(0, min(top, total)) for _ in range(args.random_blocks)}
     for b in sorted(picked):

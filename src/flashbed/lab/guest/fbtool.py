@@ -5,7 +5,7 @@ Standard library only (runs on the host's Debian python3 inside the lab).
   write-tree DIR MANIFEST [--dirs N] [--files N] [--file-kb K] [--big-mb M] [--seed S]
   verify-tree DIR MANIFEST
   gen-tree DIR --dirs N --files N [--mean-bytes B] [--seed S]   (smallfiles source tree)
-  gen-rootfs DIR LIST --mb M [--seed S]                      (boot study tree + init's read list)
+  gen-rootfs DIR LIST --mb M [--text PCT] [--seed S]         (boot study tree + init's read list)
   read-list ROOT LIST                                        (read the files an init reads)
   fill DIR --bytes N [--file-mb 1]                           (fill with 1 MB files)
   appio FILE --size BYTES --record BYTES [--fsync]           (iozone-style operations)
@@ -126,9 +126,30 @@ ROOTFS_LAYOUT = [("lib", 0.55, 120, 0.25), ("bin", 0.12, 160, 0.08), ("sbin", 0.
                  ("usr/lib", 0.18, 140, 0.05), ("usr/share", 0.06, 300, 0.0), ("etc", 0.04, 160, 0.5)]
 
 
+def rootfs_bytes(rng: random.Random, size: int, text_pct: float, words: list[str], zipf: list[float]) -> bytes:
+    """`size` bytes in 4 KiB pieces, each (with chance `text_pct` %) text of words drawn
+    Zipf-like from a small vocabulary, which compresses as real files do (about 3:1 with
+    gzip, better with xz), or random bytes (compressed or encrypted content)."""
+    out = bytearray()
+    while len(out) < size:
+        n = min(4096, size - len(out))
+        if rng.random() * 100 < text_pct:
+            out += " ".join(rng.choices(words, cum_weights=zipf, k=n // 4)).encode()[:n].ljust(n, b"\n")
+        else:
+            out += rng.randbytes(n)
+    return bytes(out)
+
+
 def gen_rootfs(args: argparse.Namespace) -> int:
     """A rootfs-like tree of about --mb MB, and the list of files an init reads."""
     rng = random.Random(args.seed)
+    letters = "abcdefghijklmnopqrstuvwxyz_./0123456789"
+    words = ["".join(rng.choices(letters, k=rng.randint(2, 10))) for _ in range(4096)]
+    zipf = [0.0] * len(words)  # cumulative weights
+    acc = 0.0
+    for i in range(len(words)):
+        acc += 1.0 / (i + 1)
+        zipf[i] = acc
     budget = args.mb * CHUNK
     read_list, total, count = [], 0, 0
     for top, share, n, read_frac in ROOTFS_LAYOUT:
@@ -140,7 +161,7 @@ def gen_rootfs(args: argparse.Namespace) -> int:
             size = max(64, int(w * scale))
             name = os.path.join(d, f"{top.replace('/', '_')}{i:03d}")
             with open(name, "wb") as f:
-                f.write(rng.randbytes(size))
+                f.write(rootfs_bytes(rng, size, args.text, words, zipf) if args.text else rng.randbytes(size))
             total += size
             count += 1
             if rng.random() < read_frac:
@@ -379,6 +400,7 @@ def main() -> int:
     r = sub.add_parser("gen-rootfs")
     r.add_argument("dir")
     r.add_argument("list")
+    r.add_argument("--text", type=float, default=0.0, help="percent of the bytes that is text (compressible)")
     r.add_argument("--mb", type=int, default=15)
     r.add_argument("--seed", type=int, default=1)
     rl = sub.add_parser("read-list")
