@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     bf.add_argument("--runs", type=int, default=5)
     bp = bsub.add_parser("presets", help="presets' measured write rates vs their declarations")
     bp.add_argument("--device", action="append", help="preset (default: emmc-8g, sd-class10, usb-stick)")
+    bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
+    bhc.add_argument("--calls", type=int, default=300)
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
     bpc.add_argument("--device", default="emmc-8g@64M")
     bpc.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -153,6 +155,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.cycles < 1:
                 raise FlashbedError("--cycles must be at least 1")
             powercut.bench(args.device, list(_split([args.fs])), args.cycles, args.pace, args.mode, args.seed)
+            return 0
+        if args.bench_cmd == "hostcall":
+            from .bench import hostcall
+            if args.calls < 1:
+                raise FlashbedError("--calls must be at least 1")
+            hostcall.bench(args.calls)
             return 0
         if args.bench_cmd == "fuse":
             if args.runs < 1:

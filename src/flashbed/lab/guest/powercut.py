@@ -39,7 +39,6 @@ Durability rules the verifier applies (a file is checked as a whole):
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import errno
 import json
@@ -53,13 +52,13 @@ import sys
 import time
 
 if __package__:  # on the host, as flashbed.lab.guest.powercut
-    from .guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
+    from .guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write, push,
                            read_file, read_log, run, write_all, write_json_atomic)
     from .protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
                            StepStatus, Verdict)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
+    from guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write, push,
                           read_file, read_log, run, write_all, write_json_atomic)
     from protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
                           StepStatus, Verdict)
@@ -73,19 +72,11 @@ class Log:
     """JSON lines on the shared run directory; each line reaches the host before return.
 
     The lab's page cache dies with it, so a line must be written back to the
-    host file at once: sync_file_range (write-back without a host fsync, which
-    the host does not need: only the lab is killed), else fsync.
+    host file at once (guestlib.push).
     """
 
     def __init__(self, path: str):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._sfr = None
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            self._sfr = libc.sync_file_range
-            self._sfr.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
-        except (OSError, AttributeError):
-            self._sfr = None
 
     def write(self, rec: dict) -> None:
         if rec.get("e") == "ack":
@@ -93,9 +84,7 @@ class Log:
             # it with the moment it cut the power
             rec = {**rec, "t": round(time.time(), 6)}
         os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
-        # SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER
-        if self._sfr is None or self._sfr(self.fd, 0, 0, 7) != 0:
-            os.fsync(self.fd)
+        push(self.fd)
 
 
 # --- the workload ---------------------------------------------------------------------
