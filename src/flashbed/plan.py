@@ -93,6 +93,9 @@ def make_plan(req: PlanRequest) -> Plan:
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
+                if study.needs_write_log and not dev.emulated:
+                    raise FlashbedError(f"study {sname} needs an emulated device (its write log), but {dev.label} "
+                                        f"is not one: use e.g. --device emmc-8g@512M")
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:

@@ -30,6 +30,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mount": {"fills": [0, 50]},
         "cpu": {"size": 32 * MiB},
         "powercut": {"iterations": 20},
+        "crashstates": {"ops": 60, "sequences": 25},
     },
     "paper": {
         "device": "emmc-8g",

@@ -28,6 +28,7 @@ MNT = "/mnt"
 RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 MB = 1_000_000
 MiB = 1 << 20
+CRASHLOG = "crashlog"  # where the cell puts the device's write log: in the boot's run directory
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ class Study:
     continue_after_failure: bool = False
     # failure studies: their outcome counts as tables (`flashbed results`, report)
     outcome_tables: tuple[OutcomeTable, ...] = ()
+    # needs the device's write log (an emulated device): the plan refuses other devices
+    needs_write_log: bool = False
 
     def before_boot(self, spec: "CellSpec", index: int, run_dir: Path) -> None:
         """Hook run on the host before boot `index` (e.g. to prepare its files)."""

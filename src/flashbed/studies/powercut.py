@@ -122,6 +122,16 @@ def _j(msg: Any) -> str:
     return shlex.quote(msg.arg())
 
 
+def recover_spec(v: FsVariant, workdir: str, log: str, out: str, timeout: float, fsck_timeout: float,
+                 sabotage: bool = False) -> RecoverSpec:
+    """The recovery after a cut of variant v: mount, verify the workload in `workdir`
+    against `log`, unmount, check and repair with the filesystem's own tools."""
+    base = v.base
+    return RecoverSpec(mnt=MNT, dir=workdir, log=log, out=out, timeout=timeout, fsck_timeout=fsck_timeout,
+                       mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
+                       clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=sabotage)
+
+
 # --- classification (host side, pure: unit-tested with fake facts) ------------------------
 
 def cut_hit_workload(w: BootResult) -> bool:
@@ -319,11 +329,8 @@ class PowerCut(Study):
                            min_free=2 * self._max_bytes(spec))
 
     def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> RecoverSpec:
-        base = v.base
-        return RecoverSpec(mnt=MNT, dir=f"{WORKDIR}/{k}", log=log, out=out, timeout=float(spec.params.step_timeout),
-                           fsck_timeout=float(spec.params.fsck_timeout), mount=v.mount_cmds(MNT),
-                           umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
-                           clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=spec.params.sabotage)
+        return recover_spec(v, f"{WORKDIR}/{k}", log, out, float(spec.params.step_timeout),
+                            float(spec.params.fsck_timeout), sabotage=spec.params.sabotage)
 
     def _recover_timeout(self, rs: RecoverSpec) -> float:
         return 6 * rs.timeout + 2 * rs.fsck_timeout + 120

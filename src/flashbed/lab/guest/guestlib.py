@@ -20,12 +20,18 @@ import signal
 import subprocess
 import time
 
+import threading
+
 if __package__:  # on the host, as flashbed.lab.guest.guestlib
-    from .protocol import HostAnswer, HostCall, StepStatus
+    from .protocol import DirectMount, HostAnswer, HostCall, StepStatus
 else:  # in the guest, from this directory
-    from protocol import HostAnswer, HostCall, StepStatus
+    from protocol import DirectMount, HostAnswer, HostCall, StepStatus
 
 BLOCK = 4096
+# what a device writes atomically: a crash can leave any mix of the sectors of a
+# write still under way (a 4 KiB request may span two of the device's mapping
+# units, and a filesystem's blocks may be 1 KiB)
+SECTOR = 512
 CHUNK = 64 * 1024
 LIST_LIMIT = 20  # problems listed per kind in a verdict
 
@@ -174,6 +180,39 @@ def content(seed: int, name: str, ver: int, size: int) -> bytes:
     return random.Random(f"{seed}/{name}/{ver}").randbytes(size)
 
 
+def partial_ok(actual: bytes, new: bytes, start: int = 0) -> bool:
+    """actual[start:] is new[start:] in part: not longer, each sector the new
+    bytes or zeros (never written)."""
+    if len(actual) > len(new) or len(actual) < start:
+        return False
+    for off in range(start - start % SECTOR, len(actual), SECTOR):
+        lo = max(off, start)
+        a = actual[lo:off + SECTOR]
+        if a != new[lo:lo + len(a)] and a.count(0) != len(a):
+            return False
+    return True
+
+
+class ContentCache:
+    """content() kept for a verifier that checks the same versions again and again
+    (every crash state of a workload), up to `limit` bytes, least recently used out."""
+
+    def __init__(self, limit: int = 64 << 20):
+        self.limit, self.size = limit, 0
+        self.data: dict[tuple, bytes] = {}  # insertion order = use order
+
+    def __call__(self, seed: int, name: str, ver: int, size: int) -> bytes:
+        key = (seed, name, ver, size)
+        b = self.data.pop(key, None)
+        if b is None:
+            b = content(seed, name, ver, size)
+            self.size += len(b)
+            while self.size > self.limit and self.data:
+                self.size -= len(self.data.pop(next(iter(self.data))))
+        self.data[key] = b
+        return b
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -208,6 +247,58 @@ def run(cmd: str, timeout: float) -> dict:
     status, rc, out, err, seconds = run_shell(cmd, timeout)
     return {"cmd": cmd, "status": status, "rc": rc, "seconds": round(seconds, 6),
             "out": (out + err).decode("utf-8", "replace")[-4000:]}
+
+
+# `mount -o` words that are mount(2) flags (util-linux's table, the ones a catalogue
+# entry or variant can give); the words that clear a flag are the defaults here
+MS_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "sync": 16, "mand": 64, "dirsync": 128,
+            "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24, "lazytime": 1 << 25}
+MS_DEFAULTS = ("rw", "suid", "dev", "exec", "async", "nomand", "atime", "diratime", "norelatime", "defaults")
+_LIBC = None
+
+
+def _syscall(what: str, call, timeout: float) -> dict:
+    """A system call that may never return (a filesystem stuck in the kernel), in a
+    thread: after `timeout` s it is a timeout, and the thread is left behind (the
+    caller must stop using the filesystem). A record as run() gives."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    done: list[int] = []
+
+    def go() -> None:
+        rc = call(_LIBC)
+        done.append(0 if rc == 0 else ctypes.get_errno())
+
+    started = now()
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    seconds = round(now() - started, 6)
+    if not done:
+        return {"cmd": what, "status": StepStatus.TIMEOUT, "rc": None, "seconds": seconds, "out": "did not return"}
+    err = done[0]
+    return {"cmd": what, "status": StepStatus.OK if err == 0 else StepStatus.FAILED, "rc": err, "seconds": seconds,
+            "out": f"{errno.errorcode.get(err, err)}: {os.strerror(err)}" if err else ""}
+
+
+def mount_direct(m: DirectMount, mnt: str, timeout: float) -> dict:
+    """mount(2) as `mount -t FSTYPE -o OPTIONS DEVICE MNT` would call it, without
+    starting a program (rc: the errno)."""
+    flags, data = 0, []
+    for o in m.options:
+        if o in MS_FLAGS:
+            flags |= MS_FLAGS[o]
+        elif o not in MS_DEFAULTS:
+            data.append(o)
+    opts = ",".join(data).encode() or None
+    what = f"mount(2) -t {m.fstype} -o {','.join(m.options) or 'defaults'} {m.device} {mnt}"
+    return _syscall(what, lambda libc: libc.mount(m.device.encode(), mnt.encode(), m.fstype.encode(),
+                                                  ctypes.c_ulong(flags), opts), timeout)
+
+
+def umount_direct(mnt: str, timeout: float) -> dict:
+    return _syscall(f"umount(2) {mnt}", lambda libc: libc.umount2(mnt.encode(), 0), timeout)
 
 
 def mount_options(mnt: str) -> list[str] | None:
