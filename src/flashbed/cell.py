@@ -50,7 +50,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                  "kernel": lab.release, "variant": spec.variant.spec, "params": as_json(spec.params),
                  "seed": spec.seed, "pace": pace})
     try:
-        with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
+        # a lab may bring its own device session (a replay needs none)
+        with getattr(lab, "open_session", open_session)(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()
             since: dict[str, float] = {}  # phase -> when its statistics were reset
 
@@ -95,7 +96,9 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                     return {"pos": dev.log_mark(str(args["label"]))}
                 if call == Call.CRASH_STATES:
                     listing = dev.crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
-                                               seed=int(args["seed"]))
+                                               seed=int(args["seed"]), marks=bool(args.get("marks")))
+                    log = where[0] / CRASHLOG
+                    listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
                     (where[0] / Path(str(args["out"])).name).write_text(json.dumps(listing))
                     switched[:] = [0, len(listing["states"])]
                     return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}

@@ -81,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     bpc.add_argument("--mode", default="async", choices=["async", "sync"])
     bpc.add_argument("--seed", type=int, default=1)
 
+    cs = sub.add_parser("crashstate", help="a crash state of a run's crashstates cells")
+    csub = cs.add_subparsers(dest="crashstate_cmd", required=True)
+    rp = csub.add_parser("replay", help="rebuild a failed crash state as a device image (from the kept write log)")
+    rp.add_argument("run", help="run id under runs/ or a run directory")
+    rp.add_argument("state", help="CELL:STATE as `flashbed results` lists it (or STATE alone if one cell has it)")
+    rp.add_argument("--image", type=Path, required=True, help="where the image goes")
+    rp.add_argument("--check", action="store_true",
+                    help="also boot the lab on it and recover and verify it as the cell did")
+
     res = sub.add_parser("results", help="print a run's results as a table")
     res.add_argument("run", help="run id under runs/ or a run directory")
     res.add_argument("--study", action="append")
@@ -148,6 +157,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         return _report(args)
+    if args.command == "crashstate":
+        from . import crashreplay
+        return crashreplay.replay(args.run, args.state, args.image, args.check)
     if args.command == "bench":
         from .bench import devices as bench
         if args.bench_cmd == "powercut":

@@ -39,6 +39,7 @@ class Filesystem:
     # mount replayed a journal or log (regex; default: any recover/replay)
     log_prefix: str = ""
     recovery_log: str = ""
+    hard_links: bool = True  # link(2) works (FAT and exFAT have none)
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -101,10 +102,10 @@ CATALOGUE: dict[str, Filesystem] = {
                    recovery_log=r"recovery complete|[Rr]ecover"),
         Filesystem("vfat", "block", "vfat", ("mkfs.vfat",), "dosfstools",
                    check=("fsck.vfat", "-n"), repair=("fsck.vfat", "-a"), repair_fixed=(1,),
-                   description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs"),
+                   description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs", hard_links=False),
         Filesystem("exfat", "block", "exfat", ("mkfs.exfat",), "exfatprogs",
                    check=("fsck.exfat", "-n"), repair=("fsck.exfat", "-y"), repair_fixed=(1,),
-                   description="exFAT", log_prefix=r"exFAT-fs"),
+                   description="exFAT", log_prefix=r"exFAT-fs", hard_links=False),
         # UBIFS: UBI on the raw NAND, one volume filling it; the kernel formats an
         # empty volume at first mount. mtd-utils in Debian 12 has no fsck.ubifs.
         Filesystem("ubifs", "mtd", "ubifs", ("ubiformat", "-y", "-q"), "mtd-utils",

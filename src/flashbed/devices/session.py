@@ -74,7 +74,7 @@ class DeviceSession(Protocol):
         """A labelled record in the log; its position."""
         ...
 
-    def crash_states(self, *, subsets: int, tears: int, seed: int) -> dict[str, Any]:
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
         """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON)."""
         ...
 
@@ -233,9 +233,9 @@ class EmulatorSession(_Session):
     def log_mark(self, label: str) -> int:
         return self.emu.log_mark(label)
 
-    def crash_states(self, *, subsets: int, tears: int, seed: int) -> dict[str, Any]:
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
         stop = self.emu.log_stop()
-        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed)
+        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks)
         return {"records": listing.records, "flushes": listing.flushes, "data_bytes": stop.get("data_bytes"),
                 "after": listing.after, "marks": len(listing.marks),
                 "states": [{**dataclasses.asdict(s), "kind": s.kind.value} for s in listing.states]}

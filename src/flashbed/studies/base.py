@@ -79,6 +79,21 @@ def claimed_metrics(tables: tuple[OutcomeTable, ...]) -> frozenset[str]:
     return frozenset(t.prefix + n for t in tables for n in t.names)
 
 
+@dataclass(frozen=True)
+class Reproducer:
+    """One failure a study lets anyone reproduce: where, what happened, and the command."""
+
+    cell: str  # the cell's id
+    device: str
+    fs: str
+    study: str
+    case: str
+    item: str  # what in the cell failed (e.g. a crash state's id)
+    outcome: str
+    why: str
+    command: str
+
+
 class Case(NamedTuple):
     """One cell's worth of a study: its label (the cell key's case, "" when the
     study is one case) and its parameters."""
@@ -152,6 +167,11 @@ class Study:
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         raise NotImplementedError
+
+    def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
+        """The failures of a cell result (results.CellResult) with the command that
+        reproduces each (the report and `flashbed results` list them)."""
+        return []
 
 
 # --- step helpers ----------------------------------------------------------------------

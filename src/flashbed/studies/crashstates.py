@@ -14,7 +14,9 @@ One cell per workload (case), one lab boot:
               the write log first, so each state's expected contents are exact
   states      (host) the log stops; its crash states after the workload's first
               mark are listed (emulator: per interval between flushes the plain
-              cut, up to `subsets` subset states, up to `tears` torn programs)
+              cut, up to `subsets` subset states, up to `tears` torn programs;
+              with `at_marks`, the plain cut right after each intent and
+              acknowledgement that holds something the last flush did not)
   check       (guest crashstates.py check) per state: the host serves it, the
               guest drops the block device's buffers and recovers exactly as a
               power-cut recovery does (mount, verify against the log as
@@ -57,10 +59,10 @@ from ..lab.uml import GUEST_DIR, BootResult, Step
 from ..lab.guest.guestlib import read_log
 from ..status import CellStatus, PowerCutClass
 from ..variants import FsVariant
-from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from .params import param
-from .powercut import CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state, \
-    recover_spec, work_seed
+from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
+                       recover_spec, shell_arg, work_seed)
 
 CSWORK = GUEST_DIR / "crashstates.py"  # this study's guest side
 CSW = f"{PY} {shlex.quote(str(CSWORK))}"
@@ -69,10 +71,6 @@ KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
 STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"
 FAILURES_KEPT = 200  # failures listed in a cell's result (all are counted)
-
-
-def _j(msg: Any) -> str:
-    return shlex.quote(msg.arg())
 
 
 def state_ref(cell_id: str, state: str) -> str:
@@ -120,6 +118,8 @@ class CrashStates(Study):
         max_len: int = param(3, help="sequences: longest sequence")
         subsets: int = param(4, help="subset states per interval between flushes")
         tears: int = param(2, help="torn-program states per interval (presets without paired-page protection)")
+        at_marks: bool = param(True, help="also the plain cut right after each intent and acknowledgement that "
+                                          "holds something the last flush did not")
         max_states: int = param(0, help="check at most this many states (0: all)")
         step_timeout: float = param(60.0, unit="s", help="limit of a mount, unmount or the verifier")
         fsck_timeout: float = param(300.0, unit="s")
@@ -137,7 +137,8 @@ class CrashStates(Study):
                              timeout=float(p.step_timeout), ops=p.ops, max_bytes=p.max_bytes,
                              max_files=p.max_files, max_file=p.max_file,
                              skip_fsync=max(1, p.ops // 3) if p.sabotage else 0,
-                             sequences=p.sequences, exhaustive=p.exhaustive, max_len=p.max_len)
+                             sequences=p.sequences, exhaustive=p.exhaustive, max_len=p.max_len,
+                             skip=[] if v.fs.hard_links else ["link"])
 
     def check_spec(self, spec: CellSpec, v: FsVariant, work: CrashWorkSpec) -> CrashCheckSpec:
         p = spec.params
@@ -156,15 +157,17 @@ class CrashStates(Study):
         return [[
             Step("log-start", host=Call.LOG_START),
             *[Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())],
-            Step("work", f"{CSW} work {_j(work)}", timeout=3600),
+            Step("work", f"{CSW} work {shell_arg(work)}", timeout=3600),
             Step("states", host=Call.CRASH_STATES, timeout=600,
-                 args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "out": STATES_FILE}),
-            Step("check", f"{CSW} check {_j(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
+                 args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "marks": p.at_marks,
+                       "out": STATES_FILE}),
+            Step("check", f"{CSW} check {shell_arg(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
                  may_fail=True),
         ]]
 
-    def sequence_count(self, params: Any) -> int:
-        return len(sequences.generate(params.exhaustive, params.sequences, params.max_len, 0))
+    def sequence_count(self, spec: CellSpec) -> int:
+        w = self.work_spec(spec, spec.variant)
+        return len(sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip)))
 
     # -- reading -----------------------------------------------------------------------
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
@@ -185,7 +188,6 @@ class CrashStates(Study):
             r.update(workload=case, seed=seed)
         meas = self._measure(case, listing, records, failures, res)
         log = run_dir / CRASHLOG
-        log_bytes = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
         stopped = (step_json(res, "check") or {}).get("stopped", "")
@@ -202,12 +204,20 @@ class CrashStates(Study):
             head += f"; {len(failures)} to replay"
         extra = {
             "workload": case, "seed": seed, "work": work,
-            "listing": {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])},
-            "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None, "log_bytes": log_bytes,
-            "stopped": stopped, "sequences": self.sequence_count(p) if case == Workload.SEQUENCES else None,
+            "listing": {k: v for k, v in listing.items() if k not in ("states", "log_bytes")}
+            | {"states": len(listing["states"])},
+            "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None,
+            "log_bytes": listing.get("log_bytes"),
+            "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
         return Outcome(meas, head, extra=extra, status=CellStatus.FAILED if not records else CellStatus.OK,
                        error=error[:400])
+
+    def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
+        k = result.key
+        return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"], f.get("why", ""),
+                           replay_command(run_id, k.id, k.fs, f["state"]))
+                for f in result.extra.get("failures", [])]
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         facts = RecoverFacts.from_json(s.facts) if s.facts else None

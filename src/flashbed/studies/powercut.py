@@ -118,7 +118,8 @@ def case_variant(v: FsVariant, mode: str) -> FsVariant:
     return v
 
 
-def _j(msg: Any) -> str:
+def shell_arg(msg: Any) -> str:
+    """A guest message as one shell-quoted argument."""
     return shlex.quote(msg.arg())
 
 
@@ -314,7 +315,7 @@ class PowerCut(Study):
                 f"--max-bytes {self._max_bytes(spec)} "
                 f"--max-files {p.max_files} --max-file {p.max_file} "
                 f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else "")
-                + (f" --prepare {_j(prepare)}" if prepare else ""))
+                + (f" --prepare {shell_arg(prepare)}" if prepare else ""))
 
     def _max_bytes(self, spec: CellSpec) -> int:
         mb = spec.params.max_bytes
@@ -349,7 +350,7 @@ class PowerCut(Study):
             boots.append([Step("work", self._work(spec, k, f"{RUN}/pclog.jsonl", cut + 30, cut_in=cut, prepare=prep),
                                timeout=2 * max(t, 600.0) + cut + 120)])
             rs = self._recover_spec(spec, v, k, f"{RUN}/pclog.jsonl", f"{RUN}/pc-recover.json")
-            boots.append([Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+            boots.append([Step("recover", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                                may_fail=True)])
         return boots
 
@@ -376,16 +377,16 @@ class PowerCut(Study):
         for k, n in enumerate(self.cuts(spec)):
             log, out = f"{RUN}/pclog{k}.jsonl", f"{RUN}/pc-recover{k}.json"
             prep = self._prepare(spec, v, f"{RUN}/pc-recover{k - 1}.json" if k else None, make)
-            steps.append(Step(f"prepare{k}", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60,
+            steps.append(Step(f"prepare{k}", f"{PCW} prepare {shell_arg(prep)}", timeout=2 * max(t, 600.0) + 60,
                               may_fail=True))
             if fs.fstype != "ubifs":
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
                 snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
                                    mtd=v.device_path(), snapshot="/tmp/flash.snap", umount=v.umount_cmds(MNT),
                                    timeout=t)
-                steps.append(Step(f"work{k}", f"{PCW} snapcut {_j(snap)}", timeout=n + 3 * t + 60, may_fail=True))
+                steps.append(Step(f"work{k}", f"{PCW} snapcut {shell_arg(snap)}", timeout=n + 3 * t + 60, may_fail=True))
                 rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
-                steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                                   may_fail=True))
                 continue
             # UBI stops every write after the (n+1)th EC/VID header write from here
@@ -396,7 +397,7 @@ class PowerCut(Study):
             rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out),
                                      teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[v.ubi_attach_cmd()],
                                      check=None, repair=None)
-            steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+            steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                               may_fail=True))
         return steps
 

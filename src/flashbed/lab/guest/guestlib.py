@@ -282,16 +282,22 @@ def _syscall(what: str, call, timeout: float) -> dict:
             "out": f"{errno.errorcode.get(err, err)}: {os.strerror(err)}" if err else ""}
 
 
-def mount_direct(m: DirectMount, mnt: str, timeout: float) -> dict:
-    """mount(2) as `mount -t FSTYPE -o OPTIONS DEVICE MNT` would call it, without
-    starting a program (rc: the errno)."""
+def mount_args(options: list[str]) -> tuple[int, str]:
+    """`mount -o` words as mount(2) takes them: (flags, the filesystem's own options)."""
     flags, data = 0, []
-    for o in m.options:
+    for o in options:
         if o in MS_FLAGS:
             flags |= MS_FLAGS[o]
         elif o not in MS_DEFAULTS:
             data.append(o)
-    opts = ",".join(data).encode() or None
+    return flags, ",".join(data)
+
+
+def mount_direct(m: DirectMount, mnt: str, timeout: float) -> dict:
+    """mount(2) as `mount -t FSTYPE -o OPTIONS DEVICE MNT` would call it, without
+    starting a program (rc: the errno)."""
+    flags, data = mount_args(m.options)
+    opts = data.encode() or None
     what = f"mount(2) -t {m.fstype} -o {','.join(m.options) or 'defaults'} {m.device} {mnt}"
     return _syscall(what, lambda libc: libc.mount(m.device.encode(), mnt.encode(), m.fstype.encode(),
                                                   ctypes.c_ulong(flags), opts), timeout)

@@ -132,7 +132,7 @@ class Call(StrEnum):
     # the device's write log and its crash states (an emulated device)
     LOG_START = "log-start"  # start recording (a blank device: before mkfs)
     LOG_MARK = "log-mark"  # a labelled record (args: label); answers its position {"pos": N}
-    CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed) into args.out
+    CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
     CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live") through the device
 
 
@@ -291,6 +291,7 @@ class CrashWorkSpec(Message):
     sequences: int = 0
     exhaustive: int = 0
     max_len: int = 0
+    skip: list[str] = field(default_factory=list)  # operations the filesystem has not (link on FAT)
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,12 @@ class CrashCheckSpec(Message):
     kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
     start: int = 0  # the first state to check (a resumed check)
     limit: int = 0  # check at most this many (0: all)
+    # a replay: the device already holds the (one) state, nobody serves it; its units a
+    # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
+    # under `device` first (they read as EIO, as when the emulator served them)
+    serve: bool = True
+    dust: list[list[int]] = field(default_factory=list)
+    dust_under: str = ""  # the disk dm-dust goes on
 
 
 @dataclass

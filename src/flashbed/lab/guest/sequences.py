@@ -169,6 +169,11 @@ def apply(m: Model, op: Op, seed: int, seq: int, k: int) -> Model:
 Seq = tuple[tuple[str, str], ...]  # ((operation, persistence), ...)
 
 
+def alphabet(skip: tuple[str, ...] = ()) -> tuple[tuple[str, str], ...]:
+    """The steps, without the operations in `skip` (those the filesystem has not: link on FAT)."""
+    return tuple(s for s in STEPS if s[0] not in skip)
+
+
 def _valid_seq(steps: Seq) -> bool:
     m = base_model(0, 0)
     for k, (name, _) in enumerate(steps):
@@ -179,13 +184,14 @@ def _valid_seq(steps: Seq) -> bool:
     return True
 
 
-def generate(exhaustive: int, samples: int, max_len: int, seed: int) -> list[Seq]:
+def generate(exhaustive: int, samples: int, max_len: int, seed: int, skip: tuple[str, ...] = ()) -> list[Seq]:
     """Every valid sequence of 1..exhaustive steps (in alphabet order), then up to
     `samples` distinct valid ones of exhaustive+1..max_len steps drawn with `seed`
-    (fewer only when there are fewer)."""
+    (fewer only when there are fewer); none uses an operation in `skip`."""
+    steps = alphabet(tuple(skip))
     out: list[Seq] = []
     for n in range(1, exhaustive + 1):
-        out += [s for s in itertools.product(STEPS, repeat=n) if _valid_seq(s)]
+        out += [s for s in itertools.product(steps, repeat=n) if _valid_seq(s)]
     longer = range(exhaustive + 1, max_len + 1)
     if not samples or not longer:
         return out
@@ -197,7 +203,7 @@ def generate(exhaustive: int, samples: int, max_len: int, seed: int) -> list[Seq
         n = rng.choice(longer)
         m, steps = base_model(0, 0), []
         for k in range(n):
-            choices = [s for s in STEPS if valid(m, BY_NAME[s[0]])]
+            choices = [s for s in steps if valid(m, BY_NAME[s[0]])]
             if not choices:
                 break
             s = rng.choice(choices)
@@ -380,6 +386,9 @@ def judge_seq(d: str, acked: Model, pending: tuple[Op, Model] | None, history: d
                 and _data_between(op, have[1], olds[1], news[1]):
             changed[path] = "new"
             ok("partial")
+        elif op is not None and op.name == "append" and olds and have and have[0] == "file" \
+                and have[1][:len(olds[1])] == olds[1]:
+            out["garbage"].append(f"{where}: appended bytes never written here")
         elif olds is not None:
             out["loss"].append(f"{where}: neither the acked nor the new state")
         else:
