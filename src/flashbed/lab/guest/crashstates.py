@@ -168,7 +168,9 @@ def dust(under: str, ranges: list[list[int]], timeout: float) -> None:
     blk = 4096 if all(o % 4096 == 0 and n % 4096 == 0 for o, n in ranges) else 512
     with open(f"/sys/class/block/{os.path.basename(under)}/size") as f:
         sectors = int(f.read())
-    cmds = [f"dmsetup create {DUST} --table '0 {sectors} dust {under} 0 {blk}'"]
+    # no udev in the lab: make the node if dmsetup did not (as the badblocks study does)
+    cmds = [f"dmsetup --noudevsync create {DUST} --table '0 {sectors} dust {under} 0 {blk}' && "
+            f"{{ [ -b /dev/mapper/{DUST} ] || dmsetup mknodes; }}"]
     cmds += [f"dmsetup message {DUST} 0 addbadblock {b}" for o, n in ranges for b in range(o // blk, (o + n) // blk)]
     cmds.append(f"dmsetup message {DUST} 0 enable")
     for cmd in cmds:
