@@ -28,3 +28,4 @@ bench: setup
 	$(PYTHON) -m flashbed.cli bench hostcall --calls 300
 	$(PYTHON) -m flashbed.cli bench presets
 	$(PYTHON) -m flashbed.cli bench powercut --cycles 20
+	$(PYTHON) -m flashbed.cli bench crashstates --device emmc-8g@64M

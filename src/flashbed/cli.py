@@ -80,6 +80,13 @@ def _parser() -> argparse.ArgumentParser:
     bpc.add_argument("--pace", default="none", choices=["none", "real"])
     bpc.add_argument("--mode", default="async", choices=["async", "sync"])
     bpc.add_argument("--seed", type=int, default=1)
+    bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
+    bcs.add_argument("--device", default="emmc-8g@128M")
+    bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
+    bcs.add_argument("--workload", default="powercut", choices=["powercut", "sequences"])
+    bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
+    bcs.add_argument("--pace", default="none", choices=["none", "real"])
+    bcs.add_argument("--seed", type=int, default=1)
 
     cs = sub.add_parser("crashstate", help="a crash state of a run's crashstates cells")
     csub = cs.add_subparsers(dest="crashstate_cmd", required=True)
@@ -167,6 +174,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.cycles < 1:
                 raise FlashbedError("--cycles must be at least 1")
             powercut.bench(args.device, list(_split([args.fs])), args.cycles, args.pace, args.mode, args.seed)
+            return 0
+        if args.bench_cmd == "crashstates":
+            from .bench import crashstates
+            if args.ops < 1:
+                raise FlashbedError("--ops must be at least 1")
+            crashstates.bench(args.device, list(_split([args.fs])), args.workload, args.ops, args.pace, args.seed)
             return 0
         if args.bench_cmd == "hostcall":
             from .bench import hostcall
