@@ -120,7 +120,7 @@ class CrashStates(Study):
         tears: int = param(2, help="torn-program states per interval (presets without paired-page protection)")
         at_marks: bool = param(True, help="also the plain cut right after each intent and acknowledgement that "
                                           "holds something the last flush did not")
-        max_states: int = param(0, help="check at most this many states (0: all)")
+        max_states: int = param(0, help="check only the first this many states (0: all)")
         step_timeout: float = param(60.0, unit="s", help="limit of a mount, unmount or the verifier")
         fsck_timeout: float = param(300.0, unit="s")
         check_timeout: float = param(6 * 3600.0, unit="s", help="limit of checking all states of a cell")

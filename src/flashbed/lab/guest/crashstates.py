@@ -192,11 +192,11 @@ def check(c: CrashCheckSpec) -> dict:
     if c.dust:
         dust(c.dust_under, c.dust, rspec.timeout)
     kmsg = powercut.Kmsg()
-    end = len(states) if not c.limit else min(len(states), c.start + c.limit)
+    end = len(states) if not c.limit else min(len(states), c.limit)
     out_fd = os.open(os.path.expandvars(c.out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     checked, stopped = 0, ""
     try:
-        for i in range(c.start, end):
+        for i in range(end):
             st = states[i]
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
             t0 = now()

@@ -307,8 +307,7 @@ class CrashCheckSpec(Message):
     recover: dict[str, Any]  # a RecoverSpec (its dir and log: the workload's)
     out: str
     kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
-    start: int = 0  # the first state to check (a resumed check)
-    limit: int = 0  # check at most this many (0: all)
+    limit: int = 0  # check only the first this many (0: all)
     # a replay: the device already holds the (one) state, nobody serves it; its units a
     # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
     # under `device` first (they read as EIO, as when the emulator served them)
