@@ -3,7 +3,6 @@ made here the way a crash could leave them (the real operations, on the host).""
 
 from __future__ import annotations
 
-import os
 import shutil
 
 import pytest
@@ -167,3 +166,9 @@ def test_names_undone_or_unknown_and_broken_links(tmp_path):
     link.unlink()
     shutil.copyfile(root / "s0001/A/foo", link)  # the same bytes, but no longer the same file
     assert verdict(root, seqs, recs) == (1, 0)
+
+
+def test_a_filesystem_without_hard_links_gets_no_link_steps():
+    seqs = S.generate(1, 30, 3, 1, skip=("link",))
+    assert len(seqs) == 25 + 30
+    assert not any(op == "link" for s in seqs for op, _ in s)

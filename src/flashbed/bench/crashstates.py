@@ -14,27 +14,17 @@ drop (the block device's buffers), mount, verify, umount, fsck.
 
 from __future__ import annotations
 
-import resource
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from .. import profiles, variants
-from ..cell import run_cell
+from .. import profiles
 from ..devices import presets
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
-from ..lab.labs import UmlLab
 from ..results import CellKey
 from ..studies import STUDIES
 from ..studies.base import CellSpec
 from ..studies.crashstates import PARTS
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+from .cells import checked_variants, timed_cell
 
 
 def bench(device: str, fs: list[str], workload: str, ops: int, pace: str, seed: int, out=sys.stdout) -> list[dict]:
@@ -44,9 +34,7 @@ def bench(device: str, fs: list[str], workload: str, ops: int, pace: str, seed: 
         raise FlashbedError(f"{dev.label} is not an emulated device: crash states need the emulator's write log")
     study = STUDIES["crashstates"]
     params = study.params(**{**profiles.overrides("quick", "crashstates"), "ops": ops, "workload": workload})
-    parsed = [variants.parse(name, dev) for name in fs]  # every name checked before any lab runs
-    for v in parsed:
-        variants.check_device(v, dev)
+    parsed = checked_variants(fs, dev)
     print(f"crash states on {dev.label} (pace {pace}, {workload} workload"
           + (f", {ops} operations" if workload == "powercut" else "") + ", one lab per filesystem)",
           file=out, flush=True)
@@ -54,10 +42,7 @@ def bench(device: str, fs: list[str], workload: str, ops: int, pace: str, seed: 
     for name, v in zip(fs, parsed, strict=True):
         spec = CellSpec(key=CellKey(dev.label, v.spec, "crashstates", workload), device=dev, variant=v,
                         params=params, seed=seed, pace=pace)
-        with tempfile.TemporaryDirectory(prefix="flashbed-bench-cs-") as tmp:
-            cpu0, t0 = _children_cpu(), time.monotonic()
-            res = run_cell(spec, UmlLab(kernel), Path(tmp) / "logs", Path(tmp) / "scratch")
-            wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
+        res, wall, cpu = timed_cell(spec, kernel, "flashbed-bench-cs-")
         n = res.value(workload, "iterations")
         if res.status.retryable or not n:
             raise FlashbedError(f"{name}: {res.error or res.headline}")

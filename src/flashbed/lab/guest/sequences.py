@@ -188,10 +188,10 @@ def generate(exhaustive: int, samples: int, max_len: int, seed: int, skip: tuple
     """Every valid sequence of 1..exhaustive steps (in alphabet order), then up to
     `samples` distinct valid ones of exhaustive+1..max_len steps drawn with `seed`
     (fewer only when there are fewer); none uses an operation in `skip`."""
-    steps = alphabet(tuple(skip))
+    alpha = alphabet(tuple(skip))
     out: list[Seq] = []
     for n in range(1, exhaustive + 1):
-        out += [s for s in itertools.product(steps, repeat=n) if _valid_seq(s)]
+        out += [s for s in itertools.product(alpha, repeat=n) if _valid_seq(s)]
     longer = range(exhaustive + 1, max_len + 1)
     if not samples or not longer:
         return out
@@ -203,7 +203,7 @@ def generate(exhaustive: int, samples: int, max_len: int, seed: int, skip: tuple
         n = rng.choice(longer)
         m, steps = base_model(0, 0), []
         for k in range(n):
-            choices = [s for s in steps if valid(m, BY_NAME[s[0]])]
+            choices = [s for s in alpha if valid(m, BY_NAME[s[0]])]
             if not choices:
                 break
             s = rng.choice(choices)
