@@ -106,6 +106,15 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                 switched[0] += 1
                 if on_boot is not None and switched[1]:
                     on_boot(switched[0], switched[1], "crash states")
+                if args.get("watchdog"):
+                    # a lab stuck on this state (its kernel, not one command) is killed
+                    # if it asks for no other state in time: the study counts a hang
+                    for t in timers:
+                        t.cancel()
+                    timer = threading.Timer(float(args["watchdog"]), kill.set)
+                    timer.daemon = True
+                    timers.append(timer)
+                    timer.start()
                 return reply
 
             def cut() -> None:

@@ -18,6 +18,7 @@ from flashbed.lab.guest.protocol import CrashCheckSpec, CrashWorkSpec, RecoverSp
 from flashbed.lab.uml import BootResult, StepResult
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.results import CellKey, CellResult
+from flashbed.status import BootStatus
 from flashbed.store import RunStore
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CRASHLOG, CellSpec
@@ -153,3 +154,29 @@ def test_the_plan_refuses_a_device_without_a_write_log():
     assert [c.key.case for c in plan.cells] == ["powercut", "sequences"]
     quick = dataclasses.asdict(plan.cells[0].params)
     assert (quick["ops"], quick["sequences"]) == (60, 25)
+
+
+def test_a_lab_stuck_on_a_state_is_a_hang_there_and_the_rest_unchecked(tmp_path):
+    states = [state("100", "flush", facts()), state("101", "cut", facts()), state("102", "cut", facts())]
+    lay_out(tmp_path, states[:1])
+    (tmp_path / STATES_FILE).write_text(json.dumps({"states": [{"id": s["id"], "kind": s["kind"], "acked": 10}
+                                                               for s in states]}))
+    b = boot()
+    b.status = BootStatus.KILLED  # the host's watchdog
+    b.steps = b.steps[:4]
+    out = STUDY.parse(cell(), [b], tmp_path)
+    v = {m.metric: m.value for m in out.measurements}
+    assert (v["class:clean"], v["class:hang"], v["iterations"]) == (1, 1, 2)
+    assert out.extra["failures"][0]["state"] == "101" and out.status == "ok"
+    assert "1 states after it not checked" in out.headline
+
+
+def test_states_left_unchecked_without_a_hang_are_flashbeds_error(tmp_path):
+    states = [state("100", "flush", facts()), state("101", "cut", facts())]
+    lay_out(tmp_path, states[:1])
+    (tmp_path / STATES_FILE).write_text(json.dumps({"states": [{"id": s["id"], "kind": s["kind"], "acked": 10}
+                                                               for s in states]}))
+    b = boot()
+    b.steps[4] = step("check", "", status="failed")
+    out = STUDY.parse(cell(), [b], tmp_path)
+    assert out.status == "error" and "1 of 2 states were not checked" in out.error

@@ -263,34 +263,32 @@ def _boot(spec: BootSpec, kernel: KernelInfo | None, host: HostHandler | None,
 def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:
     answered: set[str] = set()
     watch = DirWatch.open(calls)  # None: poll every 5 ms
-    names: list[str] | None = None  # None: look at the whole directory
-    try:
-        while not stop.is_set():
-            if names is None:
-                reqs = sorted(calls.glob("*.req")) if calls.is_dir() else []
-            else:
-                reqs = sorted(calls / n for n in names if n.endswith(".req"))
-            for req in reqs:
-                if req.name in answered:
-                    continue
-                answered.add(req.name)
-                try:
-                    call = HostCall.from_json(json.loads(req.read_text()))
-                    if handler is None:
-                        raise FlashbedError(f"no host handler for '{call.call}'")
-                    answer = HostAnswer(ok=True, data=handler(call.call, call.args))
-                except Exception as e:  # the guest gets the error; the cell decides
-                    answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
-                tmp = req.with_suffix(".resp.tmp")
-                tmp.write_text(json.dumps(answer.to_json()))
-                os.replace(tmp, req.with_suffix(".resp"))
-            if watch is None:
-                stop.wait(0.005)
-            else:
-                names = watch.wait(0.05)
-    finally:
-        if watch is not None:
-            watch.close()
+    names: list[str] | None = None  # the names that arrived; None: look at the whole directory
+    while not stop.is_set():
+        if names is None:
+            reqs = sorted(calls.glob("*.req")) if calls.is_dir() else []
+        else:
+            reqs = sorted(calls / n for n in names if n.endswith(".req"))
+        for req in reqs:
+            if req.name in answered:
+                continue
+            answered.add(req.name)
+            try:
+                call = HostCall.from_json(json.loads(req.read_text()))
+                if handler is None:
+                    raise FlashbedError(f"no host handler for '{call.call}'")
+                answer = HostAnswer(ok=True, data=handler(call.call, call.args))
+            except Exception as e:  # the guest gets the error; the cell decides
+                answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
+            tmp = req.with_suffix(".resp.tmp")
+            tmp.write_text(json.dumps(answer.to_json()))
+            os.replace(tmp, req.with_suffix(".resp"))
+        if watch is None:
+            stop.wait(0.005)
+        else:
+            names = watch.wait(0.05)
+    if watch is not None:
+        watch.close()
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -57,12 +57,12 @@ from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMou
                                   Workload)
 from ..lab.uml import GUEST_DIR, BootResult, Step
 from ..lab.guest.guestlib import read_log
-from ..status import CellStatus, PowerCutClass
+from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
-                       recover_spec, shell_arg, work_seed)
+                       recover_spec, recover_timeout, shell_arg, work_seed)
 
 CSWORK = GUEST_DIR / "crashstates.py"  # this study's guest side
 CSW = f"{PY} {shlex.quote(str(CSWORK))}"
@@ -148,7 +148,8 @@ class CrashStates(Study):
                                                             [*v.fs.mount_opts, *v.mount_extra]).to_json())
         return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
                               recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
-                              kmsg_pattern=v.base.log_prefix or v.base.fstype, limit=p.max_states)
+                              kmsg_pattern=v.base.log_prefix or v.base.fstype, limit=p.max_states,
+                              watchdog=recover_timeout(rs) + 60)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
@@ -182,6 +183,19 @@ class CrashStates(Study):
             why = _first_problem(res)
             return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
         records = [self._record(s, fstype) for s in checked]
+        states = listing.get("states", [])
+        want = min(len(states), p.max_states) if p.max_states else len(states)
+        stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
+        if len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
+                                                                   BootStatus.CRASH):
+            # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
+            st, crashed = states[len(records)], res.status is BootStatus.CRASH
+            records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
+                            "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
+                            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
+                            "why": ("the lab kernel died" if crashed else "the lab stopped answering")
+                            + " while checking it", "console": res.console_log})
+            stopped = f"state {st['id']}: {records[-1]['why']}"
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)
         for r in failures:
@@ -190,28 +204,29 @@ class CrashStates(Study):
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
-        stopped = (step_json(res, "check") or {}).get("stopped", "")
         check = res.step("check")
-        unchecked = len(listing.get("states", [])) - len(checked)
+        unchecked = want - len(records)
         error = ""
-        if unchecked and not stopped and not p.max_states:
-            error = f"{unchecked} of {len(listing['states'])} states were not checked: " + \
+        if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
+            error = f"{unchecked} of {len(states)} states were not checked: " + \
                 (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
-                 "the check did not run")
+                 f"the check did not run ({res.status}: {res.error})")
         counts = Counter(r["class"] for r in records)
         head = f"{len(records)} states: " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
         if failures:
-            head += f"; {len(failures)} to replay"
+            head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
             "workload": case, "seed": seed, "work": work,
             "listing": {k: v for k, v in listing.items() if k not in ("states", "log_bytes")}
-            | {"states": len(listing["states"])},
+            | {"states": len(states)},
             "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None,
             "log_bytes": listing.get("log_bytes"),
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
-        return Outcome(meas, head, extra=extra, status=CellStatus.FAILED if not records else CellStatus.OK,
-                       error=error[:400])
+        if stopped and unchecked:
+            head += f"; {unchecked} states after it not checked"
+        status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
+        return Outcome(meas, head, extra=extra, status=status, error=error[:400])
 
     def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
         k = result.key
@@ -266,6 +281,14 @@ def _read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def _last_json(step: Any) -> dict:
+    """The JSON line a guest program printed last, whatever its exit code."""
+    try:
+        return json.loads(step.stdout.strip().splitlines()[-1]) if step is not None else {}
+    except (ValueError, IndexError):
+        return {}
 
 
 def _first_problem(res: BootResult | None) -> str:

@@ -133,6 +133,11 @@ def recover_spec(v: FsVariant, workdir: str, log: str, out: str, timeout: float,
                        clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=sabotage)
 
 
+def recover_timeout(rs: RecoverSpec) -> float:
+    """The longest a recovery may take: every mount, unmount and check at its limit."""
+    return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
+
+
 # --- classification (host side, pure: unit-tested with fake facts) ------------------------
 
 def cut_hit_workload(w: BootResult) -> bool:
@@ -334,7 +339,7 @@ class PowerCut(Study):
                             float(spec.params.fsck_timeout), sabotage=spec.params.sabotage)
 
     def _recover_timeout(self, rs: RecoverSpec) -> float:
-        return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
+        return recover_timeout(rs)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         if spec.variant.media == "mtd":

@@ -201,7 +201,8 @@ def check(c: CrashCheckSpec) -> dict:
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
             t0 = now()
             if c.serve:
-                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"]}),
+                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
+                                                                                    "watchdog": c.watchdog}),
                               CALL_TIMEOUT, keep=False)
                 rec.switch = {"error": "no answer"} if a is None else \
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}

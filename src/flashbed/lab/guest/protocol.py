@@ -133,7 +133,8 @@ class Call(StrEnum):
     LOG_START = "log-start"  # start recording (a blank device: before mkfs)
     LOG_MARK = "log-mark"  # a labelled record (args: label); answers its position {"pos": N}
     CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
-    CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live") through the device
+    CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live"; watchdog: s until the lab is
+    # killed unless it asks for another state: a kernel stuck on this one)
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -308,6 +309,7 @@ class CrashCheckSpec(Message):
     out: str
     kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
     limit: int = 0  # check only the first this many (0: all)
+    watchdog: float = 0.0  # s a state may take before the host kills the lab (0: never)
     # a replay: the device already holds the (one) state, nobody serves it; its units a
     # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
     # under `device` first (they read as EIO, as when the emulator served them)
