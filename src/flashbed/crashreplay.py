@@ -32,7 +32,7 @@ from .results import CellResult
 from .store import RunStore, resolve_run
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec
-from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, state_ref
+from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, evidence_text, state_ref
 from .studies.powercut import case_variant, shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
@@ -142,6 +142,8 @@ def replay(run: str, ref: str, image: Path, lab_check: bool, out=sys.stdout) -> 
           f"{reply.get('volatile')} volatile writes kept, {len(damaged)} damaged units)", file=out)
     if f:
         print(f"recorded outcome: {f['class']} ({f.get('why', '')})", file=out)
+        if evidence_text(f):
+            print(f"the write log: {evidence_text(f)}", file=out)
     else:
         print("recorded outcome: none (this state did not fail, or the cell listed only the first failures)",
               file=out)

@@ -180,3 +180,17 @@ def test_states_left_unchecked_without_a_hang_are_flashbeds_error(tmp_path):
     b.steps[4] = step("check", "", status="failed")
     out = STUDY.parse(cell(), [b], tmp_path)
     assert out.status == "error" and "1 of 2 states were not checked" in out.error
+
+
+def test_a_loss_says_whether_its_operation_was_flushed_before_it_was_acknowledged():
+    from flashbed.studies.crashstates import loss_evidence
+    recs = [{"e": "begin", "m": 10}, {"e": "intent", "n": 1, "name": "f00001", "m": 11}, {"e": "ack", "n": 1, "m": 20},
+            {"e": "intent", "n": 2, "name": "f00002", "m": 21}, {"e": "ack", "n": 2, "m": 30},
+            {"e": "intent", "n": 3, "name": "f00001", "m": 31}]
+    ev = loss_evidence(["f00001: acked file missing", "f00002: acked content differs", "directory missing"], 40,
+                       recs, flush_pos=[15, 18, 35])
+    assert ev == [{"name": "f00001", "intent": 11, "ack": 20, "flushes": 2},
+                  {"name": "f00002", "intent": 21, "ack": 30, "flushes": 0}]
+    seq = [{"e": "intent", "seq": 3, "k": 0, "m": 5}, {"e": "ack", "seq": 3, "k": 0, "m": 9}]
+    assert loss_evidence(["s0003/A/foo: acked content differs"], 12, seq, [7]) == \
+        [{"name": "s0003", "intent": 5, "ack": 9, "flushes": 1}]

@@ -118,11 +118,13 @@ class CrashListing:
     marks: tuple[tuple[int, str], ...]  # (record, label)
     after: int | None  # only cuts after this record are listed
     states: tuple[CrashState, ...]
+    flush_pos: tuple[int, ...] = ()  # the acknowledged flushes' records
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CrashListing":
         return cls(records=d["records"], flushes=d["flushes"], marks=tuple((m["pos"], m["label"]) for m in d["marks"]),
-                   after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]))
+                   after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]),
+                   flush_pos=tuple(d.get("flush_pos", ())))
 
 
 def _run_json(cmd: list[str], what: str) -> dict[str, Any]:

@@ -237,7 +237,7 @@ class EmulatorSession(_Session):
         stop = self.emu.log_stop()
         listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks)
         return {"records": listing.records, "flushes": listing.flushes, "data_bytes": stop.get("data_bytes"),
-                "after": listing.after, "marks": len(listing.marks),
+                "after": listing.after, "marks": len(listing.marks), "flush_pos": list(listing.flush_pos),
                 "states": [{**dataclasses.asdict(s), "kind": s.kind.value} for s in listing.states]}
 
     def crash_switch(self, state: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ per state of each part (switch, drop, mount, verify, umount, fsck).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import shlex
@@ -198,8 +199,12 @@ class CrashStates(Study):
             stopped = f"state {st['id']}: {records[-1]['why']}"
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)
+        recs = read_log(str(run_dir / LOG_FILE))
+        lost = {s.id: ((s.facts or {}).get("verify") or {}).get("loss", []) for s in checked}
         for r in failures:
             r.update(workload=case, seed=seed)
+            if r["class"] == PowerCutClass.DATA_LOSS:
+                r["evidence"] = loss_evidence(lost.get(r["state"], []), r["acked"], recs, listing.get("flush_pos", []))
         meas = self._measure(case, listing, records, failures, res)
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
@@ -217,7 +222,7 @@ class CrashStates(Study):
             head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
             "workload": case, "seed": seed, "work": work,
-            "listing": {k: v for k, v in listing.items() if k not in ("states", "log_bytes")}
+            "listing": {k: v for k, v in listing.items() if k not in ("states", "log_bytes", "flush_pos")}
             | {"states": len(states)},
             "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None,
             "log_bytes": listing.get("log_bytes"),
@@ -230,7 +235,8 @@ class CrashStates(Study):
 
     def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
         k = result.key
-        return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"], f.get("why", ""),
+        return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"],
+                           "; ".join(x for x in (f.get("why", ""), evidence_text(f)) if x),
                            replay_command(run_id, k.id, k.fs, f["state"]))
                 for f in result.extra.get("failures", [])]
 
@@ -281,6 +287,49 @@ def _read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def loss_evidence(losses: list[str], acked: int, recs: list[dict], flush_pos: list[int]) -> list[dict]:
+    """Per lost name (the verifier's "name: how"): the last operation on it the state
+    acknowledged, its intent and acknowledgement marks in the write log, and how many
+    flushes the device acknowledged between them. None: the filesystem acknowledged it
+    without flushing (durable by luck only); some, and no flash damage in the state: it
+    wrote what it lost after its last flush."""
+    ops: dict[tuple, tuple[str, int]] = {}  # operation -> (the name it changes, its intent mark)
+    last: dict[str, tuple[int, int]] = {}  # name -> the last acknowledged operation's (intent, ack) marks
+    for r in recs:
+        if r.get("m", acked) >= acked:
+            break
+        key = (r.get("seq"), r.get("k"), r.get("n"))
+        if r.get("e") == "intent":
+            ops[key] = (r.get("name") or f"s{r['seq']:04d}", r["m"])
+        elif r.get("e") == "ack" and key in ops:
+            name, mi = ops[key]
+            last[name] = (mi, r["m"])
+    out = []
+    for loss in losses:
+        name = loss.split(":", 1)[0].split("/", 1)[0]
+        mi, ma = last.get(name, (-1, -1))
+        if ma < 0:
+            continue
+        flushes = bisect.bisect_left(flush_pos, ma) - bisect.bisect_right(flush_pos, mi)
+        out.append({"name": name, "intent": mi, "ack": ma, "flushes": flushes})
+    return out
+
+
+def evidence_text(failure: dict) -> str:
+    """What the write log says about a loss (loss_evidence), in a few words."""
+    ev = failure.get("evidence") or []
+    bare = [e["name"] for e in ev if not e["flushes"]]
+    flushed = [e["name"] for e in ev if e["flushes"]]
+    parts = []
+    if bare:
+        parts.append("acknowledged with no flush of the device: " + ", ".join(bare))
+    if flushed:
+        parts.append("flushed before it was acknowledged: " + ", ".join(flushed) + (
+            f" (the state's torn program damaged {failure['damaged']} units)" if failure.get("damaged") else
+            " (no flash damage: the filesystem wrote it after that flush)"))
+    return "; ".join(parts)
 
 
 def _last_json(step: Any) -> dict:

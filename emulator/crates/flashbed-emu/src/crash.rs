@@ -127,6 +127,7 @@ fn summary(ix: &Index) -> Value {
     json!({
         "records": ix.recs.len(),
         "flushes": ix.flush_pos.len(),
+        "flush_pos": ix.flush_pos,
         "versions": ix.versions.len(),
         "programs": ix.progs.len(),
         "commits": ix.commits.len(),
