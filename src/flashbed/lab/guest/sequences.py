@@ -18,20 +18,22 @@ that promises it:
                                      unlink A/foo
       then fsync of every directory it changed, or sync: the names are durable
 
-That is an alphabet of 27 (operation, persistence) steps. generate() takes every
-valid sequence up to `exhaustive` steps (27 of one step, 603 of up to two), then
-`samples` more drawn with a seed among the valid ones of exhaustive+1 .. max_len
-steps. A step is valid when its files are there (nothing writes a file an earlier
-step removed).
+That is an alphabet of 27 (operation, persistence) steps (25 without link, on
+FAT and exFAT). generate() takes every valid sequence of up to `exhaustive` steps
+(27 of one step; 668 of up to two; there are 13 959 valid three-step ones), then
+`samples` more, distinct, drawn with a seed among the valid ones of
+exhaustive+1 .. max_len steps. A step is valid when its files are there (nothing
+writes a file an earlier step removed).
 
 What a crash state must show, per sequence (the log says which steps were
 acknowledged when the device lost power): every acknowledged step exactly (names,
 hard links as one inode, file contents and sizes); the step under way either not
-done or done, or for data the states the operation passes through (a rewrite or
-append: a prefix of the new bytes, any 4 KiB block still zero; a pwrite: each
-block old or new); a rename under way may leave both names (never neither).
-Anything else is a loss of acknowledged data, or garbage (bytes or names that
-were never there). Standard library only (it runs in the lab).
+done or done, or for data the states the operation passes through, sector by
+sector (a rewrite or append: a prefix of the new bytes, any sector still zero; a
+pwrite: each sector old or new; a truncate: the tail old or zeroed); a rename
+under way may leave both names (never neither). Anything else is a loss of
+acknowledged data, or garbage (bytes or names that were never there). Standard
+library only (it runs in the lab).
 """
 
 from __future__ import annotations
@@ -477,9 +479,3 @@ def verify_dir(root: str, recs: list[dict], seqs: list[Seq], seed: int) -> dict:
     out["n_loss"], out["n_garbage"] = len(out["loss"]), len(out["garbage"])
     out["loss"], out["garbage"] = out["loss"][:LIST_LIMIT], out["garbage"][:LIST_LIMIT]
     return out
-
-
-def describe(steps: Seq) -> str:
-    return "; ".join(f"{o} + {p}" for o, p in steps)
-
-
