@@ -26,5 +26,7 @@ bench: setup
 	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7 --compare-pinning
 	emulator/target/release/flashbed-bench all
 	$(PYTHON) -m flashbed.cli bench fuse --runs 5
+	$(PYTHON) -m flashbed.cli bench hostcall --calls 300
 	$(PYTHON) -m flashbed.cli bench presets
 	$(PYTHON) -m flashbed.cli bench powercut --cycles 20
+	$(PYTHON) -m flashbed.cli bench crashstates --device emmc-8g@64M

@@ -1,6 +1,7 @@
 """Recorded real runs of every study, for the tests that need no kernel.
 
     python3 -m tests.replay            (from the repository root, with the lab kernel)
+    python3 -m tests.replay STUDY ...  only the requests that run those studies (the others' recordings stay)
 
 runs REQUESTS in the real lab (small sizes, plain-file and nandsim devices, so
 the replay needs neither the emulator nor a kernel) and records every boot under
@@ -55,10 +56,14 @@ REQUESTS = [
     # raw NAND: UBI attach and mount, power cuts by UBI's emulation and by freezing JFFS2, bit flips
     PlanRequest(fs=("ubifs", "jffs2"), devices=("nand-slc-256m@64M",), studies=("mount", "powercut", "badblocks"),
                 overrides={"mount": {"fills": [0]}, **_FAILURE}, pace="none"),
+    # crash states need the emulator's write log (the replay needs no emulator); the sabotage
+    # makes failures, so parse() reads some of every kind
+    PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
+        "crashstates": {"ops": 12, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
 ]
 
 
-def record() -> int:
+def record(studies: tuple[str, ...] = ()) -> int:
     from flashbed.execute import execute
     from flashbed.executors import LocalExecutor
     from flashbed.lab.kernel import ensure_kernel
@@ -67,11 +72,14 @@ def record() -> int:
     from flashbed.plan import make_plan
     from flashbed.store import RunStore
 
-    shutil.rmtree(DATA, ignore_errors=True)
-    DATA.mkdir(parents=True)
+    if not studies:
+        shutil.rmtree(DATA, ignore_errors=True)
+    DATA.mkdir(parents=True, exist_ok=True)
     labs = RecordingLabs(UmlLabs(ensure_kernel()), DATA)
     with tempfile.TemporaryDirectory(prefix="flashbed-record-") as tmp:
         for i, req in enumerate(REQUESTS):
+            if studies and not set(studies) & set(req.studies):
+                continue
             plan = make_plan(req)
             store = RunStore(Path(tmp) / f"run{i}")
             results = execute(plan, store, labs, LocalExecutor(2))
@@ -102,4 +110,4 @@ def _scrub(root: Path, more: dict[str, str]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(record())
+    sys.exit(record(tuple(sys.argv[1:])))

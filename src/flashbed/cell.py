@@ -23,10 +23,11 @@ from .results import CellResult
 from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
-from .studies.base import CellSpec
+from .studies.base import CRASHLOG, CellSpec
 from .studies.params import as_json
 
-OnPart = Callable[[int, int], None]  # (boots done, boots in all)
+OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
+CRASH_CALLS = (Call.LOG_START, Call.LOG_MARK, Call.CRASH_STATES, Call.CRASH_SWITCH)
 
 
 def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root: Path,
@@ -52,7 +53,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     if real:  # what the device is, from sysfs (model, serial, sizes, transport)
         prov["real_device"] = spec.device.info["identity"]
     try:
-        with open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
+        # a lab may bring its own device session (a replay needs none)
+        with getattr(lab, "open_session", open_session)(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             kill = threading.Event()
             since: dict[str, float] = {}  # phase -> when its statistics were reset
 
@@ -82,7 +84,41 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                     timers.append(timer)
                     timer.start()
                     return None
+                if call in CRASH_CALLS:
+                    return crash_call(call, args)
                 raise FlashbedError(f"unknown host call '{call}'")
+
+            switched = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
+
+            def crash_call(call: str, args: dict) -> Any:
+                # the write log lives in the boot's run directory (the study keeps it or not)
+                if call == Call.LOG_START:
+                    dev.log_start(where[0] / CRASHLOG)
+                    return {}
+                if call == Call.LOG_MARK:
+                    return {"pos": dev.log_mark(str(args["label"]))}
+                if call == Call.CRASH_STATES:
+                    listing = dev.crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
+                                               seed=int(args["seed"]), marks=bool(args.get("marks")))
+                    log = where[0] / CRASHLOG
+                    listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
+                    (where[0] / Path(str(args["out"])).name).write_text(json.dumps(listing))
+                    switched[:] = [0, len(listing["states"])]
+                    return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
+                reply = dev.crash_switch(str(args["state"]))
+                switched[0] += 1
+                if on_boot is not None and switched[1]:
+                    on_boot(switched[0], switched[1], "crash states")
+                if args.get("watchdog"):
+                    # a lab stuck on this state (its kernel, not one command) is killed
+                    # if it asks for no other state in time: the study counts a hang
+                    for t in timers:
+                        t.cancel()
+                    timer = threading.Timer(float(args["watchdog"]), kill.set)
+                    timer.daemon = True
+                    timers.append(timer)
+                    timer.start()
+                return reply
 
             def cut() -> None:
                 # when the host cut the power, for the study to set against the

@@ -91,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
     bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
     bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
+    bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
+    bhc.add_argument("--calls", type=int, default=300)
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
     bpc.add_argument("--device", default="emmc-8g@64M")
     bpc.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -107,6 +109,22 @@ def _parser() -> argparse.ArgumentParser:
                     help="comma-separated: lab (boot, syscall, cached read, python start), device (emmc-8g), "
                          "powercut")
     bl.add_argument("--cycles", type=int, default=10, help="power-cut cycles per kernel")
+    bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
+    bcs.add_argument("--device", default="emmc-8g@128M")
+    bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
+    bcs.add_argument("--workload", default="powercut", choices=["powercut", "sequences"])
+    bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
+    bcs.add_argument("--pace", default="none", choices=["none", "real"])
+    bcs.add_argument("--seed", type=int, default=1)
+
+    cs = sub.add_parser("crashstate", help="a crash state of a run's crashstates cells")
+    csub = cs.add_subparsers(dest="crashstate_cmd", required=True)
+    rp = csub.add_parser("replay", help="rebuild a failed crash state as a device image (from the kept write log)")
+    rp.add_argument("run", help="run id under runs/ or a run directory")
+    rp.add_argument("state", help="CELL:STATE as `flashbed results` lists it (or STATE alone if one cell has it)")
+    rp.add_argument("--image", type=Path, required=True, help="where the image goes")
+    rp.add_argument("--check", action="store_true",
+                    help="also boot the lab on it and recover and verify it as the cell did")
 
     res = sub.add_parser("results", help="print a run's results as a table")
     res.add_argument("run", help="run id under runs/ or a run directory")
@@ -182,6 +200,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "report":
         return _report(args)
+    if args.command == "crashstate":
+        from . import crashreplay
+        return crashreplay.replay(args.run, args.state, args.image, args.check)
     if args.command == "bench":
         from .bench import devices as bench
         if args.bench_cmd == "lab":
@@ -193,6 +214,18 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.cycles < 1:
                 raise FlashbedError("--cycles must be at least 1")
             powercut.bench(args.device, list(_split([args.fs])), args.cycles, args.pace, args.mode, args.seed)
+            return 0
+        if args.bench_cmd == "crashstates":
+            from .bench import crashstates
+            if args.ops < 1:
+                raise FlashbedError("--ops must be at least 1")
+            crashstates.bench(args.device, list(_split([args.fs])), args.workload, args.ops, args.pace, args.seed)
+            return 0
+        if args.bench_cmd == "hostcall":
+            from .bench import hostcall
+            if args.calls < 1:
+                raise FlashbedError("--calls must be at least 1")
+            hostcall.bench(args.calls)
             return 0
         if args.bench_cmd == "fuse":
             if args.runs < 1:

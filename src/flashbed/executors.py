@@ -50,7 +50,7 @@ class LocalExecutor:
                 while pending and len(running) < self.jobs:
                     item = pending.pop(0)
                     progress.start(name(item))
-                    on_part = (lambda done, total, n=name(item): progress.part(n, done, total))
+                    on_part = (lambda done, total, what="boots", n=name(item): progress.part(n, done, total, what))
                     running[pool.submit(task, item, on_part)] = item
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for f in finished:

@@ -46,6 +46,7 @@ class Filesystem:
     read_only: bool = False
     compressors: tuple[str, ...] = ()
     compress: tuple[str, ...] = ()
+    hard_links: bool = True  # link(2) works (FAT and exFAT have none)
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -116,10 +117,10 @@ CATALOGUE: dict[str, Filesystem] = {
                    recovery_log=r"recovery complete|[Rr]ecover"),
         Filesystem("vfat", "block", "vfat", ("mkfs.vfat",), "dosfstools",
                    check=("fsck.vfat", "-n"), repair=("fsck.vfat", "-a"), repair_fixed=(1,),
-                   description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs"),
+                   description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs", hard_links=False),
         Filesystem("exfat", "block", "exfat", ("mkfs.exfat",), "exfatprogs",
                    check=("fsck.exfat", "-n"), repair=("fsck.exfat", "-y"), repair_fixed=(1,),
-                   description="exFAT", log_prefix=r"exFAT-fs"),
+                   description="exFAT", log_prefix=r"exFAT-fs", hard_links=False),
         # read-only images (boot and system partitions): built from the study's tree, written
         # to the device as a flashing step would, mounted read-only
         Filesystem("squashfs", "block", "squashfs", ("mksquashfs", "{src}", "{img}", "-noappend", "-quiet",

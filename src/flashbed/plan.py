@@ -155,6 +155,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
                 if v.read_only and not study.runs_read_only:
                     na.append(NotApplicable(dev.label, v.spec, sname, READ_ONLY))  # it writes
                     continue
+                if study.needs_write_log and not dev.emulated:
+                    raise FlashbedError(f"study {sname} needs an emulated device (its write log), but {dev.label} "
+                                        f"is not one: use e.g. --device emmc-8g@512M")
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:

@@ -44,6 +44,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         # 1 s on / 1 s off, 30 MB)
         "corruption": {"iterations": 2, "modes": ["after"], "features": ["corrupt"], "corrupt_after": 1,
                        "tail": 1, "big_mb": 8, "many_count": 8},
+        "crashstates": {"ops": 60, "sequences": 25},
     },
     "paper": {
         "device": "emmc-8g",

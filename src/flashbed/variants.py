@@ -3,7 +3,7 @@ computed from the device's geometry, or layered on another filesystem.
 
 Spec strings:
   ext4                  defaults
-  ext4+noatime+discard  mount options
+  ext4+noatime+discard  mount options (noatime, discard, sync, nobarrier)
   ext4+tuned            flash-tuned mkfs/mount options from the erase block size
   ext2@f2fs             an ext2 image file filling an f2fs, loop-mounted (study 4)
   squashfs+zstd         a read-only image made with that compressor (the catalogue's
@@ -24,6 +24,9 @@ MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "noatime": ("noatime",),
     "discard": ("discard",),
     "sync": ("sync",),
+    # known unsafe: no cache flushes, so fsync promises what a device with a volatile
+    # write cache does not keep (the crash-state checks must catch it)
+    "nobarrier": ("nobarrier",),
 }
 TAGS = (*MOUNT_TAGS, "tuned")
 LOWER_MNT = "/lower"

@@ -77,10 +77,13 @@ def test_a_replayed_run_makes_a_report(replayed):
     s = json.loads(write_report(store.root).summary.read_text())
     assert s["missing_studies"] == []
     dev = plan.cells[0].key.device
-    for study in STUDIES:
+    # every study a plain file can hold (crash states need the emulator's write log: the next test)
+    studies = {c.key.study for c in plan.cells}
+    assert studies == set(STUDIES) - {"crashstates"}
+    for study in studies:
         assert slug("tab", dev, study) in s["tables"], study
     assert s["studies"]["powercut"]["cells"] == {"ok": 1}
-    assert {r["study"] for r in s["results"]} == set(STUDIES)
+    assert {r["study"] for r in s["results"]} == studies
 
 
 def test_read_only_images_in_a_replayed_report(replayed):
@@ -111,3 +114,17 @@ def test_read_only_images_in_a_replayed_report(replayed):
     assert {e.fs for e in by["boot"].entries} == {"squashfs+zstd", "erofs+lz4"}
     assert [fs for fs, _why in by["rootfs"].not_candidates] == ["erofs+lz4", "squashfs+zstd"]
     assert "n/a (read-only)" in write_report(store.root).markdown.read_text()
+
+
+def test_a_replayed_crash_state_run_lists_its_failures_with_their_commands(replayed):
+    from flashbed.report import write_report
+    from flashbed.report.units import slug
+    plan, store = next((p, st) for p, st in replayed if p.cells[0].key.study == "crashstates")
+    s = json.loads(write_report(store.root).summary.read_text())
+    dev = plan.cells[0].key.device
+    assert slug("tab", dev, "crashstates") in s["tables"]
+    assert slug("tab", dev, "crashstates", "reproducers") in s["tables"]  # the sabotage made failures
+    out = io.StringIO()
+    from flashbed.report.text import print_results
+    print_results(store, stream=out)
+    assert f"flashbed crashstate replay {store.root.name} {plan.cells[0].key.id}:" in out.getvalue()

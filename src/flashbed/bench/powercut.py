@@ -13,26 +13,16 @@ cycle and a broken one are told apart.
 
 from __future__ import annotations
 
-import resource
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-from .. import profiles, variants
+from .. import profiles
 from ..devices import presets
 from ..errors import FlashbedError
-from ..cell import run_cell
 from ..lab.kernel import KernelInfo, ensure_kernel
-from ..lab.labs import UmlLab
 from ..results import CellKey
 from ..studies import STUDIES
 from ..studies.base import CellSpec
-
-
-def _children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+from .cells import checked_variants, timed_cell
 
 
 def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: int, out=sys.stdout,
@@ -42,18 +32,13 @@ def bench(device: str, fs: list[str], cycles: int, pace: str, mode: str, seed: i
     study = STUDIES["powercut"]
     params = study.params(**{**profiles.overrides("quick", "powercut"), "iterations": cycles, "mode": mode})
     rows = []
-    parsed = [variants.parse(name, dev) for name in fs]  # every name checked before any lab runs
-    for v in parsed:
-        variants.check_device(v, dev)
+    parsed = checked_variants(fs, dev)
     print(f"power-cut cycles on {dev.label} (pace {pace}, {mode} mount, {cycles} cycles per filesystem, "
           f"cut delays {params.cut_min}-{params.cut_max} s)", file=out, flush=True)
     for name, v in zip(fs, parsed, strict=True):
         spec = CellSpec(key=CellKey(dev.label, v.spec, "powercut", mode), device=dev, variant=v, params=params,
                         seed=seed, pace=pace)
-        with tempfile.TemporaryDirectory(prefix="flashbed-bench-pc-") as tmp:
-            cpu0, t0 = _children_cpu(), time.monotonic()
-            res = run_cell(spec, UmlLab(kernel), Path(tmp) / "logs", Path(tmp) / "scratch")
-            wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
+        res, wall, cpu = timed_cell(spec, kernel, "flashbed-bench-pc-")
         if res.status.retryable:
             raise FlashbedError(f"{name}: {res.error}")
         recs = res.extra.get("iterations", [])

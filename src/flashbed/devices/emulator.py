@@ -118,11 +118,13 @@ class CrashListing:
     marks: tuple[tuple[int, str], ...]  # (record, label)
     after: int | None  # only cuts after this record are listed
     states: tuple[CrashState, ...]
+    flush_pos: tuple[int, ...] = ()  # the acknowledged flushes' records
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CrashListing":
         return cls(records=d["records"], flushes=d["flushes"], marks=tuple((m["pos"], m["label"]) for m in d["marks"]),
-                   after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]))
+                   after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]),
+                   flush_pos=tuple(d.get("flush_pos", ())))
 
 
 def _run_json(cmd: list[str], what: str) -> dict[str, Any]:
@@ -132,17 +134,18 @@ def _run_json(cmd: list[str], what: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def _bounds(after: str | int | None, seed: int, subsets: int, tears: int) -> dict[str, Any]:
-    return {"after": after, "seed": int(seed), "subsets": int(subsets), "tears": int(tears)}
+def _bounds(after: str | int | None, seed: int, subsets: int, tears: int, marks: bool) -> dict[str, Any]:
+    return {"after": after, "seed": int(seed), "subsets": int(subsets), "tears": int(tears),
+            **({"marks": True} if marks else {})}
 
 
 def crash_states(log_dir: Path | str, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
-                 tears: int = 2) -> CrashListing:
+                 tears: int = 2, marks: bool = False) -> CrashListing:
     """The crash states of a kept log directory, without a running device."""
     cmd = [str(find_binary()), "crash-states", "--log", str(log_dir)]
-    for k, v in _bounds(after, seed, subsets, tears).items():
+    for k, v in _bounds(after, seed, subsets, tears, marks).items():
         if v is not None:
-            cmd += [f"--{k}", str(v)]
+            cmd += [f"--{k}", "true" if v is True else str(v)]
     return CrashListing.from_json(_run_json(cmd, "crash-states"))
 
 
@@ -360,12 +363,14 @@ class Emulator:
         return self._request({"cmd": "log-stop"})
 
     def crash_states(self, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
-                     tears: int = 2) -> CrashListing:
+                     tears: int = 2, marks: bool = False) -> CrashListing:
         """Every acknowledged flush after ``after`` (a mark's label or a
         record; default the first mark), and per interval between flushes
         the plain cut, up to ``subsets`` subsets of its volatile writes and up
-        to ``tears`` torn programs, sampled with ``seed``."""
-        return CrashListing.from_json(self._request({"cmd": "crash-states", **_bounds(after, seed, subsets, tears)}))
+        to ``tears`` torn programs, sampled with ``seed``; with ``marks``, also
+        the plain cut right after each mark that holds something new."""
+        return CrashListing.from_json(self._request({"cmd": "crash-states",
+                                                     **_bounds(after, seed, subsets, tears, marks)}))
 
     def crash_switch(self, state: str) -> dict[str, Any]:
         """Serves crash state ``state`` through the device file (``"live"``:

@@ -14,6 +14,7 @@ device is one class here and one entry in SESSIONS, plus how its presets load
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import shutil
@@ -64,6 +65,23 @@ class DeviceSession(Protocol):
 
     def restart_if_cut(self) -> None:
         """Before the next boot: bring the device back after a power cut."""
+        ...
+
+    # the write log and its crash states (an emulated device; the others raise FlashbedError)
+    def log_start(self, log_dir: Path) -> None:
+        """Record every host request from now on into `log_dir` (a blank device: before mkfs)."""
+        ...
+
+    def log_mark(self, label: str) -> int:
+        """A labelled record in the log; its position."""
+        ...
+
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
+        """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON)."""
+        ...
+
+    def crash_switch(self, state: str) -> dict[str, Any]:
+        """Serve crash state `state` (or "live") through the device file."""
         ...
 
 
@@ -118,6 +136,12 @@ class _Session:
 
     def restart_if_cut(self) -> None:
         pass
+
+    def _no_log(self, *args: Any, **kwargs: Any) -> Any:
+        raise FlashbedError(f"device {self.device.label} has no write log: crash states need an emulated "
+                            f"device (e.g. emmc-8g)")
+
+    log_start = log_mark = crash_states = crash_switch = _no_log
 
 
 class FileSession(_Session):
@@ -207,6 +231,22 @@ class EmulatorSession(_Session):
     def restart_if_cut(self) -> None:
         if self.cut:
             self._start()
+
+    def log_start(self, log_dir: Path) -> None:
+        self.emu.log_start(log_dir)
+
+    def log_mark(self, label: str) -> int:
+        return self.emu.log_mark(label)
+
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
+        stop = self.emu.log_stop()
+        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks)
+        return {"records": listing.records, "flushes": listing.flushes, "data_bytes": stop.get("data_bytes"),
+                "after": listing.after, "marks": len(listing.marks), "flush_pos": list(listing.flush_pos),
+                "states": [{**dataclasses.asdict(s), "kind": s.kind.value} for s in listing.states]}
+
+    def crash_switch(self, state: str) -> dict[str, Any]:
+        return self.emu.crash_switch(state)
 
 
 class RealDeviceSession(_Session):

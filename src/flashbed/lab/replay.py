@@ -100,6 +100,12 @@ class ReplayLab:
     def release(self) -> str:
         return self._release
 
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> Any:
+        """No device: the recorded boots hold what the guest saw, and host calls are
+        not made again (a replayed emulator cell needs no emulator)."""
+        from ..devices.session import _Session
+        return _Session(device, scratch, seed=seed, pace=pace)
+
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:
         if self.served >= len(self.boots):

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus, StepStatus
+from .dirwatch import DirWatch
 from .guest.protocol import HostAnswer, HostCall, Step, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
 
@@ -214,6 +215,7 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
     result_path = run_dir / "result.json"
     result_path.unlink(missing_ok=True)
     shutil.rmtree(run_dir / "host-calls", ignore_errors=True)
+    (run_dir / "host-calls").mkdir()  # here, so the host-call server can watch it from the start
     (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps), indent=1))
 
     console_path = run_dir / "console.log"
@@ -281,10 +283,14 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
 
 def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:
     answered: set[str] = set()
-    while not stop.wait(0.005):
-        if not calls.is_dir():
-            continue
-        for req in sorted(calls.glob("*.req")):
+    watch = DirWatch.open(calls)  # None: poll every 5 ms
+    names: list[str] | None = None  # the names that arrived; None: look at the whole directory
+    while not stop.is_set():
+        if names is None:
+            reqs = sorted(calls.glob("*.req")) if calls.is_dir() else []
+        else:
+            reqs = sorted(calls / n for n in names if n.endswith(".req"))
+        for req in reqs:
             if req.name in answered:
                 continue
             answered.add(req.name)
@@ -298,6 +304,12 @@ def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.
             tmp = req.with_suffix(".resp.tmp")
             tmp.write_text(json.dumps(answer.to_json()))
             os.replace(tmp, req.with_suffix(".resp"))
+        if watch is None:
+            stop.wait(0.005)
+        else:
+            names = watch.wait(0.05)
+    if watch is not None:
+        watch.close()
 
 
 def _kill(proc: subprocess.Popen) -> None:

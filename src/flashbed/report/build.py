@@ -61,6 +61,9 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             t = T.study_table(run, device, study)
             if t:
                 ss.add(t)
+            rt = T.reproducers_table(run, device, study)
+            if rt:
+                ss.add(rt)
             ds.add(ss)
         wear = F.wear_figure(ctx, device)
         dt = T.device_stats_table(run, device)

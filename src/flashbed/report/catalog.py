@@ -8,7 +8,7 @@ spec), so any run renders.
 from __future__ import annotations
 
 from ..studies import STUDIES
-from ..studies.base import Study
+from ..studies.base import Reproducer, Study
 
 
 def study(name: str) -> Study | None:
@@ -53,3 +53,9 @@ def tools(name: str | None) -> tuple[str, ...]:
 def good_outcomes(name: str) -> frozenset[str]:
     s = STUDIES.get(name)
     return s.good_outcomes if s is not None else frozenset()
+
+
+def reproducers(run_id: str, result) -> list[Reproducer]:
+    """A cell result's failures with the command that reproduces each."""
+    s = STUDIES.get(result.key.study)
+    return s.reproducers(run_id, result) if s is not None else []

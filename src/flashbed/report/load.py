@@ -19,6 +19,7 @@ from ..plan import READ_ONLY
 from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
+from ..studies.base import Reproducer
 from . import catalog, units
 from .weights import Weights, load_weights
 
@@ -100,6 +101,7 @@ class RunData:
     # (device, fs, study, measurement case) -> how busy the device was during that case's figures
     busy: dict[tuple[str, str, str, str], Busy] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
+    reproducers: list[Reproducer] = field(default_factory=list)  # failures inside cells, with their commands
     cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     n_cells: int = 0
@@ -366,6 +368,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     for r in sorted(results, key=lambda r: r.key.id):
         k = r.key
         status[(k.device, k.fs, k.study)][r.status] += 1
+        data.reproducers += catalog.reproducers(data.run_id, r)
         if not r.ok:
             data.failures.append(Failure(id=k.id, device=k.device, fs=k.fs, study=k.study, case=k.case,
                                          repeat=k.repeat, status=r.status,

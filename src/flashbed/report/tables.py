@@ -194,6 +194,30 @@ def failures_table(run: RunData) -> Table | None:
                  "failure of the lab itself, retried when the run is resumed")
 
 
+REPRODUCERS_PER_CELL = 20
+
+
+def reproducers_table(run: RunData, device: str, study: str) -> Table | None:
+    mine = [r for r in run.reproducers if r.device == device and r.study == study]
+    if not mine:
+        return None
+    per_cell: dict[str, list] = {}
+    for r in mine:
+        per_cell.setdefault(r.cell, []).append(r)
+    rows = [r for c in per_cell.values() for r in c[:REPRODUCERS_PER_CELL]]
+    more = {c: len(x) - REPRODUCERS_PER_CELL for c, x in per_cell.items() if len(x) > REPRODUCERS_PER_CELL}
+    cols = [Column("filesystem", numeric=False), Column("case", numeric=False), Column("what", numeric=False),
+            Column("outcome", numeric=False), Column("why", numeric=False), Column("reproduce", numeric=False)]
+    cells = [[Cell(r.fs, r.fs), Cell(r.case, r.case), Cell(r.item, r.item), Cell(r.outcome, r.outcome, cls="bad"),
+              Cell(r.why, r.why), Cell(r.command, r.command)] for r in rows]
+    note = "run the command from the directory the run was made in"
+    if more:
+        note += "; not listed here: " + ", ".join(f"{n} more of {c}" for c, n in more.items()) + \
+            " (each cell's result file lists them)"
+    return Table(units.slug("tab", device, study, "reproducers"), "Failures, each with the command that reproduces it",
+                 cols, cells, note)
+
+
 def tools_table(run: RunData) -> Table:
     cols = [Column("tool", numeric=False), Column("version", numeric=False)]
     rows = [[Cell(k, k), Cell(v, v)] for k, v in run.tools.items()]

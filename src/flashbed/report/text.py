@@ -9,6 +9,7 @@ from collections import defaultdict
 from ..store import RunStore
 from ..studies import STUDIES
 from ..studies.base import OutcomeTable, claimed_metrics
+from . import catalog
 from .load import EMULATOR_FIGURES, NOT_OBSERVABLE
 
 
@@ -36,6 +37,7 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             head = "; ".join(sorted({r.headline for r in rs}))[:150]
             mark = "" if not bad else f" [{len(bad)} not ok: {bad[0].status}]"
             print(f"  {dev:18} {fs:22} {head}{mark}", file=stream)
+        print_reproducers(str(man.get("run_id") or store.root.name), by_study[study], stream)
         tables = STUDIES[study].outcome_tables if study in STUDIES else ()
         if tables:
             print_outcome_tables(by_study[study], tables, stream)
@@ -44,6 +46,22 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             print_measurements(by_study[study], stream, skip=lambda metric, p=prefixes: metric.startswith(p))
         else:
             print_measurements(by_study[study], stream)
+
+
+SHOWN_PER_CELL = 3  # failures printed per cell (the report lists more, the cell files all)
+
+
+def print_reproducers(run_id: str, results: list, stream) -> None:
+    per_cell = [(r, catalog.reproducers(run_id, r)) for r in results]
+    total = sum(len(x) for _, x in per_cell)
+    if not total:
+        return
+    print(f"\n  failures ({total}), each with the command that rebuilds it:", file=stream)
+    for r, repro in per_cell:
+        for x in repro[:SHOWN_PER_CELL]:
+            print(f"    {x.fs} {x.case} {x.item}: {x.outcome} ({x.why[:120]})\n      {x.command}", file=stream)
+        if len(repro) > SHOWN_PER_CELL:
+            print(f"    ... {len(repro) - SHOWN_PER_CELL} more of {r.key.id} (its result file lists them)", file=stream)
 
 
 def outcome_rows(results: list, table: OutcomeTable, claimed: frozenset[str]) -> dict:

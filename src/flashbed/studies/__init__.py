@@ -7,6 +7,7 @@ from .base import Study
 from .bigfile import BigFile
 from .boot import Boot
 from .corruption import Corruption
+from .crashstates import CrashStates
 from .cpu import Cpu
 from .mixed import Mixed
 from .mkfs import Mkfs
@@ -18,4 +19,4 @@ from .smallfiles import SmallFiles
 # in each study's order: listings, plans and the report follow it
 STUDIES: dict[str, Study] = {s.name: s for s in sorted((
     Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu(), PowerCut(),
-    Corruption(), BadBlocks()), key=lambda s: s.order)}
+    CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}

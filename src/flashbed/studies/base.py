@@ -28,6 +28,7 @@ MNT = "/mnt"
 RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 MB = 1_000_000
 MiB = 1 << 20
+CRASHLOG = "crashlog"  # where the cell puts the device's write log: in the boot's run directory
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,21 @@ def claimed_metrics(tables: tuple[OutcomeTable, ...]) -> frozenset[str]:
     return frozenset(t.prefix + n for t in tables for n in t.names)
 
 
+@dataclass(frozen=True)
+class Reproducer:
+    """One failure a study lets anyone reproduce: where, what happened, and the command."""
+
+    cell: str  # the cell's id
+    device: str
+    fs: str
+    study: str
+    case: str
+    item: str  # what in the cell failed (e.g. a crash state's id)
+    outcome: str
+    why: str
+    command: str
+
+
 class Case(NamedTuple):
     """One cell's worth of a study: its label (the cell key's case, "" when the
     study is one case) and its parameters."""
@@ -120,6 +136,8 @@ class Study:
     continue_after_failure: bool = False
     # failure studies: their outcome counts as tables (`flashbed results`, report)
     outcome_tables: tuple[OutcomeTable, ...] = ()
+    # needs the device's write log (an emulated device): the plan refuses other devices
+    needs_write_log: bool = False
 
     def before_boot(self, spec: "CellSpec", index: int, run_dir: Path) -> None:
         """Hook run on the host before boot `index` (e.g. to prepare its files)."""
@@ -158,6 +176,11 @@ class Study:
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         raise NotImplementedError
+
+    def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
+        """The failures of a cell result (results.CellResult) with the command that
+        reproduces each (the report and `flashbed results` list them)."""
+        return []
 
 
 # --- step helpers ----------------------------------------------------------------------

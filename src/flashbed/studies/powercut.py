@@ -127,8 +127,24 @@ def case_variant(v: FsVariant, mode: str) -> FsVariant:
     return v
 
 
-def _j(msg: Any) -> str:
+def shell_arg(msg: Any) -> str:
+    """A guest message as one shell-quoted argument."""
     return shlex.quote(msg.arg())
+
+
+def recover_spec(v: FsVariant, workdir: str, log: str, out: str, timeout: float, fsck_timeout: float,
+                 sabotage: bool = False) -> RecoverSpec:
+    """The recovery after a cut of variant v: mount, verify the workload in `workdir`
+    against `log`, unmount, check and repair with the filesystem's own tools."""
+    base = v.base
+    return RecoverSpec(mnt=MNT, dir=workdir, log=log, out=out, timeout=timeout, fsck_timeout=fsck_timeout,
+                       mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
+                       clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=sabotage)
+
+
+def recover_timeout(rs: RecoverSpec) -> float:
+    """The longest a recovery may take: every mount, unmount and check at its limit."""
+    return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
 
 
 # --- classification (host side, pure: unit-tested with fake facts) ------------------------
@@ -315,7 +331,7 @@ class PowerCut(Study):
                 f"--max-bytes {self._max_bytes(spec)} "
                 f"--max-files {p.max_files} --max-file {p.max_file} "
                 f"--stop-after {stop_after}" + (f" --cut-in {cut_in}" if cut_in is not None else "")
-                + (f" --prepare {_j(prepare)}" if prepare else ""))
+                + (f" --prepare {shell_arg(prepare)}" if prepare else ""))
 
     def _max_bytes(self, spec: CellSpec) -> int:
         mb = spec.params.max_bytes
@@ -330,14 +346,11 @@ class PowerCut(Study):
                            min_free=2 * self._max_bytes(spec))
 
     def _recover_spec(self, spec: CellSpec, v: FsVariant, k: int, log: str, out: str) -> RecoverSpec:
-        base = v.base
-        return RecoverSpec(mnt=MNT, dir=f"{WORKDIR}/{k}", log=log, out=out, timeout=float(spec.params.step_timeout),
-                           fsck_timeout=float(spec.params.fsck_timeout), mount=v.mount_cmds(MNT),
-                           umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
-                           clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=spec.params.sabotage)
+        return recover_spec(v, f"{WORKDIR}/{k}", log, out, float(spec.params.step_timeout),
+                            float(spec.params.fsck_timeout), sabotage=spec.params.sabotage)
 
     def _recover_timeout(self, rs: RecoverSpec) -> float:
-        return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
+        return recover_timeout(rs)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         if spec.variant.media == "mtd":
@@ -355,7 +368,7 @@ class PowerCut(Study):
             boots[k].append(Step("work", self._work(spec, k, f"{RUN}/{LOG}", cut + 30, cut_in=cut, prepare=prep),
                                  timeout=2 * max(t, 600.0) + cut + 120))
             rs = self._recover_spec(spec, v, k, f"{RUN}/{PREV_LOG}", f"{RUN}/{VERDICT}")
-            boots[k + 1].insert(0, Step("recover", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+            boots[k + 1].insert(0, Step("recover", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                                         may_fail=True))
         return boots
 
@@ -381,16 +394,16 @@ class PowerCut(Study):
         for k, n in enumerate(self.cuts(spec)):
             log, out = f"{RUN}/pclog{k}.jsonl", f"{RUN}/pc-recover{k}.json"
             prep = self._prepare(spec, v, f"{RUN}/pc-recover{k - 1}.json" if k else None, make)
-            steps.append(Step(f"prepare{k}", f"{PCW} prepare {_j(prep)}", timeout=2 * max(t, 600.0) + 60,
+            steps.append(Step(f"prepare{k}", f"{PCW} prepare {shell_arg(prep)}", timeout=2 * max(t, 600.0) + 60,
                               may_fail=True))
             if fs.fstype != "ubifs":
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
                 snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
                                    mtd=v.device_path(), snapshot="/tmp/flash.snap", umount=v.umount_cmds(MNT),
                                    timeout=t)
-                steps.append(Step(f"work{k}", f"{PCW} snapcut {_j(snap)}", timeout=n + 3 * t + 60, may_fail=True))
+                steps.append(Step(f"work{k}", f"{PCW} snapcut {shell_arg(snap)}", timeout=n + 3 * t + 60, may_fail=True))
                 rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
-                steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+                steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                                   may_fail=True))
                 continue
             # UBI stops every write after the (n+1)th EC/VID header write from here
@@ -401,7 +414,7 @@ class PowerCut(Study):
             rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out),
                                      teardown=[f"umount {MNT}", fscat.ubi_detach_cmd()], attach=[v.ubi_attach_cmd()],
                                      check=None, repair=None)
-            steps.append(Step(f"recover{k}", f"{PCW} recover {_j(rs)}", timeout=self._recover_timeout(rs),
+            steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
                               may_fail=True))
         return steps
 

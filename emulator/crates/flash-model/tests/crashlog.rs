@@ -252,7 +252,7 @@ fn check(text: &str, ops: &[Op], seed: u64, cuts: &[usize]) -> Result<(), TestCa
     }
     // (b) no enumerated state loses what an earlier flush made durable,
     // except through paired-page damage where the preset allows it.
-    let states = enumerate(ix, &Bounds { after: None, seed, subsets: 6, tears: 3 });
+    let states = enumerate(ix, &Bounds { after: None, seed, subsets: 6, tears: 3, at_marks: false });
     let mut by_unit: std::collections::HashMap<u32, Vec<(u32, Option<&[u8]>)>> = Default::default();
     for (i, v) in ix.versions.iter().enumerate() {
         by_unit.entry(v.lpn).or_default().push((v.rec, ix.version_data(i as u32)));
@@ -368,7 +368,7 @@ fn cached_unflushed_writes_are_lost_in_some_subsets_and_kept_in_others() {
     assert_eq!(d.cached_units(), 3);
     d.flush(t).unwrap();
     let ix = crashlog::stop(&mut d).unwrap();
-    let states = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 8, tears: 0 });
+    let states = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 8, tears: 0, at_marks: false });
     let ids: Vec<String> = states.iter().map(|s| s.id.to_string()).collect();
     // The cut before flush 1 (its write cached), flush 1, then at the end of
     // the next interval the plain cut and all six proper subsets of its three
@@ -406,15 +406,44 @@ fn cached_unflushed_writes_are_lost_in_some_subsets_and_kept_in_others() {
     }
     d.flush(t).unwrap();
     let ix = crashlog::stop(&mut d).unwrap();
-    let states = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 6, tears: 0 });
+    let states = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 6, tears: 0, at_marks: false });
     let kinds: Vec<&str> = states.iter().map(|s| s.kind).collect();
     assert_eq!(kinds, ["cut", "subset", "subset", "subset", "subset", "subset", "subset", "flush"]);
     assert!(matches!(states[1].id.choice, Choice::Prefix(2)), "{:?}", states[1].id);
     assert!(states.iter().all(|s| s.kind == "flush" || s.volatile == 8));
-    let again = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 6, tears: 0 });
+    let again = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 6, tears: 0, at_marks: false });
     assert_eq!(states, again, "the enumeration is seeded");
-    let other = enumerate(&ix, &Bounds { after: None, seed: 6, subsets: 6, tears: 0 });
+    let other = enumerate(&ix, &Bounds { after: None, seed: 6, subsets: 6, tears: 0, at_marks: false });
     assert_ne!(states, other);
+}
+
+#[test]
+fn marks_add_the_cuts_right_after_them_that_hold_something_new() {
+    let dir = Dir::new("marks");
+    let mut d = mem_device(PAGE_SLC, 1);
+    crashlog::start(&mut d, &dir.0, PAGE_SLC, 1).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut t = 0;
+    let mark = |d: &mut Device, t: u64, l: &str| crashlog::mark(d, t, l).unwrap();
+    pattern(&mut buf, 0, 1);
+    t = d.write(t, 0, &buf).unwrap();
+    t = d.flush(t).unwrap(); // record 1
+    mark(&mut d, t, "begin"); // 2: nothing since the flush: no state of its own
+    pattern(&mut buf, 3, 2);
+    t = d.write(t, 3 * 4096, &buf).unwrap(); // 3
+    mark(&mut d, t, "ack 1"); // 4: unit 3 cached: a state
+    mark(&mut d, t, "intent 2"); // 5: the same as 4: none
+    pattern(&mut buf, 5, 3);
+    t = d.write(t, 5 * 4096, &buf).unwrap(); // 6
+    mark(&mut d, t, "ack 2"); // 7: the interval's end (the flush follows): listed once
+    d.flush(t).unwrap(); // 8
+    let ix = crashlog::stop(&mut d).unwrap();
+    let plain = enumerate(&ix, &Bounds { after: Some(2), seed: 5, subsets: 0, tears: 0, at_marks: false });
+    let with = enumerate(&ix, &Bounds { after: Some(2), seed: 5, subsets: 0, tears: 0, at_marks: true });
+    let ids = |v: &[crashlog::StateInfo]| v.iter().map(|s| s.id.to_string()).collect::<Vec<_>>();
+    assert_eq!(ids(&plain), ["7", "8"]);
+    assert_eq!(ids(&with), ["4", "7", "8"]);
+    assert_eq!((with[0].kind, with[0].acked, with[0].volatile), ("cut", 5, 1));
 }
 
 /// Random ops on a device whose paired pages are unprotected, long enough to
@@ -446,7 +475,7 @@ fn image_files_served_states_and_offline_rebuild_agree() {
     let dir = Dir::new("offline");
     let ix = unprotected_log(&dir);
     assert!(ix.complete);
-    let states = enumerate(&ix, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3 });
+    let states = enumerate(&ix, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3, at_marks: false });
     assert!(states.iter().all(|s| s.id.pos > 40));
     for k in ["flush", "cut", "subset", "tear"] {
         assert!(states.iter().any(|s| s.kind == k), "no {k} state among {}", states.len());
@@ -454,7 +483,7 @@ fn image_files_served_states_and_offline_rebuild_agree() {
     assert!(states.iter().any(|s| s.damaged > 0), "no torn program hit flushed data");
     let off = Index::load(&dir.0).unwrap();
     assert!(off.complete && off.anomalies == 0);
-    assert_eq!(enumerate(&off, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3 }), states);
+    assert_eq!(enumerate(&off, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3, at_marks: false }), states);
     let live = Arc::new(ix);
     let mut view = View::new(live.clone(), states[0].id).unwrap();
     let img_path = dir.0.join("state.img");

@@ -5,9 +5,10 @@
 //!                                      default dir: <state>/crashlog)
 //!   {"cmd":"log-mark","label":S}       put a labelled record into the log
 //!   {"cmd":"log-stop"}                 end the log; its states can be served
-//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N}
+//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL}
 //!                                      list crash states (default: after the
-//!                                      first mark, seed 1, 4 subsets, 2 tears)
+//!                                      first mark, seed 1, 4 subsets, 2 tears;
+//!                                      marks: also cut right after each mark)
 //!   {"cmd":"crash-switch","state":ID|"live"}
 //!                                      serve that state through the device
 //!                                      file (writes go to a scratch overlay
@@ -16,7 +17,7 @@
 //!   {"cmd":"crash-image","state":ID,"path":FILE}
 //!                                      write the state's device image
 //! Offline (no running device):
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 //!
 //! While a state is served the live device gets no I/O and its log (if any)
@@ -115,6 +116,10 @@ fn bounds(ix: &Index, req: &Value) -> Result<Bounds, String> {
         seed: get_u64(req, "seed", 1)?,
         subsets: get_u64(req, "subsets", 4)? as u32,
         tears: get_u64(req, "tears", 2)? as u32,
+        at_marks: match req.get("marks") {
+            None | Some(Value::Null) => false,
+            Some(v) => v.as_bool().ok_or("`marks` must be true or false")?,
+        },
     })
 }
 
@@ -122,6 +127,7 @@ fn summary(ix: &Index) -> Value {
     json!({
         "records": ix.recs.len(),
         "flushes": ix.flush_pos.len(),
+        "flush_pos": ix.flush_pos,
         "versions": ix.versions.len(),
         "programs": ix.progs.len(),
         "commits": ix.commits.len(),

@@ -16,13 +16,12 @@ import ctypes
 import json
 import os
 import sys
-import time
 
 # run as `python3 -S -I`: this directory is not on sys.path by itself
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now  # noqa: E402
-from protocol import AgentStatus, HostAnswer, HostCall, Step, StepStatus, read_steps  # noqa: E402
+from protocol import AgentStatus, HostCall, Step, StepStatus, read_steps  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
@@ -46,16 +45,11 @@ def host_call(step: Step, run_dir: str, seq: int) -> dict:
     response file. The answer becomes the step's stdout (JSON).
     """
     started = now()
-    resp = guestlib.post_call(run_dir, f"{seq:04d}", HostCall(step.host, step.args))
-    deadline = started + float(step.timeout)
-    while not os.path.exists(resp):
-        if now() > deadline:
-            return {"name": step.name, "cmd": "host:" + step.host, "status": StepStatus.TIMEOUT,
-                    "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
-                    "stdout": "", "stderr": "host did not answer"}
-        time.sleep(0.005)
-    with open(resp) as f:
-        answer = HostAnswer.from_json(json.load(f))
+    answer = guestlib.call_host(run_dir, f"{seq:04d}", HostCall(step.host, step.args), float(step.timeout))
+    if answer is None:
+        return {"name": step.name, "cmd": "host:" + step.host, "status": StepStatus.TIMEOUT,
+                "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
+                "stdout": "", "stderr": "host did not answer"}
     return {"name": step.name, "cmd": "host:" + step.host,
             "status": StepStatus.OK if answer.ok else StepStatus.FAILED,
             "rc": 0 if answer.ok else 1, "seconds": round(now() - started, 6), "started": round(started, 6),

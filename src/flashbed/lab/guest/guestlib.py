@@ -11,6 +11,7 @@ directory off sys.path, so each puts it back before importing this.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
@@ -19,12 +20,18 @@ import signal
 import subprocess
 import time
 
+import threading
+
 if __package__:  # on the host, as flashbed.lab.guest.guestlib
-    from .protocol import HostCall, StepStatus
+    from .protocol import DirectMount, HostAnswer, HostCall, StepStatus
 else:  # in the guest, from this directory
-    from protocol import HostCall, StepStatus
+    from protocol import DirectMount, HostAnswer, HostCall, StepStatus
 
 BLOCK = 4096
+# what a device writes atomically: a crash can leave any mix of the sectors of a
+# write still under way (a 4 KiB request may span two of the device's mapping
+# units, and a filesystem's blocks may be 1 KiB)
+SECTOR = 512
 CHUNK = 64 * 1024
 LIST_LIMIT = 20  # problems listed per kind in a verdict
 
@@ -43,14 +50,79 @@ def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
     os.replace(tmp, path)
 
 
+_SFR = None
+
+
+def push(fd: int) -> None:
+    """Hand what was written to `fd` on the shared run directory (hostfs) over to
+    the host now: sync_file_range writes the pages back to the host file without
+    the host's own fsync (a disk flush the host does not need: only the lab dies
+    in a power cut); fsync where that call is missing."""
+    global _SFR
+    if _SFR is None:
+        try:
+            _SFR = ctypes.CDLL(None, use_errno=True).sync_file_range
+            _SFR.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
+        except (OSError, AttributeError):
+            _SFR = False
+    # SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER
+    if not _SFR or _SFR(fd, 0, 0, 7) != 0:
+        os.fsync(fd)
+
+
 def post_call(run_dir: str, name: str, call: HostCall) -> str:
     """Ask the host to do something: a request file in the shared run directory's
     host-calls/ (the host answers in <name>.resp). Returns the answer's path."""
     calls = os.path.join(run_dir, "host-calls")
     os.makedirs(calls, exist_ok=True)
     req = os.path.join(calls, f"{name}.req")
-    write_json_atomic(req, call.to_json())
+    tmp = req + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, json.dumps(call.to_json()).encode())
+        push(fd)  # the host must read it whole once the name appears
+    finally:
+        os.close(fd)
+    os.replace(tmp, req)
     return os.path.join(calls, f"{name}.resp")
+
+
+# waiting for the host's answer: polls start short and back off to the longest
+# interval, so a quick answer is seen within a fraction of a millisecond and a
+# slow one costs a stat every few milliseconds (the guest cannot be woken: the
+# answer is a file on hostfs)
+POLL_FIRST = 0.0001
+POLL_LONGEST = 0.005
+
+
+def wait_file(path: str, deadline: float) -> bool:
+    """True once `path` exists; False at `deadline` (monotonic)."""
+    delay = POLL_FIRST
+    while not os.path.exists(path):
+        if now() > deadline:
+            return False
+        time.sleep(delay)
+        delay = min(delay * 2, POLL_LONGEST)
+    return True
+
+
+def call_host(run_dir: str, name: str, call: HostCall, timeout: float, keep: bool = True) -> HostAnswer | None:
+    """Ask the host and wait for its answer (None: no answer within `timeout` s).
+    keep=False removes the request and answer files afterwards (a program making
+    thousands of calls keeps the directory small)."""
+    deadline = now() + timeout
+    resp = post_call(run_dir, name, call)
+    if not wait_file(resp, deadline):
+        return None
+    with open(resp) as f:
+        answer = HostAnswer.from_json(json.load(f))
+    if not keep:
+        for p in (resp, resp[:-len(".resp")] + ".req"):
+            try:
+                os.unlink(p)
+            except OSError:
+                pass
+    return answer
 
 
 def read_log(path: str) -> list[dict]:
@@ -108,6 +180,39 @@ def content(seed: int, name: str, ver: int, size: int) -> bytes:
     return random.Random(f"{seed}/{name}/{ver}").randbytes(size)
 
 
+def partial_ok(actual: bytes, new: bytes, start: int = 0) -> bool:
+    """actual[start:] is new[start:] in part: not longer, each sector the new
+    bytes or zeros (never written)."""
+    if len(actual) > len(new) or len(actual) < start:
+        return False
+    for off in range(start - start % SECTOR, len(actual), SECTOR):
+        lo = max(off, start)
+        a = actual[lo:off + SECTOR]
+        if a != new[lo:lo + len(a)] and a.count(0) != len(a):
+            return False
+    return True
+
+
+class ContentCache:
+    """content() kept for a verifier that checks the same versions again and again
+    (every crash state of a workload), up to `limit` bytes, least recently used out."""
+
+    def __init__(self, limit: int = 64 << 20):
+        self.limit, self.size = limit, 0
+        self.data: dict[tuple, bytes] = {}  # insertion order = use order
+
+    def __call__(self, seed: int, name: str, ver: int, size: int) -> bytes:
+        key = (seed, name, ver, size)
+        b = self.data.pop(key, None)
+        if b is None:
+            b = content(seed, name, ver, size)
+            self.size += len(b)
+            while self.size > self.limit and self.data:
+                self.size -= len(self.data.pop(next(iter(self.data))))
+        self.data[key] = b
+        return b
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -142,6 +247,64 @@ def run(cmd: str, timeout: float) -> dict:
     status, rc, out, err, seconds = run_shell(cmd, timeout)
     return {"cmd": cmd, "status": status, "rc": rc, "seconds": round(seconds, 6),
             "out": (out + err).decode("utf-8", "replace")[-4000:]}
+
+
+# `mount -o` words that are mount(2) flags (util-linux's table, the ones a catalogue
+# entry or variant can give); the words that clear a flag are the defaults here
+MS_FLAGS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "sync": 16, "mand": 64, "dirsync": 128,
+            "noatime": 1024, "nodiratime": 2048, "relatime": 1 << 21, "strictatime": 1 << 24, "lazytime": 1 << 25}
+MS_DEFAULTS = ("rw", "suid", "dev", "exec", "async", "nomand", "atime", "diratime", "norelatime", "defaults")
+_LIBC = None
+
+
+def _syscall(what: str, call, timeout: float) -> dict:
+    """A system call that may never return (a filesystem stuck in the kernel), in a
+    thread: after `timeout` s it is a timeout, and the thread is left behind (the
+    caller must stop using the filesystem). A record as run() gives."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    done: list[int] = []
+
+    def go() -> None:
+        rc = call(_LIBC)
+        done.append(0 if rc == 0 else ctypes.get_errno())
+
+    started = now()
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(timeout)
+    seconds = round(now() - started, 6)
+    if not done:
+        return {"cmd": what, "status": StepStatus.TIMEOUT, "rc": None, "seconds": seconds, "out": "did not return"}
+    err = done[0]
+    return {"cmd": what, "status": StepStatus.OK if err == 0 else StepStatus.FAILED, "rc": err, "seconds": seconds,
+            "out": f"{errno.errorcode.get(err, err)}: {os.strerror(err)}" if err else ""}
+
+
+def mount_args(options: list[str]) -> tuple[int, str]:
+    """`mount -o` words as mount(2) takes them: (flags, the filesystem's own options)."""
+    flags, data = 0, []
+    for o in options:
+        if o in MS_FLAGS:
+            flags |= MS_FLAGS[o]
+        elif o not in MS_DEFAULTS:
+            data.append(o)
+    return flags, ",".join(data)
+
+
+def mount_direct(m: DirectMount, mnt: str, timeout: float) -> dict:
+    """mount(2) as `mount -t FSTYPE -o OPTIONS DEVICE MNT` would call it, without
+    starting a program (rc: the errno)."""
+    flags, data = mount_args(m.options)
+    opts = data.encode() or None
+    what = f"mount(2) -t {m.fstype} -o {','.join(m.options) or 'defaults'} {m.device} {mnt}"
+    return _syscall(what, lambda libc: libc.mount(m.device.encode(), mnt.encode(), m.fstype.encode(),
+                                                  ctypes.c_ulong(flags), opts), timeout)
+
+
+def umount_direct(mnt: str, timeout: float) -> dict:
+    return _syscall(f"umount(2) {mnt}", lambda libc: libc.umount2(mnt.encode(), 0), timeout)
 
 
 def mount_options(mnt: str) -> list[str] | None:

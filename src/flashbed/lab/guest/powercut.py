@@ -31,15 +31,14 @@ Durability rules the verifier applies (a file is checked as a whole):
     content (or, while a later operation on it was in flight, that operation's
     allowed results); an acked delete stays deleted;
   * anything not acknowledged may be old, new (complete or in part: a prefix
-    of the new content, any 4 KiB block of it possibly still zero, i.e. never
-    written), or absent, but never other data ("garbage": bytes that were
+    of the new content, any 512-byte sector of it possibly still zero, i.e.
+    never written), or absent, but never other data ("garbage": bytes that were
     never written to that file at that place).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import errno
 import json
@@ -51,18 +50,21 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Callable
 
 if __package__:  # on the host, as flashbed.lab.guest.powercut
-    from .guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
-                           read_file, read_log, run, write_all, write_json_atomic)
-    from .protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
-                           StepStatus, Verdict)
+    from .guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call,
+                           partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
+                           write_json_atomic)
+    from .protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
+                           SnapcutSpec, StepStatus, Verdict)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guestlib import (BLOCK, LIST_LIMIT, content, fsync_dir, mount_options, now, post_call, probe_write,
-                          read_file, read_log, run, write_all, write_json_atomic)
-    from protocol import (Call, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec,
-                          StepStatus, Verdict)
+    from guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call,
+                          partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
+                          write_json_atomic)
+    from protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
+                          SnapcutSpec, StepStatus, Verdict)
 
 DELETED = "deleted"
 
@@ -73,19 +75,11 @@ class Log:
     """JSON lines on the shared run directory; each line reaches the host before return.
 
     The lab's page cache dies with it, so a line must be written back to the
-    host file at once: sync_file_range (write-back without a host fsync, which
-    the host does not need: only the lab is killed), else fsync.
+    host file at once (guestlib.push).
     """
 
     def __init__(self, path: str):
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self._sfr = None
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            self._sfr = libc.sync_file_range
-            self._sfr.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_uint)
-        except (OSError, AttributeError):
-            self._sfr = None
 
     def write(self, rec: dict) -> None:
         if rec.get("e") == "ack":
@@ -93,9 +87,7 @@ class Log:
             # it with the moment it cut the power
             rec = {**rec, "t": round(time.time(), 6)}
         os.write(self.fd, (json.dumps(rec, separators=(",", ":")) + "\n").encode())
-        # SYNC_FILE_RANGE_WAIT_BEFORE | WRITE | WAIT_AFTER
-        if self._sfr is None or self._sfr(self.fd, 0, 0, 7) != 0:
-            os.fsync(self.fd)
+        push(self.fd)
 
 
 # --- the workload ---------------------------------------------------------------------
@@ -114,14 +106,28 @@ def work(args: argparse.Namespace) -> int:
         if rec.get("failed"):
             print(f"prepare failed: {rec['failed']}", file=sys.stderr)
             return 1
-    rng = random.Random(args.seed)
     d = os.path.abspath(args.dir)
-    parent = os.path.dirname(d)
-    os.makedirs(parent, exist_ok=True)
+    os.makedirs(os.path.dirname(d), exist_ok=True)
     log = Log(args.log)
     log.write({"e": "begin", "seed": args.seed, "dir": d, "t": now()})
     if args.cut_in is not None:
         request_cut(args.cut_in)
+    n, _ = workload(d, log, args.seed, max_bytes=args.max_bytes, max_files=args.max_files, max_file=args.max_file,
+                    stop_after=args.stop_after)
+    print(json.dumps({"ops": n, "ended": "stop-after"}))
+    return 0
+
+
+def workload(d: str, log: Log, seed: int, *, max_bytes: int, max_files: int, max_file: int,
+             stop_after: float = math.inf, max_ops: int = 0, skip_fsync: int = 0) -> tuple[int, int]:
+    """Write, append, replace and delete files in `d` (after removing what earlier
+    iterations left beside it) until `stop_after` s or `max_ops` operations, each
+    logged in `log` (begun by the caller). From operation `skip_fsync` on (0: never),
+    the first create, append or replace skips its fsync and is logged as acknowledged
+    all the same (a sabotage the checks must catch). Returns (operations, the one
+    whose fsync was skipped or 0)."""
+    rng = random.Random(seed)
+    parent = os.path.dirname(d)
     # earlier iterations' files go first (part of the workload: the cut may hit it)
     for entry in sorted(os.listdir(parent)):
         p = os.path.join(parent, entry)
@@ -134,14 +140,14 @@ def work(args: argparse.Namespace) -> int:
     acked: dict[str, int] = {}  # name -> size of its acked content
     ver: dict[str, int] = {}
     loose = 0  # bytes of files written without fsync (never acked, never touched again)
-    deadline = now() + args.stop_after
-    lo, hi = math.log(512), math.log(args.max_file)
-    n = 0
-    while now() < deadline:
+    deadline = now() + stop_after
+    lo, hi = math.log(512), math.log(max_file)
+    n = skipped = 0
+    while now() < deadline and not (max_ops and n >= max_ops):
         n += 1
         live = sum(acked.values()) + loose
         r = rng.random()
-        if acked and (live > args.max_bytes or len(acked) >= args.max_files):
+        if acked and (live > max_bytes or len(acked) >= max_files):
             op = "delete"
         elif r < 0.40 or not acked:
             op = "create"
@@ -152,15 +158,18 @@ def work(args: argparse.Namespace) -> int:
         elif r < 0.90:
             op = "delete"
         else:
-            op = "create-nofsync" if loose < args.max_bytes // 4 else "create"
+            op = "create-nofsync" if loose < max_bytes // 4 else "create"
         size = int(math.exp(rng.uniform(lo, hi)))
+        fsync = True
+        if skip_fsync and not skipped and n >= skip_fsync and op in ("create", "append", "replace"):
+            skipped, fsync = n, False
         if op in ("create", "create-nofsync"):
             name = f"f{n:05d}"
             ver[name] = 1
             sync = op == "create"
             log.write({"e": "intent", "n": n, "op": "create", "name": name, "ver": 1, "size": size, "fsync": sync})
-            write_all(os.path.join(d, name), content(args.seed, name, 1, size),
-                      os.O_WRONLY | os.O_CREAT | os.O_EXCL, sync)
+            write_all(os.path.join(d, name), content(seed, name, 1, size),
+                      os.O_WRONLY | os.O_CREAT | os.O_EXCL, sync and fsync)
             if sync:
                 fsync_dir(d)
                 log.write({"e": "ack", "n": n})
@@ -173,8 +182,7 @@ def work(args: argparse.Namespace) -> int:
             add = max(1, size // 4)
             ver[name] += 1
             log.write({"e": "intent", "n": n, "op": "append", "name": name, "ver": ver[name], "add": add})
-            write_all(os.path.join(d, name), content(args.seed, name, ver[name], add), os.O_WRONLY | os.O_APPEND,
-                      True)
+            write_all(os.path.join(d, name), content(seed, name, ver[name], add), os.O_WRONLY | os.O_APPEND, fsync)
             log.write({"e": "ack", "n": n})
             acked[name] += add
         elif op == "replace":
@@ -182,8 +190,8 @@ def work(args: argparse.Namespace) -> int:
             tmp = name + ".tmp"
             log.write({"e": "intent", "n": n, "op": "replace", "name": name, "ver": ver[name], "size": size,
                        "tmp": tmp})
-            write_all(os.path.join(d, tmp), content(args.seed, name, ver[name], size),
-                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, True)
+            write_all(os.path.join(d, tmp), content(seed, name, ver[name], size),
+                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC, fsync)
             os.rename(os.path.join(d, tmp), os.path.join(d, name))
             fsync_dir(d)
             log.write({"e": "ack", "n": n})
@@ -195,8 +203,7 @@ def work(args: argparse.Namespace) -> int:
             log.write({"e": "ack", "n": n})
             del acked[name]
     log.write({"e": "end", "ops": n})
-    print(json.dumps({"ops": n, "ended": "stop-after"}))
-    return 0
+    return n, skipped
 
 
 # --- the verifier ---------------------------------------------------------------------
@@ -212,10 +219,13 @@ class Content:
     def then(self, name: str, ver: int, size: int) -> Content:
         return Content(self.seed, self.segs + ((name, ver, size),))
 
+    # where a version's bytes come from: content() (a crash-state checker puts a cache here)
+    source = staticmethod(content)
+
     @property
     def data(self) -> bytes:
         if self._data is None:
-            self._data = b"".join(content(self.seed, n, v, z) for n, v, z in self.segs)
+            self._data = b"".join(Content.source(self.seed, n, v, z) for n, v, z in self.segs)
         return self._data
 
 
@@ -278,19 +288,6 @@ def build_model(recs: list[dict]) -> tuple[dict, dict[str, FileModel]]:
     return head, files
 
 
-def _partial_ok(actual: bytes, new: bytes, start: int = 0) -> bool:
-    """actual[start:] is new[start:] in part: not longer, each 4 KiB block the new
-    bytes or zeros (never written)."""
-    if len(actual) > len(new):
-        return False
-    for off in range(start - start % BLOCK, len(actual), BLOCK):
-        lo = max(off, start)
-        a = actual[lo:off + BLOCK]
-        if a != new[lo:lo + len(a)] and a.count(0) != len(a):
-            return False
-    return True
-
-
 def judge(fm: FileModel, actual: bytes | None, err: str = "") -> tuple[str, str]:
     """One name: (verdict, how). actual None = absent."""
     acked, p = _bytes(fm.acked), fm.pending
@@ -319,7 +316,7 @@ def judge(fm: FileModel, actual: bytes | None, err: str = "") -> tuple[str, str]
             return Verdict.OK, "absent (not acked)"
         if actual == new:
             return Verdict.OK, "new"
-        if _partial_ok(actual, new):
+        if partial_ok(actual, new):
             return Verdict.OK, ("empty" if not actual else "partial" if actual.count(0) != len(actual) else "zeros")
         return Verdict.GARBAGE, "content never written here"
     if op == "append":
@@ -328,7 +325,7 @@ def judge(fm: FileModel, actual: bytes | None, err: str = "") -> tuple[str, str]
             return (Verdict.LOSS, "acked file missing") if has_acked_data else (Verdict.OK, "absent")
         if actual[:len(base)] != base:
             return Verdict.LOSS, "acked prefix differs or truncated"
-        if _partial_ok(actual, new, len(base)):
+        if partial_ok(actual, new, len(base)):
             return Verdict.OK, "old" if len(actual) == len(base) else "partial append"
         return Verdict.GARBAGE, "appended bytes never written here"
     if op == "replace":
@@ -469,8 +466,13 @@ def run_all(cmds: list[str], timeout: float) -> dict:
     return rec
 
 
-def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kmsg) -> bool:
-    """Mount, note read-only and kernel messages, verify; True if it was mounted."""
+Verifier = Callable[[str], dict]  # the workload's directory -> the verdict (verify_dir's shape)
+
+
+def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kmsg,
+                     verify: Verifier | None = None) -> bool:
+    """Mount, note read-only and kernel messages, verify (default: against the log
+    of this workload, spec.log); True if it was mounted."""
     kmsg.take()
     if spec.attach:  # raw NAND: UBI attach, timed apart from the mount
         a = run_all(spec.attach, spec.timeout)
@@ -483,7 +485,8 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
             facts.runs[tag] = {"status": StepStatus.FAILED, "rc": None, "seconds": 0.0, "out": "attach failed",
                                "kmsg": []}
             return False
-    m = run_all(spec.mount, spec.timeout)
+    m = mount_direct(DirectMount.from_json(spec.direct), spec.mnt, spec.timeout) if spec.direct \
+        else run_all(spec.mount, spec.timeout)
     m["kmsg"] = kmsg.take()
     facts.runs[tag] = m
     _save(spec.out, facts)
@@ -497,7 +500,7 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
     facts.phase = Phase.verifying(tag)
     _save(spec.out, facts)
     t = now()
-    v = verify_dir(spec.dir, read_log(spec.log))
+    v = verify(spec.dir) if verify is not None else verify_dir(spec.dir, read_log(spec.log))
     v["seconds"] = round(now() - t, 6)
     v["probe"] = probe_write(spec.mnt) if not m["ro"] else "EROFS"
     v["kmsg"] = kmsg.take()
@@ -505,7 +508,7 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
     facts.verify = v
     facts.verified_by = tag
     _save(spec.out, facts)
-    u = run_all(spec.umount, spec.timeout)
+    u = umount_direct(spec.mnt, spec.timeout) if spec.direct else run_all(spec.umount, spec.timeout)
     u["kmsg"] = kmsg.take()
     facts.runs["u" + tag] = u
     _save(spec.out, facts)
@@ -514,16 +517,19 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
     return True
 
 
-def recover_facts(spec: RecoverSpec) -> RecoverFacts:
+def recover_facts(spec: RecoverSpec, verify: Verifier | None = None, kmsg: Kmsg | None = None) -> RecoverFacts:
+    """The recovery after a cut; `verify` replaces the check against spec.log (the
+    crash-state loop's logs are cut at each state), `kmsg` a reader kept across
+    recoveries. An empty spec.out keeps the facts in memory only."""
     facts = RecoverFacts()
     spec = dataclasses.replace(spec, **{k: os.path.expandvars(getattr(spec, k)) for k in ("log", "dir", "out")})
-    kmsg = Kmsg()
+    kmsg = kmsg or Kmsg()
     try:
         if spec.teardown:  # raw NAND: what is left of the cut-off stack goes first
             facts.teardown = [run(c, spec.timeout) for c in spec.teardown]
             if any(r["status"].is_hang for r in facts.teardown):
                 raise Hang("teardown after the cut did not return")
-        mounted = mount_and_verify(spec, facts, "mount1", kmsg)
+        mounted = mount_and_verify(spec, facts, "mount1", kmsg, verify)
         if spec.check:
             facts.phase = Phase.FSCK
             _save(spec.out, facts)
@@ -548,7 +554,7 @@ def recover_facts(spec: RecoverSpec) -> RecoverFacts:
             facts.fsck = fsck
             _save(spec.out, facts)
             if not mounted:
-                mounted = mount_and_verify(spec, facts, "mount2", kmsg)
+                mounted = mount_and_verify(spec, facts, "mount2", kmsg, verify)
         else:
             facts.fsck = {"result": FsckResult.NA, "seconds": 0.0}
         facts.mounted = mounted

@@ -20,7 +20,8 @@ from enum import StrEnum
 from typing import Any
 
 # bumped when a message changes shape; the agent refuses a steps.json of another version
-PROTOCOL_VERSION = 1
+# (2: crash states: the write-log calls, CrashWorkSpec, CrashCheckSpec, RecoverSpec.direct)
+PROTOCOL_VERSION = 2
 
 
 class StepStatus(StrEnum):
@@ -128,6 +129,12 @@ class Call(StrEnum):
     STATS = "stats"  # the phase's statistics (args: phase)
     CUT_POWER = "cut-power"  # now: the lab is killed
     CUT_POWER_IN = "cut-power-in"  # after args.seconds, timed from the request (a workload asks for its own cut)
+    # the device's write log and its crash states (an emulated device)
+    LOG_START = "log-start"  # start recording (a blank device: before mkfs)
+    LOG_MARK = "log-mark"  # a labelled record (args: label); answers its position {"pos": N}
+    CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
+    CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live"; watchdog: s until the lab is
+    # killed unless it asks for another state: a kernel stuck on this one)
 
 
 # --- messages ---------------------------------------------------------------------------
@@ -223,6 +230,10 @@ class RecoverSpec(Message):
     sabotage: bool = False  # corrupt an acknowledged file first (tests the verifier)
     teardown: list[str] = field(default_factory=list)  # raw NAND: what is left of the cut-off stack
     attach: list[str] = field(default_factory=list)  # raw NAND: UBI attach, timed apart
+    # mount(2)/umount(2) in the checker's own process instead of `mount`/`umount`
+    # (DirectMount as JSON): no program started, which in the lab costs more than the
+    # mount itself; the crash-state loop mounts thousands of times
+    direct: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -238,6 +249,87 @@ class SnapcutSpec(Message):
     umount: list[str]
     timeout: float
     gc_prefix: str = "jffs2_gcd_mtd"
+
+
+@dataclass(frozen=True)
+class DirectMount(Message):
+    """A block filesystem mounted by the mount(2) system call: `options` as `mount -o`
+    takes them (the generic ones become flags, the rest the filesystem's data)."""
+
+    device: str
+    fstype: str
+    options: list[str] = field(default_factory=list)
+
+
+class Workload(StrEnum):
+    """What a crash-state cell runs once with the write log on."""
+
+    POWERCUT = "powercut"  # the powercut study's workload (files created, appended, replaced, deleted)
+    SEQUENCES = "sequences"  # short B3-style operation sequences, each followed by its persistence point
+
+
+@dataclass(frozen=True)
+class CrashWorkSpec(Message):
+    """The workload of a crash-state cell, run once with the device's write log on:
+    mount, lay out, mark the start, run (each intent and acknowledgement marked
+    in the write log and logged in `log`), unmount."""
+
+    workload: str  # a Workload
+    mnt: str
+    dir: str  # the workload's directory under mnt
+    log: str  # its log of intents and acknowledgements, each with the write log's mark ("m")
+    seed: int
+    mount: list[str]
+    umount: list[str]
+    timeout: float
+    # powercut: operations, sizes; the op whose fsync is skipped but logged as made (0: none)
+    ops: int = 0
+    max_bytes: int = 0
+    max_files: int = 0
+    max_file: int = 0
+    skip_fsync: int = 0
+    # sequences: all of length <= exhaustive, then `sequences` in all (seeded), up to max_len operations
+    sequences: int = 0
+    exhaustive: int = 0
+    max_len: int = 0
+    skip: list[str] = field(default_factory=list)  # operations the filesystem has not (link on FAT)
+
+
+@dataclass(frozen=True)
+class CrashCheckSpec(Message):
+    """Check every listed crash state in this boot: switch the device to it (a host
+    call), drop the block device's buffers, recover (mount, verify against the
+    workload's log as acknowledged at that state, unmount, check, repair) as a
+    power-cut recovery does, and write one StateFacts line per state to `out`."""
+
+    work: dict[str, Any]  # the CrashWorkSpec that ran: which workload, its log, its seed and bounds
+    states: str  # the listing the host wrote (CRASH_STATES)
+    device: str  # the block device whose buffers are dropped
+    recover: dict[str, Any]  # a RecoverSpec (its dir and log: the workload's)
+    out: str
+    kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
+    limit: int = 0  # check only the first this many (0: all)
+    watchdog: float = 0.0  # s a state may take before the host kills the lab (0: never)
+    # a replay: the device already holds the (one) state, nobody serves it; its units a
+    # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
+    # under `device` first (they read as EIO, as when the emulator served them)
+    serve: bool = True
+    dust: list[list[int]] = field(default_factory=list)
+    dust_under: str = ""  # the disk dm-dust goes on
+
+
+@dataclass
+class StateFacts(Message):
+    """One crash state checked: the state as listed (id, kind, acked records, units
+    damaged), the recovery's facts (RecoverFacts, trimmed) and the time split (s)."""
+
+    id: str
+    kind: str
+    acked: int
+    damaged: int = 0
+    facts: dict[str, Any] | None = None
+    switch: dict[str, Any] | None = None  # the host's answer (or its error)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

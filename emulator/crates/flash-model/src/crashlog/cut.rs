@@ -331,13 +331,19 @@ pub struct Bounds {
     /// Torn-program states per interval (presets without paired-page
     /// protection only; those whose damage hits durable data).
     pub tears: u32,
+    /// Also the plain cut right after every mark (where the study knows what
+    /// was acknowledged), unless it holds nothing the last flush or the
+    /// previous mark's cut did not.
+    pub at_marks: bool,
 }
 
 /// The crash states of a log, in log order: every acknowledged flush; at
 /// the end of each interval between flushes, the plain cut and up to
 /// `subsets` subsets of its volatile versions (all of them when there are few
-/// enough, else evenly spaced prefixes and seeded random halves); and up to
-/// `tears` torn programs per interval, sampled with the seed.
+/// enough, else evenly spaced prefixes and seeded random halves); with
+/// `at_marks`, the plain cut right after each mark that differs from the last
+/// flush and from the previous mark's; and up to `tears` torn programs per
+/// interval, sampled with the seed.
 pub fn enumerate(ix: &Index, b: &Bounds) -> Vec<StateInfo> {
     let after = |p: u32| b.after.map_or(true, |a| p > a);
     let mut out: Vec<(u32, u32, StateInfo)> = Vec::new(); // (pos, order, info)
@@ -380,6 +386,22 @@ pub fn enumerate(ix: &Index, b: &Bounds) -> Vec<StateInfo> {
         for ch in choices {
             if let Ok(c) = Cut::new(ix, StateId { pos: p, choice: ch }) {
                 out.push((p, 0, c.info(ix)));
+            }
+        }
+    }
+    if b.at_marks {
+        let mut prev: Option<(usize, u32)> = None; // (versions written, commits durable) at the last mark listed
+        for &(p, _) in &ix.marks {
+            if !after(p) || ends.binary_search(&p).is_ok() {
+                continue;
+            }
+            let Ok(c) = Cut::new(ix, StateId { pos: p, choice: Choice::Model }) else { continue };
+            let key = (ix.versions_upto(p), c.ncd);
+            let since_flush = c.last_flush.map_or(0, |f| ix.versions_upto(f));
+            let same = c.damaged.is_empty() && ((c.volatile.is_empty() && key.0 == since_flush) || prev == Some(key));
+            if !same {
+                out.push((p, 0, c.info(ix)));
+                prev = Some(key);
             }
         }
     }

@@ -187,7 +187,7 @@ fn bench_crashstates(preset: &str, capacity: u64, writes: u64, every: u64) {
         ix.flush_pos.len(),
         ix.bytes() as f64 / (1 << 20) as f64
     );
-    let b = Bounds { after: Some(ix.flush_pos[0]), seed: 1, subsets: 4, tears: 2 };
+    let b = Bounds { after: Some(ix.flush_pos[0]), seed: 1, subsets: 4, tears: 2, at_marks: false };
     let start = Instant::now();
     let states = enumerate(&ix, &b);
     let list_s = start.elapsed().as_secs_f64();

@@ -1,0 +1,164 @@
+"""`flashbed crashstate replay RUN STATE --image FILE [--check]`: a failed crash state
+of a run, rebuilt as a device image from the write log its cell kept.
+
+STATE is `CELL:ID` as the run's results list it (the cell's id, the state's id:
+its log position and damage choice), or the state's ID alone when one crash-state
+cell of the run has it. The image is what the device held in that state; units a
+torn program damaged are zeroes in it (they read as EIO on the served device):
+the reply lists their byte ranges. With --check the lab boots on a copy of the
+image (dm-dust maps the damaged ranges bad, so they read as EIO again), recovers
+and verifies it exactly as the cell did, and says whether the outcome is the one
+recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import variants
+from .devices import emulator, presets
+from .errors import FlashbedError
+from .lab.guest.protocol import StateFacts
+from .lab.guest.guestlib import read_log
+from .lab.uml import BlockDevice, BootSpec, Step
+from .results import CellResult
+from .store import RunStore, resolve_run
+from .studies import STUDIES
+from .studies.base import CRASHLOG, CellSpec
+from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, evidence_text, state_ref
+from .studies.powercut import case_variant, shell_arg
+
+DUST_DEVICE = "/dev/mapper/csdust"
+
+
+@dataclass(frozen=True)
+class Target:
+    store: RunStore
+    result: CellResult
+    state: str
+    failure: dict[str, Any] | None  # as the cell recorded it (None: a state that did not fail)
+
+    @property
+    def logs(self) -> Path:
+        return self.store.logs_dir(self.result.key)
+
+
+def find(run: str, ref: str) -> Target:
+    """The cell and state `ref` names in run `run` (one clear line if none)."""
+    store = resolve_run(run)
+    cells = [r for r in store.results() if r.key.study == "crashstates"]
+    cell_id, sep, state = ref.rpartition(":")
+    if not sep:
+        state = ref
+        having = [r for r in cells if any(f["state"] == state for f in r.extra.get("failures", []))]
+        if len(having) != 1:
+            where = ", ".join(state_ref(r.key.id, state) for r in having) or "none of its crash-state cells"
+            raise FlashbedError(f"state {state} of run {store.root.name} is failed in {where}: give it as CELL:{state}"
+                                f" (the results list each failure that way)")
+        cells, cell_id = having, having[0].key.id
+    match = [r for r in cells if r.key.id == cell_id]
+    if not match:
+        raise FlashbedError(f"run {store.root.name} has no crash-state cell {cell_id}: `flashbed results "
+                            f"{store.root.name}` lists its failures with their commands")
+    r = match[0]
+    failure = next((f for f in r.extra.get("failures", []) if f["state"] == state), None)
+    return Target(store, r, state, failure)
+
+
+def rebuild(t: Target, image: Path) -> dict[str, Any]:
+    log = t.logs / CRASHLOG
+    if not log.is_dir():
+        raise FlashbedError(f"cell {t.result.key.id} kept no write log ({log} is missing): a cell keeps it only "
+                            f"when a state failed")
+    try:
+        return emulator.rebuild_image(log, t.state, image)
+    except emulator.EmulatorError as e:
+        raise FlashbedError(f"cannot rebuild state {t.state}: {e}") from None
+
+
+def cell_spec(r: CellResult) -> CellSpec:
+    study = STUDIES["crashstates"]
+    dev = presets.load_spec(r.key.device)
+    stored = {k: v for k, v in r.provenance.get("params", {}).items() if k in study.param_names()}
+    return CellSpec(key=r.key, device=dev, variant=variants.parse(r.key.fs, dev), params=study.params(**stored),
+                    seed=int(r.provenance.get("seed", 1)), pace=str(r.provenance.get("pace", "none")))
+
+
+def _on(rs: dict, dev: str, under: str) -> dict:
+    """The recovery spec with every mention of disk `under` now naming `dev`."""
+    return json.loads(json.dumps(rs).replace(json.dumps(under)[1:-1], dev))
+
+
+def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> tuple[str, str]:
+    """Boot the lab on a copy of the image and recover it as the cell did: (class, why)."""
+    from .lab.kernel import ensure_kernel
+    from .lab.labs import UmlLab
+    study = STUDIES["crashstates"]
+    spec = cell_spec(t.result)
+    v = case_variant(spec.variant, spec.params.mode)
+    listed = {s["id"]: s for s in json.loads((t.logs / STATES_FILE).read_text())["states"]}
+    if t.state not in listed:
+        raise FlashbedError(f"state {t.state} is not among the {len(listed)} states cell {t.result.key.id} listed")
+    work = study.work_spec(spec, v)
+    c = study.check_spec(spec, v, work)
+    under = v.device_path()
+    if damaged:
+        c = dataclasses.replace(c, recover=_on(c.recover, DUST_DEVICE, under), device=DUST_DEVICE, dust=damaged,
+                                dust_under=under)
+    with tempfile.TemporaryDirectory(prefix="flashbed-replay-") as tmp:
+        run_dir = Path(tmp)
+        disk = run_dir / "device.img"
+        shutil.copyfile(image, disk)  # the lab's recovery writes (journal replay, repair): not to the user's image
+        shutil.copyfile(t.logs / LOG_FILE, run_dir / LOG_FILE)
+        (run_dir / STATES_FILE).write_text(json.dumps({"states": [listed[t.state]]}))
+        c = dataclasses.replace(c, serve=False)
+        res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
+                                                                                  timeout=3600),),
+                                                    disks=(BlockDevice(disk),), timeout=3700))
+        facts = [StateFacts.from_json(x) for x in read_log(str(run_dir / CHECKED_FILE))]
+        if not facts:
+            s = res.step("check")
+            raise FlashbedError(f"the lab did not check the image: {res.status} "
+                                f"{(s.stderr if s else res.error).strip()[-300:]}")
+    rec = study._record(facts[0], spec.variant.base.fstype)
+    return rec["class"], rec["why"]
+
+
+def replay(run: str, ref: str, image: Path, lab_check: bool, out=sys.stdout) -> int:
+    t = find(run, ref)
+    image = Path(image)
+    reply = rebuild(t, image)
+    damaged = reply.get("damaged_ranges") or []
+    f = t.failure
+    print(f"{image}: crash state {t.state} of {t.result.key.id} ({reply.get('kind')}: cut after log record "
+          f"{reply.get('pos')}, {reply.get('acked')} records acknowledged, {reply.get('kept')} of "
+          f"{reply.get('volatile')} volatile writes kept, {len(damaged)} damaged units)", file=out)
+    if f:
+        print(f"recorded outcome: {f['class']} ({f.get('why', '')})", file=out)
+        if evidence_text(f):
+            print(f"the write log: {evidence_text(f)}", file=out)
+    else:
+        print("recorded outcome: none (this state did not fail, or the cell listed only the first failures)",
+              file=out)
+    if damaged:
+        print("damaged byte ranges (zeroes in the image; they read as EIO on the device): "
+              + ", ".join(f"{o}+{n}" for o, n in damaged[:20]) + (" ..." if len(damaged) > 20 else ""), file=out)
+    print(f"look at it: losetup -f --show {image}, then mount -t {variants.parse(t.result.key.fs).base.fstype} "
+          f"that loop device (a journal replay writes to the image: use a copy to keep it as it was)"
+          + (", or run this command with --check (the lab, with the damaged ranges as EIO)" if damaged else ""),
+          file=out)
+    if not lab_check:
+        return 0
+    cls, why = check(t, image, damaged, out)
+    same = f is not None and cls == f["class"]
+    print(f"replayed in the lab: {cls} ({why})" + ("" if f is None else
+                                                   " — the same outcome" if same else
+                                                   f" — NOT the recorded {f['class']}"), file=out)
+    return 0 if (same or f is None) else 1

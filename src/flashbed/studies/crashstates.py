@@ -1,0 +1,353 @@
+"""`crashstates`: run a workload once with the emulated device's write log on, then
+check every crash state of it in the same lab boot, as CrashMonkey/B3 and fstests'
+dm-log-writes tests check every flush, but at flash level: besides "everything
+acknowledged by flush k", the states between flushes the flash model allows (any
+subset of the writes still in the volatile cache lost, a program torn with its
+paired pages damaged).
+
+One cell per workload (case), one lab boot:
+  log-start   (host) the device's write log starts, on the blank device
+  mkfs
+  work        (guest crashstates.py work) mount, the workload, unmount; every
+              record of the workload's log (an intent before an operation, an
+              acknowledgement once its persistence point returned) puts a mark in
+              the write log first, so each state's expected contents are exact
+  states      (host) the log stops; its crash states after the workload's first
+              mark are listed (emulator: per interval between flushes the plain
+              cut, up to `subsets` subset states, up to `tears` torn programs;
+              with `at_marks`, the plain cut right after each intent and
+              acknowledgement that holds something the last flush did not)
+  check       (guest crashstates.py check) per state: the host serves it, the
+              guest drops the block device's buffers and recovers exactly as a
+              power-cut recovery does (mount, verify against the log as
+              acknowledged at that state, unmount, check, repair, and mount
+              again if the first mount failed), with the mount done by mount(2)
+              (starting `mount` costs more in the lab than mounting)
+Workloads: `powercut` (the powercut study's workload, bounded by operations) and
+`sequences` (B3-style sequences: lab/guest/sequences.py says the alphabet, the
+generator's bounds and what each crash state must show).
+
+Each state is classified as a power cut's iteration is (powercut.classify: the
+same classes, checked in the same order). A state that is not clean or
+recovered is a failure: stored as (workload, seed, state id = log position and
+damage choice), and the cell keeps the write log (crashlog/ in its log
+directory, only then) so `flashbed crashstate replay RUN STATE --image FILE`
+rebuilds that device image.
+
+Metrics per case (the workload): states (listed), checked, class:<name>,
+kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures, the
+rate (states per hour of the check, and of the whole cell) and the median time
+per state of each part (switch, drop, mount, verify, umount, fsck).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import json
+import shlex
+import shutil
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..lab.guest import sequences
+from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
+                                  Workload)
+from ..lab.uml import GUEST_DIR, BootResult, Step
+from ..lab.guest.guestlib import read_log
+from ..status import BootStatus, CellStatus, PowerCutClass
+from ..variants import FsVariant
+from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
+from .params import param
+from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
+                       recover_spec, recover_timeout, shell_arg, work_seed)
+
+CSWORK = GUEST_DIR / "crashstates.py"  # this study's guest side
+CSW = f"{PY} {shlex.quote(str(CSWORK))}"
+WORKLOADS = tuple(Workload)
+KINDS = ("flush", "cut", "subset", "tear")
+PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
+STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"
+FAILURES_KEPT = 200  # failures listed in a cell's result (all are counted)
+
+
+def state_ref(cell_id: str, state: str) -> str:
+    """How `flashbed crashstate replay` names one state of a run: its cell and its id."""
+    return f"{cell_id}:{state}"
+
+
+def replay_command(run: str, cell_id: str, fs: str, state: str) -> str:
+    image = f"{fs}-{state}.img".replace("/", "_")
+    return f"flashbed crashstate replay {shlex.quote(run)} {shlex.quote(state_ref(cell_id, state))} --image {image}"
+
+
+class CrashStates(Study):
+    name = "crashstates"
+    title = "Crash states"
+    description = ("every crash state of a workload at flash level (each flush, lost cache subsets, torn programs), "
+                   "checked in one boot against the acknowledged operations")
+    order = 115
+    primary_metric = "survived"
+    good_outcomes = frozenset(c for c in PowerCutClass if c.good)
+    media = ("block",)
+    device_stats = False
+    continue_after_failure = True  # a hung state is a result
+    needs_write_log = True
+    # which states exist and what each holds come from the write log, not the clock
+    timing_free = True
+    outcome_tables = (
+        OutcomeTable("states by class", "class:", CLASSES + EXTRA_CLASSES, per_iteration=True),
+        OutcomeTable("states by kind", "kind:", KINDS),
+        OutcomeTable("mount after the crash", "mount:", MOUNT_STATES),
+        OutcomeTable("checker after the crash", "fsck:", FSCK_RESULTS),
+    )
+    case_order = WORKLOADS
+
+    @dataclass(frozen=True)
+    class Params:
+        workloads: tuple[str, ...] = param(WORKLOADS, choices=WORKLOADS, help="workloads, one cell each")
+        workload: str = param(Workload.POWERCUT, choices=WORKLOADS, per_case="workloads")
+        mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
+        ops: int = param(150, help="powercut workload: operations")
+        max_file: int = param(1 << 20, unit="bytes", help="powercut workload: largest file")
+        max_files: int = param(32, help="powercut workload: files it keeps")
+        max_bytes: int = param(4 << 20, unit="bytes", help="powercut workload: live data (verified at every state)")
+        exhaustive: int = param(1, help="sequences: every valid sequence up to this many steps (27 of one, "
+                                        "668 up to two)")
+        sequences: int = param(50, help="sequences: this many more, seeded, longer up to max_len")
+        max_len: int = param(3, help="sequences: longest sequence")
+        subsets: int = param(4, help="subset states per interval between flushes")
+        tears: int = param(2, help="torn-program states per interval (presets without paired-page protection)")
+        at_marks: bool = param(True, help="also the plain cut right after each intent and acknowledgement that "
+                                          "holds something the last flush did not")
+        max_states: int = param(0, help="check only the first this many states (0: all)")
+        step_timeout: float = param(60.0, unit="s", help="limit of a mount, unmount or the verifier")
+        fsck_timeout: float = param(300.0, unit="s")
+        check_timeout: float = param(6 * 3600.0, unit="s", help="limit of checking all states of a cell")
+        sabotage: bool = param(False, help="skip an fsync the workload logs as made (tests the checks)")
+
+    def cases(self, params, device):
+        return [Case(w, dataclasses.replace(params, workload=w)) for w in params.workloads]
+
+    # -- plan ------------------------------------------------------------------------
+    def work_spec(self, spec: CellSpec, v: FsVariant) -> CrashWorkSpec:
+        p = spec.params
+        return CrashWorkSpec(workload=p.workload, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
+                             seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
+                             timeout=float(p.step_timeout), ops=p.ops, max_bytes=p.max_bytes,
+                             max_files=p.max_files, max_file=p.max_file,
+                             skip_fsync=max(1, p.ops // 3) if p.sabotage else 0,
+                             sequences=p.sequences, exhaustive=p.exhaustive, max_len=p.max_len,
+                             skip=[] if v.fs.hard_links else ["link"])
+
+    def check_spec(self, spec: CellSpec, v: FsVariant, work: CrashWorkSpec) -> CrashCheckSpec:
+        p = spec.params
+        rs = recover_spec(v, work.dir, work.log, "", float(p.step_timeout), float(p.fsck_timeout))
+        if not v.lower:  # a plain block filesystem: mount(2) directly
+            rs = dataclasses.replace(rs, direct=DirectMount(v.device_path(), v.fs.fstype,
+                                                            [*v.fs.mount_opts, *v.mount_extra]).to_json())
+        return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
+                              recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
+                              kmsg_pattern=v.base.log_prefix or v.base.fstype, limit=p.max_states,
+                              watchdog=recover_timeout(rs) + 60)
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        p = spec.params
+        v = case_variant(spec.variant, p.mode)
+        work = self.work_spec(spec, v)
+        return [[
+            Step("log-start", host=Call.LOG_START),
+            *[Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())],
+            Step("work", f"{CSW} work {shell_arg(work)}", timeout=3600),
+            Step("states", host=Call.CRASH_STATES, timeout=600,
+                 args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "marks": p.at_marks,
+                       "out": STATES_FILE}),
+            Step("check", f"{CSW} check {shell_arg(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
+                 may_fail=True),
+        ]]
+
+    def sequence_count(self, spec: CellSpec) -> int:
+        w = self.work_spec(spec, spec.variant)
+        return len(sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip)))
+
+    # -- reading -----------------------------------------------------------------------
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        p = spec.params
+        case = p.workload
+        fstype = spec.variant.base.fstype
+        res = boots[0] if boots else None
+        work = step_json(res, "work") if res else None
+        listing = _read_json(run_dir / STATES_FILE) or {}
+        checked = [StateFacts.from_json(r) for r in read_log(str(run_dir / CHECKED_FILE))]
+        if not work or not listing:
+            why = _first_problem(res)
+            return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
+        records = [self._record(s, fstype) for s in checked]
+        states = listing.get("states", [])
+        want = min(len(states), p.max_states) if p.max_states else len(states)
+        stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
+        if len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
+                                                                   BootStatus.CRASH):
+            # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
+            st, crashed = states[len(records)], res.status is BootStatus.CRASH
+            records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
+                            "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
+                            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
+                            "why": ("the lab kernel died" if crashed else "the lab stopped answering")
+                            + " while checking it", "console": res.console_log})
+            stopped = f"state {st['id']}: {records[-1]['why']}"
+        failures = [r for r in records if not PowerCutClass(r["class"]).good]
+        seed = work_seed(spec.seed, 0)
+        recs = read_log(str(run_dir / LOG_FILE))
+        lost = {s.id: ((s.facts or {}).get("verify") or {}).get("loss", []) for s in checked}
+        for r in failures:
+            r.update(workload=case, seed=seed)
+            if r["class"] == PowerCutClass.DATA_LOSS:
+                r["evidence"] = loss_evidence(lost.get(r["state"], []), r["acked"], recs, listing.get("flush_pos", []))
+        meas = self._measure(case, listing, records, failures, res)
+        log = run_dir / CRASHLOG
+        if not failures and log.is_dir():
+            shutil.rmtree(log)  # kept for failed cells only: they replay from it
+        check = res.step("check")
+        unchecked = want - len(records)
+        error = ""
+        if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
+            error = f"{unchecked} of {len(states)} states were not checked: " + \
+                (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
+                 f"the check did not run ({res.status}: {res.error})")
+        counts = Counter(r["class"] for r in records)
+        head = f"{len(records)} states: " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
+        if failures:
+            head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
+        extra = {
+            "workload": case, "seed": seed, "work": work,
+            "listing": {k: v for k, v in listing.items() if k not in ("states", "log_bytes", "flush_pos")}
+            | {"states": len(states)},
+            "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None,
+            "log_bytes": listing.get("log_bytes"),
+            "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
+        }
+        if stopped and unchecked:
+            head += f"; {unchecked} states after it not checked"
+        status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
+        return Outcome(meas, head, extra=extra, status=status, error=error[:400])
+
+    def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
+        k = result.key
+        return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"],
+                           "; ".join(x for x in (f.get("why", ""), evidence_text(f)) if x),
+                           replay_command(run_id, k.id, k.fs, f["state"]))
+                for f in result.extra.get("failures", [])]
+
+    def _record(self, s: StateFacts, fstype: str) -> dict:
+        facts = RecoverFacts.from_json(s.facts) if s.facts else None
+        if s.switch and s.switch.get("error"):
+            cls, why = PowerCutClass.ERROR, f"the host could not serve the state: {s.switch['error']}"
+        else:
+            cls, why = classify(facts, cut=True, fstype=fstype)
+        f = facts or RecoverFacts()
+        return {"state": s.id, "kind": s.kind, "acked": s.acked, "damaged": s.damaged, "class": cls,
+                "why": why[:300], "mount": mount_state(f, fstype) if facts else None,
+                "fsck": (f.fsck or {}).get("result"), "seconds": s.seconds}
+
+    def _measure(self, case: str, listing: dict, records: list[dict], failures: list[dict],
+                 res: BootResult) -> list:
+        out = m(case, "states", len(listing.get("states", [])), "count")
+        out += m(case, "iterations", len(records), "count")  # the per-state table's total
+        classes = Counter(r["class"] for r in records)
+        for c in CLASSES:
+            out += m(case, f"class:{c}", classes[c], "count")
+        for c in EXTRA_CLASSES:
+            if classes[c]:
+                out += m(case, f"class:{c}", classes[c], "count")
+        kinds = Counter(r["kind"] for r in records)
+        for k in KINDS:
+            out += m(case, f"kind:{k}", kinds[k], "count")
+        for s in MOUNT_STATES:
+            if n := sum(r["mount"] == s for r in records):
+                out += m(case, f"mount:{s}", n, "count")
+        for s in FSCK_RESULTS:
+            if n := sum(r["fsck"] == s for r in records):
+                out += m(case, f"fsck:{s}", n, "count")
+        out += m(case, "failures", len(failures), "count")
+        check = res.step("check")
+        if check is not None and check.seconds and records:
+            out += m(case, "states_per_hour", 3600 * len(records) / check.seconds, "1/h")
+        if records and res.total_seconds:
+            out += m(case, "states_per_hour_cell", 3600 * len(records) / res.total_seconds, "1/h")
+        for part in PARTS:
+            vals = [r["seconds"][part] for r in records if part in (r.get("seconds") or {})]
+            out += m(case, f"{part}_ms", 1000 * statistics.median(vals) if vals else None, "ms")
+        return out
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def loss_evidence(losses: list[str], acked: int, recs: list[dict], flush_pos: list[int]) -> list[dict]:
+    """Per lost name (the verifier's "name: how"): the last operation on it the state
+    acknowledged, its intent and acknowledgement marks in the write log, and how many
+    flushes the device acknowledged between them. None: the filesystem acknowledged it
+    without flushing (durable by luck only); some, and no flash damage in the state: it
+    wrote what it lost after its last flush."""
+    ops: dict[tuple, tuple[str, int]] = {}  # operation -> (the name it changes, its intent mark)
+    last: dict[str, tuple[int, int]] = {}  # name -> the last acknowledged operation's (intent, ack) marks
+    for r in recs:
+        if r.get("m", acked) >= acked:
+            break
+        key = (r.get("seq"), r.get("k"), r.get("n"))
+        if r.get("e") == "intent":
+            ops[key] = (r.get("name") or f"s{r['seq']:04d}", r["m"])
+        elif r.get("e") == "ack" and key in ops:
+            name, mi = ops[key]
+            last[name] = (mi, r["m"])
+    out = []
+    for loss in losses:
+        name = loss.split(":", 1)[0].split("/", 1)[0]
+        mi, ma = last.get(name, (-1, -1))
+        if ma < 0:
+            continue
+        flushes = bisect.bisect_left(flush_pos, ma) - bisect.bisect_right(flush_pos, mi)
+        out.append({"name": name, "intent": mi, "ack": ma, "flushes": flushes})
+    return out
+
+
+def evidence_text(failure: dict) -> str:
+    """What the write log says about a loss (loss_evidence), in a few words."""
+    ev = failure.get("evidence") or []
+    bare = [e["name"] for e in ev if not e["flushes"]]
+    flushed = [e["name"] for e in ev if e["flushes"]]
+    parts = []
+    if bare:
+        parts.append("acknowledged with no flush of the device: " + ", ".join(bare))
+    if flushed:
+        parts.append("flushed before it was acknowledged: " + ", ".join(flushed) + (
+            f" (the state's torn program damaged {failure['damaged']} units)" if failure.get("damaged") else
+            " (no flash damage: the filesystem wrote it after that flush)"))
+    return "; ".join(parts)
+
+
+def _last_json(step: Any) -> dict:
+    """The JSON line a guest program printed last, whatever its exit code."""
+    try:
+        return json.loads(step.stdout.strip().splitlines()[-1]) if step is not None else {}
+    except (ValueError, IndexError):
+        return {}
+
+
+def _first_problem(res: BootResult | None) -> str:
+    if res is None:
+        return "the lab did not boot"
+    for s in res.steps:
+        if not s.status.ok:
+            lines = (s.stderr or s.stdout).strip().splitlines()
+            return f"step '{s.name}' {s.status}: {lines[-1] if lines else ''}"[:400]
+    return f"lab {res.status}: {res.error}"[:400] if not res.ok else "the workload left no log of its states"
+
