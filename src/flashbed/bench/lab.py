@@ -38,6 +38,7 @@ from ..lab import kernel as kernels
 from ..lab.kernel import KernelInfo
 from ..lab.labexec import request_summary
 from ..lab.uml import BootResult, BootSpec, Step, boot
+from ..status import StepStatus
 from ..studies import fio
 
 PARTS = ("lab", "device", "powercut")
@@ -253,7 +254,7 @@ def _fio_mb_s(work: Path, name: str) -> float:
 
 def _boot_ok(spec: BootSpec, info: KernelInfo, host=None) -> BootResult:
     r = boot(spec, info, host=host)
-    failed = next((s for s in r.steps if s.status != "ok"), None)
+    failed = next((s for s in r.steps if s.status is not StepStatus.OK), None)
     if not r.ok or failed:
         what = f"step '{failed.name}': {(failed.stderr or failed.stdout).strip()[-200:]}" if failed else r.error
         raise FlashbedError(f"bench lab on {info.name} ({info.boot_mode}) failed: {r.status}, {what} "
