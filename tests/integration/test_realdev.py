@@ -117,6 +117,15 @@ def test_a_filesystem_signature_is_refused_unless_destroy_data_on_repeats_the_pa
     assert "--destroy-data-on /dev/loop-other names no real device of this run" in err
 
 
+
+def test_probe_refuses_a_real_device_with_data_unless_destroy_data_on_repeats_it(loop, tmp_path, capsys):
+    node = loop()
+    _sh("mkfs.ext4", "-q", "-L", "precious", node)
+    err = _refused(capsys, ["probe", node], tmp_path / "probe")
+    assert f"{node} carries data (ext4 labelled 'precious')" in err and f"--destroy-data-on {node}" in err
+    err = _refused(capsys, ["probe", "ideal@64M", "--destroy-data-on", node], tmp_path / "probe")
+    assert "--destroy-data-on applies to a real device, and ideal@64M is a preset" in err
+
 def test_a_partition_table_is_refused(loop, tmp_path, capsys):
     node = loop(setup=_mbr)
     err = _refused(capsys, [*RUN, "--device", node], tmp_path / "run")

@@ -7,13 +7,17 @@ import argparse
 import datetime as dt
 from pathlib import Path
 
-from ..devices import presets
+from ..devices import presets, realdev
 from ..errors import FlashbedError
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
-    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. lexar-c10-16g@256M)")
+    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. lexar-c10-16g@256M), or a "
+                   "real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
+    p.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                   help="allow probing a real device that carries data (a filesystem or partition table): "
+                   "repeat its path")
     p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured")
     p.add_argument("--out", type=Path, help="directory for raw outputs and probe.json (default: runs/probe-...)")
     p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
@@ -32,9 +36,14 @@ def run(args: argparse.Namespace) -> int:
         if not args.write_preset.parent.is_dir():
             raise FlashbedError(f"--write-preset {args.write_preset}: directory {args.write_preset.parent} "
                                 "does not exist")
-    device = presets.load_spec(args.device)
+    if realdev.names_device(args.device):
+        device = realdev.load(args.device, tuple(args.destroy_data_on))  # one line per refusal
+    elif args.destroy_data_on:
+        raise FlashbedError(f"--destroy-data-on applies to a real device, and {args.device} is a preset")
+    else:
+        device = presets.load_spec(args.device)
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
-    out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-')}-{stamp}"
+    out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
     result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime)
     for name, text in result.raw.items():

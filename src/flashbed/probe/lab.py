@@ -214,7 +214,7 @@ class Phases:
 
 def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
           kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None) -> ProbeResult:
-    """Probe an emulated (or plain-file) block device in the lab."""
+    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites)."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
     tools = tool_versions()
