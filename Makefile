@@ -6,7 +6,7 @@ PYTHON ?= python3
 setup:
 	./scripts/setup.sh
 
-# the main job: every study on the ten block filesystems, default emulated device
+# the main job: the quick profile (ten writable filesystems and two read-only images) on the default emulated device
 demo: setup
 	$(PYTHON) -m flashbed.cli run --profile quick
 
