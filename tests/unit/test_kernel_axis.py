@@ -276,3 +276,27 @@ def test_one_run_of_two_kernels_reports_each_kernel_as_its_own_target(tmp_path):
     assert run.kernel_for("emmc-1g · kernel 6.12") == "6.12.117 (6.12)"
     assert run.device_of("emmc-1g · kernel 7.3") == "emmc-1g"
     assert "6.12.117" in run.kernel_text and "7.3.4" in run.kernel_text
+
+
+def test_the_report_answers_who_scales_with_writers_and_vcpus_and_says_what_was_left_out(tmp_path):
+    from flashbed.report import scaling
+    from flashbed.report.load import load_run
+    from flashbed.studies.views import Scaling
+    rate = {("ext4", 1): (2.0, 2.0, 2.0), ("ext4", 2): (2.0, 2.0, 3.0),
+            ("f2fs", 1): (1.0, 1.5, 2.0), ("f2fs", 2): (1.0, 2.0, 4.0)}
+    cells = [gen.cell(fs, "mixed", [(SCALE.format(cpus=c, jobs=j), "bandwidth", v, "MB/s")
+                                    for j, v in zip((1, 2, 4), rates)], case=f"scale-{c}vcpu")
+             for (fs, c), rates in rate.items()]
+    skipped = [{"device": "emmc-1g", "kernel": "6.12", "fs": "ext4", "study": "mixed", "case": "scale-4vcpu",
+                "cpus": 4, "why": "lab kernel 6.12 has no SMP"}]
+    run = load_run(gen.write_run(tmp_path / "r", cells, skipped=skipped))
+    spec = next(f for f in STUDIES["mixed"].figures if isinstance(f, Scaling))
+    text = scaling.answer(run, "emmc-1g", "mixed", spec).text
+    # with writers at 1 vCPU: f2fs 2x, ext4 1x; with vCPUs at 4 writers: f2fs 2x, ext4 1.5x
+    assert "with writers (4 writers / 1, at 1 vCPU): **f2fs** 2.0×, ext4 1.00×" in text
+    assert "with vCPUs (2 vCPU / 1 vCPU, at 4 writers): **f2fs** 2.0×, ext4 1.50×" in text
+    assert "lab-bound" not in text  # no device statistics: nothing says the lab set these
+    table = scaling.table(run, "emmc-1g", "mixed", spec)
+    assert [[c.text for c in row[:2]] for row in table.rows] == [
+        ["ext4", "1 vCPU"], ["ext4", "2 vCPU"], ["f2fs", "1 vCPU"], ["f2fs", "2 vCPU"]]
+    assert "4 vCPU not run: lab kernel 6.12 has no SMP" in table.note

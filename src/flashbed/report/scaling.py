@@ -170,7 +170,11 @@ def answer(run: RunData, device: str, study: str, spec: Scaling) -> Paragraph | 
                          f"at {spec.x_words.format(hi)}): " + _ranked(r))
     if not parts:
         return None
-    return Paragraph(f"Scaling of {units.metric_label(spec.metric)} " + "; ".join(parts) + ".", cls="note")
+    bound = sum(1 for fs in g.fss for c in g.cases.values() if run.lab_bound(device, fs, study, c, spec.metric))
+    caveat = (f" {bound} of the {len(g.fss) * len(g.cases)} figures are lab-bound (the device sat idle much of "
+              f"the time): there the ratios say how the lab scales, not the filesystem." if bound else "")
+    return Paragraph(f"Scaling of {units.metric_label(spec.metric)} " + "; ".join(parts) + "." + caveat,
+                     cls="note")
 
 
 def _ranked(r: dict[str, float]) -> str:
