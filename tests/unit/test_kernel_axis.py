@@ -300,3 +300,22 @@ def test_the_report_answers_who_scales_with_writers_and_vcpus_and_says_what_was_
     assert [[c.text for c in row[:2]] for row in table.rows] == [
         ["ext4", "1 vCPU"], ["ext4", "2 vCPU"], ["f2fs", "1 vCPU"], ["f2fs", "2 vCPU"]]
     assert "4 vCPU not run: lab kernel 6.12 has no SMP" in table.note
+
+
+def test_results_text_names_each_kernel_and_says_once_what_was_left_out(tmp_path):
+    import io
+
+    from flashbed.report.text import print_results
+    from flashbed.store import RunStore
+    cells = [CellResult(key=CellKey("emmc-1g", "ext4", "mixed", "scale-1vcpu", r, k), status="ok", headline="h",
+                        measurements=[Measurement("scale-1vcpu 1 writers", "bandwidth", 2.0, "MB/s")])
+             for k in ("6.12", "7.3") for r in (0, 1)]
+    skipped = [{"device": "emmc-1g", "kernel": "6.12", "fs": "ext4", "study": "mixed", "case": "scale-2vcpu",
+                "cpus": 2, "why": "lab kernel 6.12 has no SMP"}] * 2
+    kernels = {"6.12": {"release": "6.12.117"}, "7.3": {"release": "7.3.4"}}
+    out = io.StringIO()
+    print_results(RunStore(gen.write_run(tmp_path / "r", cells, kernels=kernels, skipped=skipped, cells=4)), stream=out)
+    text = out.getvalue()
+    assert "kernel 6.12 (6.12.117), 7.3 (7.3.4)" in text and "ext4 (6.12)" in text and "ext4 (7.3)" in text
+    lines = [ln for ln in text.splitlines() if "not run" in ln]
+    assert len(lines) == 1 and "scale-2vcpu not run on lab kernel 6.12 (2 cells)" in lines[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from ..store import RunStore
 from ..studies import STUDIES
@@ -41,10 +41,12 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             head = "; ".join(sorted({r.headline for r in rs}))[:150]
             mark = "" if not bad else f" [{len(bad)} not ok: {bad[0].status}]"
             print(f"  {dev:18} {fs:22} {head}{mark}", file=stream)
-        for s in man.get("skipped") or ():
-            if isinstance(s, dict) and s.get("study") == study:
-                print(f"  {s.get('device'):18} {s.get('fs'):22} {s.get('case')} not run on lab kernel "
-                      f"{s.get('kernel')}: {s.get('why')}", file=stream)
+        left_out = Counter((s.get("device"), f"{s.get('fs')} ({s.get('kernel')})" if len(kernels) > 1 else s.get("fs"),
+                            s.get("case"), s.get("kernel"), s.get("why"))
+                           for s in man.get("skipped") or () if isinstance(s, dict) and s.get("study") == study)
+        for (dev, fs, case, kern, why), n in left_out.items():  # one line for all repeats
+            print(f"  {dev:18} {fs:22} {case} not run on lab kernel {kern} ({n} cell{'s' if n > 1 else ''}): {why}",
+                  file=stream)
         tables = STUDIES[study].outcome_tables if study in STUDIES else ()
         if tables:
             print_outcome_tables(by_study[study], tables, stream)
