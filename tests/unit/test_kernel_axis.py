@@ -199,18 +199,16 @@ def test_schedstat_gives_run_time_in_ns_and_stat_tells_kernel_threads():
 
 
 @pytest.mark.parametrize("name,group", [
-    ("kworker/u2:3-flush-98:0", "kworker (flush-98:0)"),
+    ("kworker/u2:3-flush-98:0", "kworker (writeback)"),
+    ("kworker/u2:0-flush-hostfs-2", "kworker (writeback)"),
     ("kworker/0:1H-kblockd", "kworker (kblockd)"),
     ("kworker/1:0", "kworker"),
     ("ksoftirqd/1", "ksoftirqd"),
     ("jbd2/ubda-8", "jbd2/ubda-8"),
     ("f2fs_ckpt-98:0", "f2fs_ckpt-98:0"),
-    ("kworker/u2:0-flush-hostfs-2", "kworker (flush-hostfs-2)"),
 ])
 def test_kernel_threads_are_counted_by_role(name, group):
     assert fbtool.thread_group(name) == group
-    # the lab's own writeback (hostfs) is kept apart from the filesystem's threads
-    assert fbtool.is_lab_thread(group) == ("hostfs" in name)
 
 
 def test_the_cpu_study_reads_ns_figures_and_keeps_the_busiest_kernel_threads(tmp_path):
@@ -220,8 +218,7 @@ def test_the_cpu_study_reads_ns_figures_and_keeps_the_busiest_kernel_threads(tmp
     plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("cpu",)))
     spec: CellSpec = plan.cells[0]
     step = {"write": {"rc": 0, "real": 2.0, "user": 0.0, "sys": 0.01, "workload_cpu": 0.3125, "kthread_cpu": 0.1875,
-                      "kthreads": {"jbd2/ubda-8": 0.125, "kworker (flush-98:0)": 0.0625},
-                      "lab_kthreads": {"kworker (flush-hostfs-2)": 0.5}, "clock": "schedstat"}}
+                      "kthreads": {"jbd2/ubda-8": 0.125, "kworker (writeback)": 0.0625}, "clock": "schedstat"}}
     boot = BootResult(status="done", steps=[_step("write", step["write"])], boot_seconds=1.0, total_seconds=3.0,
                       console_log="", exit_code=0, kernel_release="7.3.4")
     out = st.parse(spec, [boot], tmp_path)
@@ -229,7 +226,6 @@ def test_the_cpu_study_reads_ns_figures_and_keeps_the_busiest_kernel_threads(tmp
     # the workload's own ns figure, not rusage's ticks
     assert got[("write", "workload_cpu")] == 0.3125 and got[("write", "kthread_cpu")] == 0.1875
     assert got[("write", "cpu_per_io")] == pytest.approx((0.3125 + 0.1875) / 2.0)
-    assert out.extra["write_lab_kthreads"] == {"kworker (flush-hostfs-2)": 0.5}  # kept apart, not counted
     assert out.extra["write_kthreads"]["jbd2/ubda-8"] == 0.125 and "jbd2/ubda-8 125.00 ms" in out.headline
 
 

@@ -7,10 +7,11 @@ Run times come from the scheduler, /proc/<pid>/schedstat, in ns: the workload's 
 after (threads started meanwhile count from zero). The lab's sched_clock reads the
 host's monotonic clock (lab patch 0004), so they resolve to well under a
 microsecond; /proc/<pid>/stat, used before, counted 10 ms ticks, and a filesystem's
-threads showed 0.00-0.03 s: noise. Writeback of the lab's hostfs mounts (its root and
-the run directory the guest writes results to) is the lab's work, not the
-filesystem's: it is kept apart (`<case>_lab_kthreads`), not in kthread_cpu. The
-lab's clock is the host's, so time the host spent elsewhere while a guest task ran
+threads showed 0.00-0.03 s: noise. Everything dirty is written back before the
+command starts, so earlier steps' writeback is not counted. Writeback workers are
+one group: a worker serves every device's writeback (the filesystem's and the lab's
+hostfs run directory) and is named for the last, so its name cannot split them;
+the lab's share is small (its step output). The lab's clock is the host's, so time the host spent elsewhere while a guest task ran
 counts as that task's: on a loaded machine the figures grow; compare repeats.
 """
 
@@ -36,8 +37,9 @@ class Cpu(Study):
     primary_metric = "cpu_per_io"
     figures = (Bars("bars", ("cpu_per_io", "workload_cpu", "kthread_cpu"), "CPU efficiency: CPU time per I/O time"),
                TopList("kthreads", "{case}_kthreads", CASES, "Busiest kernel threads by CPU time", "s", top=6,
-                       note="kernel workers are named by the workqueue they last ran work for, per-CPU threads "
-                            "without their CPU"))
+                       note="kernel workers are named by the workqueue they last ran work for (a worker that served "
+                            "several counts under the last; writeback of any device is one group), per-CPU "
+                            "threads without their CPU"))
     case_order = CASES
 
     @dataclass(frozen=True)
@@ -72,8 +74,6 @@ class Cpu(Study):
             out += m(case, "cpu_per_io", (work + d["kthread_cpu"]) / d["real"] if d["real"] else None, "s/s")
             out += m(case, "seconds", d["real"], "s")
             extra[f"{case}_kthreads"] = d["kthreads"]
-            if "lab_kthreads" in d:  # the lab's own writeback (hostfs), left out of kthread_cpu
-                extra[f"{case}_lab_kthreads"] = d["lab_kthreads"]
         err = first_failure(boots)
         w = next((x.value for x in out if x.case == "write" and x.metric == "cpu_per_io"), None)
         head = "incomplete"
