@@ -48,7 +48,9 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     prov = dict(provenance or {})
     real = spec.device.backend == "real"
     prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
-                 "capacity_bytes": spec.device.capacity, "kernel": lab.release, "variant": spec.variant.spec,
+                 "capacity_bytes": spec.device.capacity, "kernel": lab.release,
+                 # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
+                 "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
                  "params": as_json(spec.params), "seed": spec.seed, "pace": pace})
     if real:  # what the device is, from sysfs (model, serial, sizes, transport)
         prov["real_device"] = spec.device.info["identity"]
@@ -142,7 +144,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                 bspec = BootSpec(run_dir=logs / f"boot{i}" if len(steps_per_boot) > 1 else logs,
                                  steps=tuple(steps), disks=dev.disks(),
                                  nandsim=study.nandsim(spec, dev.nandsim()),
-                                 mem_mb=dev.mem_mb(), timeout=_budget(steps))
+                                 mem_mb=dev.mem_mb(), timeout=_budget(steps), cpus=spec.cpus)
                 if bspec.run_dir != logs:
                     _share(logs, bspec.run_dir)
                 where[0] = bspec.run_dir

@@ -81,6 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
     r.add_argument("--pace", help="emulator clock: auto (default: none for the failure studies, whose outcomes "
                    "do not depend on timing, real for the rest), real, or none (skip the device's delays)")
+    r.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
+                   "7.3:ptrace (repeatable or comma-separated: cells of each)")
+    r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
+                   "many host CPUs); a scaling case sets its own")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -271,15 +275,15 @@ def _scalar(text: str, parse_size):
 def _run(args: argparse.Namespace) -> int:
     from .execute import execute
     from .executors import make_executor
-    from .lab.kernel import ensure_kernel
+    from .lab import kernel
     from .lab.labs import UmlLabs
-    from .plan import PlanRequest, make_plan
+    from .plan import PlanRequest, make_plan, run_kernels
     from .store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
-        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace")
-                 if getattr(args, o)]
+        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
+                             "cpus") if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -303,14 +307,21 @@ def _run(args: argparse.Namespace) -> int:
                           devices=tuple(absolute_spec(d) for d in _split(args.device)),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace=args.pace or "auto")
+                          pace=args.pace or "auto", kernels=kernel.labels(_split(args.kernel)),
+                          cpus=args.cpus if args.cpus is not None else 1)
         store = RunStore(args.out or Path("runs") / req.run_id())
-    plan = make_plan(req, tuple(args.destroy_data_on))
+    kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
+    plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
+    for line in ([note] if note else []) + plan.skipped_lines():
+        print(f"flashbed: {line}", file=sys.stderr)
+    infos = [kernel.ensure_kernel(k) for k in plan.kernels]
+    for line in _build_changes(store, infos):
+        print(f"flashbed: {line}", file=sys.stderr)
     store.create()
-    results = execute(plan, store, UmlLabs(ensure_kernel()), executor)
+    results = execute(plan, store, UmlLabs(*infos), executor)
     from .report.text import print_results
     print_results(store)
     if not args.no_report:
@@ -322,6 +333,35 @@ def _run(args: argparse.Namespace) -> int:
             pass
     bad = [r for r in results if r.status.retryable]
     return 1 if bad else 0
+
+
+def _recorded_kernels(store) -> tuple[str, ...] | None:
+    """The lab kernels an existing run was made on (its manifest), None for a new run."""
+    if not store.exists():
+        return None
+    from .lab.kernel import recorded_label
+    man = store.manifest()
+    kernels = man.get("kernels") or {"": man.get("kernel") or {}}
+    labels = tuple(label for p in kernels.values() if (label := recorded_label(p)))
+    return labels or None
+
+
+def _build_changes(store, infos) -> list[str]:
+    """One line per kernel of an existing run whose build (source, config or patches) is not
+    the one its cells so far ran on: the rest of the run uses this flashbed's build."""
+    if not store.exists():
+        return []
+    from .lab.kernel import recorded_label
+    man = store.manifest()
+    before = {recorded_label(p): p for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
+    out = []
+    for info in infos:
+        old = before.get(info.label) or {}
+        if old.get("key") and old["key"] != info.key:
+            out.append(f"lab kernel {info.label}: this run's cells so far ran on build {old['key']} (patches "
+                       f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "
+                       f"{info.key} (patches {', '.join(p[:4] for p in info.patches) or 'none'})")
+    return out
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -72,9 +72,14 @@ def lease() -> Iterator[int | None]:
         yield held[0] if held else None
 
 
+def available() -> int:
+    """Host CPUs flashbed may use (its affinity)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def check_count(n: int) -> None:
     """A lab with n vCPUs leases n host CPUs: refuse more than flashbed may use."""
-    have = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    have = available()
     if n < 1 or n > have:
         raise FlashbedError(f"{n} guest vCPUs need {n} host CPUs; flashbed may use {have} here: "
                             f"ask for 1 to {have}")

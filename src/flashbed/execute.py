@@ -62,7 +62,10 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
         "profile": plan.request.profile,
         "request": asdict(plan.request),
         "repeats": plan.request.repeat,
-        "kernel": labs.describe(),
+        **labs.describe(),  # "kernel" and "kernels"
+        "cpus": plan.request.cpus,
+        # cells the plan left out (a case's vCPUs on a kernel without SMP), for the report to say so
+        "skipped": [asdict(s) for s in plan.skipped],
         "tools": tool_versions(),
         "emulator": emulator_version() if any(d.emulated for d in plan.devices.values()) else None,
         "devices": {label: d.info for label, d in plan.devices.items()},

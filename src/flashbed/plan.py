@@ -8,10 +8,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import profiles, variants
+from . import cpus, profiles, variants
 from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
+from .lab import kernel
 from .results import CellKey
 from .studies import STUDIES
 from .studies.base import CellSpec
@@ -38,6 +39,11 @@ class PlanRequest:
     # nothing); "auto": none for the studies whose outcomes do not depend on timing
     # (Study.timing_free), real for the rest
     pace: str = "auto"
+    # lab kernels by label (kernel.labels: 6.12, 7.3, 7.3:ptrace), cells of each; (): the
+    # default kernel, which is not part of the identity: the manifest records the kernel a
+    # run was made on, and the run is finished on that one (see run_kernels)
+    kernels: tuple[str, ...] = ()
+    cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -47,7 +53,8 @@ class PlanRequest:
             or (prof["device"],)
         studies = self.studies or tuple(prof["studies"])
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
-                           seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices))
+                           seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
+                           kernels=tuple(self.kernels), cpus=self.cpus)
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request)."""
@@ -58,8 +65,10 @@ class PlanRequest:
     def run_id(self) -> str:
         """Same request, same id: rerunning a command resumes its run."""
         r = asdict(self.resolved())
-        if r["pace"] == "real":
-            del r["pace"]  # runs from before --pace keep their ids
+        # runs from before --pace, --kernel and --cpus keep their ids
+        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1)):
+            if r[name] == default:
+                del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
         return f"{r['profile']}-{digest}"
 
@@ -90,11 +99,54 @@ READ_ONLY = "read-only"
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """Cells the plan leaves out: a case that sets its own vCPUs (Study.vcpus) on a kernel or
+    host that cannot run them (6.12 has no SMP)."""
+
+    device: str
+    kernel: str
+    fs: str
+    study: str
+    case: str
+    cpus: int
+    why: str
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     devices: dict[str, Device]
     cells: list[CellSpec]
     not_applicable: list[NotApplicable] = field(default_factory=list)
+    kernels: tuple[str, ...] = (kernel.DEFAULT_KERNEL,)  # the labels of the lab kernels the cells run on
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def skipped_lines(self) -> list[str]:
+        """One line per study, kernel and reason: what the plan leaves out."""
+        groups: dict[tuple[str, str, int, str], int] = {}
+        for s in self.skipped:
+            k = (s.study, s.kernel, s.cpus, s.why)
+            groups[k] = groups.get(k, 0) + 1
+        return [f"{study}: {n} cell{'s' if n > 1 else ''} at {cpus} vCPUs not run on lab kernel {kern}: {why}"
+                for (study, kern, cpus, why), n in groups.items()]
+
+
+def run_kernels(requested: tuple[str, ...], recorded: tuple[str, ...] | None) -> tuple[tuple[str, ...], str]:
+    """The kernels a run's cells run on, and a one-line note ('' if none). A request that names
+    no kernel means the default one, which may have changed since the run was made (6.12 until
+    7.3 became the default): an existing run is finished on the kernel its manifest records,
+    never silently on another. `recorded`: the existing run's kernels (None: a new run)."""
+    if requested or not recorded:
+        return requested or (kernel.DEFAULT_KERNEL,), ""
+    unknown = [k for k in recorded if k.split(":")[0] not in kernel.KERNELS]
+    if unknown:
+        raise FlashbedError(f"this run was made on lab kernel {unknown[0]}, which this flashbed does not have "
+                            f"({' or '.join(kernel.KERNELS)}): start a new run with --out DIR")
+    if recorded == (kernel.DEFAULT_KERNEL,):
+        return recorded, ""
+    return recorded, (f"this run was made on lab kernel {', '.join(recorded)}: it is finished on "
+                      f"{'it' if len(recorded) == 1 else 'them'}, not on today's default {kernel.DEFAULT_KERNEL} "
+                      f"(for a run on {kernel.DEFAULT_KERNEL}: --kernel {kernel.DEFAULT_KERNEL} or --out DIR)")
 
 
 def study_params(profile: str, overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -119,13 +171,22 @@ def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) 
     return {d.label: d for d in devices}
 
 
-def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
+def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: tuple[str, ...] | None = None) -> Plan:
+    """The cells of `req`. `kernels`: the lab kernels of a request that names none (run_kernels;
+    default: the default kernel)."""
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
     if req.pace not in PACES:
         raise FlashbedError(f"--pace must be real or none, or auto (none for the studies whose outcomes do not "
                             f"depend on timing, real for the rest; the default), not '{req.pace}'")
+    if req.cpus < 1:
+        raise FlashbedError(f"--cpus must be at least 1 (got {req.cpus})")
     r = req.resolved()
+    choices = [kernel.choose(k) for k in kernel.labels(r.kernels or kernels or (kernel.DEFAULT_KERNEL,))]
+    for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
+        choice.check_cpus(r.cpus)
+    cpus.check_count(r.cpus)
+    several = len(choices) > 1
     for s in r.studies:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
@@ -135,6 +196,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
 
     cells: list[CellSpec] = []
     na: list[NotApplicable] = []
+    skipped: list[Skipped] = []
     for spec in r.fs:
         placed = False
         for dev, v in zip(devices.values(), parsed[spec]):
@@ -165,10 +227,17 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
                         raise FlashbedError(
                             f"study {sname} needs a device of at least {format_size(need)}, but {dev.label} "
                             f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
+                    own = study.vcpus(params)
                     for rep in range(r.repeat):
-                        cells.append(CellSpec(key=CellKey(dev.label, v.spec, sname, case, rep), device=dev,
-                                              variant=v, params=params, seed=r.seed + rep,
-                                              pace=r.cell_pace(sname)))
+                        for choice in choices:
+                            n = own or r.cpus
+                            why = _cannot_run(choice, n)
+                            if why:
+                                skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
+                                continue
+                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "")
+                            cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
+                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n))
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
@@ -177,5 +246,15 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = ()) -> Plan:
         raise FlashbedError(f"{', '.join(sorted({n.fs for n in na}))}: read-only, and every study asked for writes "
                             f"to the filesystem: ask for one of {runs}")
     if not cells:
-        raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together")
-    return Plan(r, devices, cells, na)
+        left_out = Plan(r, devices, [], skipped=skipped).skipped_lines()
+        raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together"
+                            + (f" ({left_out[0]})" if left_out else ""))
+    return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped)
+
+
+def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:
+    """Why a case of n vCPUs cannot run on kernel `choice` on this host ('' if it can)."""
+    why = choice.cpus_problem(n)
+    if not why and n > cpus.available():
+        why = f"{n} vCPUs need {n} host CPUs, this host has {cpus.available()}"
+    return why

@@ -26,10 +26,14 @@ class CellKey:
     study: str
     case: str = ""  # a study's sub-case when it splits into several cells ("" if one)
     repeat: int = 0
+    # the lab kernel's label (7.3, 6.12, 7.3:ptrace) when the run has several, else "": a run
+    # of one kernel keeps the ids it had before the kernel axis (the manifest names its kernel)
+    kernel: str = ""
 
     @property
     def id(self) -> str:
-        parts = [self.device, self.fs, self.study] + ([self.case] if self.case else []) + [f"r{self.repeat}"]
+        parts = [self.device] + ([f"kernel-{self.kernel}"] if self.kernel else []) + [self.fs, self.study]
+        parts += ([self.case] if self.case else []) + [f"r{self.repeat}"]
         return "/".join(parts)
 
     @property
@@ -75,6 +79,8 @@ class CellResult:
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
+        if not self.key.kernel:
+            del d["key"]["kernel"]  # one kernel: the cell file as it was before the kernel axis
         d["id"] = self.key.id
         return d
 

@@ -120,23 +120,64 @@ class KernelChoice:
     def check_cpus(self, cpus: int) -> None:
         check_cpus(self.spec.name, self.spec.max_cpus(), self.mode.value, cpus)
 
+    def cpus_problem(self, cpus: int) -> str:
+        """Why this kernel cannot run `cpus` guest vCPUs ('' if it can)."""
+        return cpus_problem(self.spec.name, self.spec.max_cpus(), self.mode.value, cpus)[0]
+
+
+def cpus_problem(name: str, max_cpus: int, mode: str, cpus: int) -> tuple[str, str]:
+    """Why a kernel cannot run `cpus` guest vCPUs, and what to do: ("", "") if it can."""
+    if cpus == 1:
+        return "", ""
+    if max_cpus < 2:
+        return (f"lab kernel {name} has no SMP (its UML runs one vCPU)",
+                f"drop --cpus {cpus} or use --kernel {_smp_kernels()}")
+    if mode != BootMode.SECCOMP.value:
+        return f"lab kernel {name} runs several vCPUs in seccomp mode only, not {mode}", \
+            f"drop --cpus {cpus} or :{mode}"
+    if not 1 <= cpus <= max_cpus:
+        return f"lab kernel {name} runs 1 to {max_cpus} vCPUs, not {cpus}", ""
+    return "", ""
+
 
 def check_cpus(name: str, max_cpus: int, mode: str, cpus: int) -> None:
     """One clear line when a kernel cannot run `cpus` guest vCPUs."""
-    if cpus == 1:
-        return
-    if max_cpus < 2:
-        raise FlashbedError(f"lab kernel {name} has no SMP (its UML runs one vCPU): "
-                            f"drop --cpus {cpus} or use --kernel {_smp_kernels()}")
-    if mode != BootMode.SECCOMP.value:
-        raise FlashbedError(f"lab kernel {name} runs several vCPUs in seccomp mode only, not {mode}: "
-                            f"drop --cpus {cpus} or :{mode}")
-    if not 1 <= cpus <= max_cpus:
-        raise FlashbedError(f"lab kernel {name} runs 1 to {max_cpus} vCPUs, not {cpus}")
+    why, fix = cpus_problem(name, max_cpus, mode, cpus)
+    if why:
+        raise FlashbedError(f"{why}: {fix}" if fix else why)
 
 
 def _smp_kernels() -> str:
     return " or ".join(n for n, s in KERNELS.items() if s.max_cpus() > 1)
+
+
+def labels(texts: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Kernels as given (`6.12`, `7.3:seccomp`, `7.3:ptrace`) in their one spelling each
+    (KernelChoice.label), in the order given, each once; one clear line on a bad name."""
+    return tuple(dict.fromkeys(choose(t).label for t in texts))
+
+
+def label_of(name: str, boot_mode: str | None) -> str:
+    """The label of kernel `name` booted in `boot_mode` (its default mode: the bare name)."""
+    spec = KERNELS.get(name)
+    if spec is None or not boot_mode or boot_mode == spec.default_mode.value:
+        return name
+    return f"{name}:{boot_mode}"
+
+
+def recorded_label(prov: dict) -> str | None:
+    """The label of the kernel a run's manifest (or a result) describes; None if it says
+    none. Runs from before the two kernels name no kernel: their release does (6.12.117)."""
+    if not isinstance(prov, dict):
+        return None
+    name = prov.get("name")
+    if not name:
+        m = re.match(r"(\d+\.\d+)", str(prov.get("release") or ""))
+        name = m.group(1) if m else None
+    if not name:
+        return None
+    # before 7.3 there was one kernel in one mode: ptrace, its default
+    return label_of(str(name), prov.get("boot_mode"))
 
 
 def choose(text: str | None = None) -> KernelChoice:
@@ -178,6 +219,11 @@ class KernelInfo:
     @staticmethod
     def load(path: Path) -> "KernelInfo":
         return KernelInfo(**json.loads(path.read_text()))
+
+    @property
+    def label(self) -> str:
+        """`7.3`, `7.3:ptrace`: the name, and the boot mode when it is not the kernel's default."""
+        return label_of(self.name, self.boot_mode)
 
     def provenance(self) -> dict[str, object]:
         """What a result says about the kernel that produced it."""

@@ -4,8 +4,9 @@
     ReplayLab   recorded guest results of real runs, served without a kernel (replay.py)
 
 A cell runs against one Lab; executors hand each cell the lab of a LabFactory
-(`labs(spec)`), which is where a cell's own kernel will be chosen once cells
-have one. Factories are plain picklable objects: they travel to Dask workers.
+(`labs(spec)`), which picks the cell's own kernel (`CellSpec.kernel`).
+Factories are plain picklable objects: they travel to Dask workers, which find
+(or build) the kernel themselves, by its label, and check it is the same build.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .kernel import KernelInfo
+from ..errors import FlashbedError
+from .kernel import KernelInfo, ensure_kernel
 from .uml import BootResult, BootSpec, HostHandler, boot
 
 
@@ -37,7 +39,8 @@ class LabFactory(Protocol):
         ...
 
     def describe(self) -> dict[str, Any]:
-        """The kernel as a run's manifest records it."""
+        """The kernels as a run's manifest records them: {"kernel": ..., "kernels": {label: ...}}
+        (manifest_kernels)."""
         ...
 
 
@@ -54,14 +57,52 @@ class UmlLab:
         return boot(spec, self.kernel, host=host, kill=kill)
 
 
-@dataclass(frozen=True)
 class UmlLabs:
-    """Every cell in the one built lab kernel."""
+    """Each cell in the lab kernel its spec names (CellSpec.kernel, a label; "" when the run
+    has one kernel), given as built here. Where a cell runs (here, or a Dask worker) the
+    kernel is looked up by its label in that machine's cache, not by this machine's path,
+    and must be the same build (cache key)."""
 
-    kernel: KernelInfo
+    def __init__(self, *kernels: KernelInfo):
+        if not kernels:
+            raise ValueError("UmlLabs needs at least one kernel")
+        self.kernels: dict[str, KernelInfo] = {k.label: k for k in kernels}
 
     def __call__(self, cell: Any) -> UmlLab:
-        return UmlLab(self.kernel)
+        label = getattr(cell, "kernel", "") or next(iter(self.kernels))
+        want = self.kernels.get(label)
+        if want is None:
+            raise FlashbedError(f"cell {cell.key.id} asks for lab kernel {label}; this run has "
+                                f"{', '.join(self.kernels)}")
+        return UmlLab(_local(label, want.key))
 
     def describe(self) -> dict[str, Any]:
-        return self.kernel.provenance()
+        return manifest_kernels(list(self.kernels.values()))
+
+
+def manifest_kernels(kernels: list[KernelInfo]) -> dict[str, Any]:
+    """How a run's manifest records its lab kernels: `kernels` by label (provenance, label,
+    vCPUs); `kernel`, the one kernel's provenance (as before the kernel axis), or with several
+    their names and releases joined, for a reader that shows one line."""
+    by_label = {k.label: {**k.provenance(), "label": k.label, "max_cpus": k.max_cpus} for k in kernels}
+    if len(kernels) == 1:
+        one: dict[str, Any] = kernels[0].provenance()
+    else:
+        one = {"name": ", ".join(by_label), "release": ", ".join(k.release for k in kernels)}
+    return {"kernel": one, "kernels": by_label}
+
+
+_RESOLVED: dict[str, KernelInfo] = {}
+_RESOLVED_LOCK = threading.Lock()
+
+
+def _local(label: str, key: str) -> KernelInfo:
+    """This machine's build of kernel `label` (built if missing), which must be build `key`."""
+    with _RESOLVED_LOCK:
+        info = _RESOLVED.get(label)
+        if info is None:
+            info = _RESOLVED[label] = ensure_kernel(label)
+    if info.key != key:
+        raise FlashbedError(f"lab kernel {label} here is build {info.key}, the run's is {key}: run the same "
+                            f"flashbed version on every worker")
+    return info

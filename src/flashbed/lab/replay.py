@@ -135,4 +135,5 @@ class ReplayLabs:
         return ReplayLab(cell_dir(self.root, cell))
 
     def describe(self) -> dict[str, Any]:
-        return json.loads((self.root / "manifest.json").read_text())["kernel"]
+        man = json.loads((self.root / "manifest.json").read_text())
+        return {"kernel": man["kernel"], "kernels": man.get("kernels") or {man["kernel"].get("name", "?"): man["kernel"]}}

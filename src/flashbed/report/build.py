@@ -20,7 +20,8 @@ def run_meta(run: RunData) -> list[tuple[str, str]]:
         ("created", str(m.get("created", "?"))),
         ("profile", run.profile),
         ("repeats", str(m.get("repeats", "?"))),
-        ("lab kernel", run.kernel_text),
+        ("lab kernel" if len(run.kernels) == 1 else "lab kernels", run.kernel_text),
+        *([("guest vCPUs", str(run.cpus))] if run.cpus > 1 else []),
         ("devices", "; ".join(run.device_text(d) for d in run.devices())),
         ("cells", f"{total} ({ok} ok, {total - ok} did not finish)"),
         ("flashbed", str(m.get("flashbed_version", "?"))),
@@ -52,12 +53,18 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
 
     for device in run.devices():
         ds = Section(units.slug("dev", device), f"Results: {device}")
-        ds.add(Paragraph(f"Device {run.device_text(device)}."))
+        kern = f" Lab kernel {run.kernel_for(device)}." if run.kernel_of(device) else ""
+        ds.add(Paragraph(f"Device {run.device_text(device)}.{kern}"))
         for study in run.studies(device):
             ss = Section(units.slug("dev", device, study), units.study_title(study))
             if catalog.description(study):
                 ss.add(Paragraph(f"`{study}`: {catalog.description(study)}.", cls="note"))
+            skipped = run.skipped(device, study)
+            if skipped:
+                whys = sorted({f"{s.get('case')} ({s.get('why')})" for s in skipped})
+                ss.add(Paragraph(f"Not run here: {', '.join(whys)}.", cls="missing"))
             ss.add(*F.study_figures(ctx, device, study))
+            ss.add(*T.view_blocks(run, device, study))
             t = T.study_table(run, device, study)
             if t:
                 ss.add(t)

@@ -22,6 +22,7 @@ from .provenance import fs_families, relevant_tools, tools_text
 from .summary import SUMMARY_SCHEMA, r6, run_info
 
 SAME = 1.05  # within 5 % counts as the same
+MOVED = 1.2  # a figure that changed by more than 20 % is listed on its own ("moved")
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,7 @@ def study_compare_table(dp: Pair, study: str, rows: list[Row]) -> Table:
 
 def _footer(a: RunData, b: RunData, dp: Pair, fss: list[str], study: str, ns_a: list[int], ns_b: list[int]) -> str:
     def one(tag: str, run: RunData, dev: str, ns: list[int]) -> str:
-        return (f"{tag}: run {run.run_id} · device {run.device_text(dev)} · kernel {run.kernel} · profile "
+        return (f"{tag}: run {run.run_id} · device {run.device_text(dev)} · kernel {run.kernel_for(dev)} · profile "
                 f"{run.profile} · repeats {run.repeats_text(ns)} · tools: "
                 f"{tools_text(relevant_tools(run, fss, study))}")
     return one("A", a, dp.a, ns_a) + "\n" + one("B", b, dp.b, ns_b)
@@ -199,7 +200,7 @@ def provenance_table(a: RunData, b: RunData, devs: list[Pair]) -> Table:
     items = [("run", a.run_id, b.run_id), ("created", str(a.manifest.get("created")), str(b.manifest.get("created"))),
              ("profile", a.profile, b.profile), ("repeats", str(a.manifest.get("repeats")),
                                                  str(b.manifest.get("repeats"))),
-             ("lab kernel", a.kernel, b.kernel),
+             ("lab kernel", a.kernel_text, b.kernel_text), ("guest vCPUs", str(a.cpus), str(b.cpus)),
              ("flashbed", str(a.manifest.get("flashbed_version")), str(b.manifest.get("flashbed_version")))]
     for dp in devs:
         items.append((f"device {dp.label}", a.device_text(dp.a) if dp.a else "—", b.device_text(dp.b) if dp.b else "—"))
@@ -247,6 +248,49 @@ def recommendation_compare(a: RunData, b: RunData, devs: list[Pair], ra: dict, r
                  "each run is ranked on its own (scores are relative within a run and device)")
 
 
+def moved_rows(rows: list[Row], threshold: float = MOVED) -> list[Row]:
+    """The measured figures (of a metric with a direction) that changed by more than `threshold`
+    either way, largest change first."""
+    out = [r for r in rows if r.source == "measure" and r.ratio and r.direction != units.NEUTRAL
+           and not 1 / threshold <= r.ratio <= threshold]
+    return sorted(out, key=lambda r: (-abs(math.log(r.ratio)), r.dev.label, r.study, r.case, r.metric, r.fs.label))
+
+
+def _busy(run: RunData, dev: str | None, fs: str | None, study: str, case: str) -> Cell:
+    b = run.busy_for(dev, fs, study, case) if dev and fs else None
+    if b is None:
+        return Cell("—", None, cls="missing")
+    lab = run.lab_bound_case(dev, fs, study, case) is not None
+    return Cell(f"{min(b.util.mean, 100.0):.0f}" + (" lab-bound" if lab else ""), round(b.util.mean, 3),
+                cls="labbound" if lab else "")
+
+
+def moved_table(a: RunData, b: RunData, moved: list[Row], threshold: float = MOVED) -> Table:
+    cols = [Column("device (A → B)", numeric=False), Column("filesystem (A → B)", numeric=False),
+            Column("study", numeric=False), Column("case", numeric=False), Column("metric", numeric=False),
+            Column("unit", numeric=False), Column("A"), Column("B"), Column("B / A", "×"),
+            Column("B is", numeric=False), Column("device busy in A", "%"), Column("device busy in B", "%")]
+    rows = []
+    for r in moved:
+        v, cls = verdict(r.direction, r.ratio)
+        rows.append([Cell(r.dev.label), Cell(r.fs.label), Cell(r.study), Cell(r.case), Cell(_label(r)),
+                     Cell(units.display_unit(r.unit)), _fmt_stat(r.a, r.unit), _fmt_stat(r.b, r.unit),
+                     Cell(units.ratio_text(r.ratio), round(r.ratio, 6), cls=cls), Cell(v, v, cls=cls),
+                     _busy(a, r.dev.a, r.fs.a, r.study, r.case), _busy(b, r.dev.b, r.fs.b, r.study, r.case)])
+    return Table("tab-cmp-moved", f"Figures that moved by more than {threshold - 1:.0%} (B against A)", cols, rows,
+                 "measured figures of a metric with a direction, largest change first; device busy = the "
+                 "emulator's busy time over the figure's duration, lab-bound below "
+                 f"{a.weights.lab_bound_below:g} %: where the device sat idle, the lab set the figure")
+
+
+def kernels_differ(a: RunData, b: RunData) -> str:
+    """One sentence naming the two runs' lab kernels when they differ ('' when not)."""
+    if a.kernel_text == b.kernel_text and a.cpus == b.cpus:
+        return ""
+    vcpus = f" ({a.cpus} vs {b.cpus} guest vCPUs)" if a.cpus != b.cpus else ""
+    return f"The runs differ in their lab: A ran on lab kernel {a.kernel_text}, B on {b.kernel_text}{vcpus}."
+
+
 def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
     devs = pair_devices(a, b)
     if not any(dp.a and dp.b for dp in devs):
@@ -259,6 +303,9 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
     head = Section("compare", "What is compared")
     head.add(Paragraph(f"**A** = run `{a.run_id}`, **B** = run `{b.run_id}`. Ratios are B / A of the means over "
                        f"repeats; better/worse follow each metric's direction (within 5 % = same)."))
+    lab = kernels_differ(a, b)
+    if lab:
+        head.add(Paragraph(lab))
     head.add(provenance_table(a, b, devs), pairs_table(a, b, devs))
     only = [(s, "A") for s in a.studies() if s not in b.studies()] + [(s, "B") for s in b.studies()
                                                                         if s not in a.studies()]
@@ -270,6 +317,15 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
     rec = Section("cmp-recommendation", "Recommendation: A vs B")
     rec.add(recommendation_compare(a, b, devs, ra, rb))
     sections.append(rec)
+
+    moved = moved_rows(rows)
+    mv = Section("cmp-moved", f"What moved by more than {MOVED - 1:.0%}")
+    mv.add(Paragraph(f"{len(moved)} of {sum(1 for r in rows if r.source == 'measure' and r.ratio)} compared figures "
+                     f"changed by more than {MOVED - 1:.0%} between A and B." +
+                     (" Each is listed with how busy the device was in each run." if moved else "")))
+    if moved:
+        mv.add(moved_table(a, b, moved))
+    sections.append(mv)
 
     # per device pair: the largest changes (directional metrics, one line per filesystem and case)
     for dp in devs:
@@ -302,9 +358,9 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
 
     doc = Document(title=f"flashbed comparison: {b.run_id} (B) vs {a.run_id} (A)",
                    subtitle="Differences between two runs, as ratios B / A.",
-                   meta=[("A", f"`{a.run_id}` ({a.profile}, kernel {a.kernel}, "
+                   meta=[("A", f"`{a.run_id}` ({a.profile}, kernel {a.kernel_text}, "
                                f"{', '.join(a.devices())})"),
-                         ("B", f"`{b.run_id}` ({b.profile}, kernel {b.kernel}, "
+                         ("B", f"`{b.run_id}` ({b.profile}, kernel {b.kernel_text}, "
                                f"{', '.join(b.devices())})")],
                    sections=sections)
     summary = {
@@ -314,6 +370,12 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
                   "case": r.case, "metric": r.metric, "source": r.source, "unit": r.unit,
                   "a": r6(r.a.mean) if r.a else None, "b": r6(r.b.mean) if r.b else None,
                   "ratio": r6(r.ratio), "verdict": verdict(r.direction, r.ratio)[0]} for r in rows],
+        "moved_threshold": MOVED,
+        "moved": [{"device_a": r.dev.a, "device_b": r.dev.b, "fs_a": r.fs.a, "fs_b": r.fs.b, "study": r.study,
+                   "case": r.case, "metric": r.metric, "unit": r.unit, "a": r6(r.a.mean), "b": r6(r.b.mean),
+                   "ratio": r6(r.ratio), "verdict": verdict(r.direction, r.ratio)[0],
+                   "lab_bound_a": a.lab_bound_case(r.dev.a, r.fs.a, r.study, r.case) is not None,
+                   "lab_bound_b": b.lab_bound_case(r.dev.b, r.fs.b, r.study, r.case) is not None} for r in moved],
         "recommendation": {"a": R.summary_data(ra), "b": R.summary_data(rb)},
         "figures": [f.id for f in doc.figures()],
         "tables": [t.id for t in doc.tables()],

@@ -16,8 +16,8 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
 from ..studies.base import OutcomeTable, claimed_metrics
-from ..studies.views import Bars, Curves, Latency
-from . import catalog, units
+from ..studies.views import Bars, Curves, Latency, Scaling, TopList
+from . import catalog, scaling, units
 from .doc import Figure
 from .load import Busy, RunData, Stat
 from .provenance import figure_footer
@@ -46,7 +46,7 @@ class Ctx:
 
 def _finish(ctx: Ctx, fig, fig_id: str, title: str, device: str, fss: list[str],
             study: str | None, ns: list[int], legend_fss: list[str] | None = None,
-            extra_handles: list | None = None, lab: "LabMarks | None" = None) -> Figure:
+            extra_handles: list | None = None, lab: "LabMarks | None" = None, note: str = "") -> Figure:
     handles = [Patch(color=ctx.colors[f], label=f) for f in (legend_fss if legend_fss is not None else fss)]
     handles += extra_handles or []
     if lab and lab.hits:
@@ -54,6 +54,8 @@ def _finish(ctx: Ctx, fig, fig_id: str, title: str, device: str, fss: list[str],
     footer = figure_footer(ctx.run, device, fss, study, ns)
     if lab and lab.hits:
         footer += "\n" + lab.note()
+    if note:
+        footer += "\n" + note
     return finish(fig, fig_id, title, handles, footer)
 
 
@@ -442,8 +444,13 @@ def ratio_figure(run: RunData, colors: dict[str, str], fig_id: str, title: str, 
 def _spec_figures(ctx: Ctx, device: str, study: str, spec) -> list[Figure | None]:
     run = ctx.run
     if isinstance(spec, Bars):
+        cases = [c for c in run.cases(device, study) if c in spec.cases] if spec.cases else None
         return [bars_figure(ctx, device, study, list(spec.metrics) or run.metrics(device, study), spec.title,
-                            spec.kind)]
+                            spec.kind, cases)]
+    if isinstance(spec, Scaling):
+        return [scaling.figure(ctx, device, study, spec)]
+    if isinstance(spec, TopList):
+        return []  # a table (tables.top_tables)
     if isinstance(spec, Latency):
         return [latency_figure(ctx, device, study)]
     if isinstance(spec, Curves):

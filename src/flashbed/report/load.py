@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
 from ..plan import READ_ONLY
+from ..lab.kernel import recorded_label
 from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
@@ -73,19 +74,30 @@ class Busy:
         return f"device busy {lo:.0f} %" if round(lo) == round(hi) else f"device busy {lo:.0f}–{hi:.0f} %"
 
 
+def target_label(device: str, kernel: str) -> str:
+    """What the report shows results per: a device, or in a run of several lab kernels, a
+    device on one kernel (the cell key's kernel)."""
+    return f"{device} · kernel {kernel}" if kernel else device
+
+
 @dataclass(frozen=True)
 class Failure:
     id: str
-    device: str
+    device: str  # the target: the device, with its kernel in a run of several (target_label)
     fs: str
     study: str
     case: str  # the cell key's case ("" = the whole study)
     repeat: int
     status: CellStatus
     error: str
+    # the study's other key cases on this target: a failed "" cell (a study's main cell beside
+    # named ones, as mixed's mix beside its scaling cells) covers no case of theirs
+    others: tuple[str, ...] = ()
 
     def covers(self, case: str) -> bool:
-        return not self.case or case == self.case or case.startswith(self.case + " ")
+        if not self.case:
+            return not any(case == o or case.startswith(o + " ") for o in self.others)
+        return case == self.case or case.startswith(self.case + " ")
 
 
 @dataclass
@@ -103,6 +115,10 @@ class RunData:
     failures: list[Failure] = field(default_factory=list)
     reproducers: list[Reproducer] = field(default_factory=list)  # failures inside cells, with their commands
     cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
+    # target -> (device label, kernel label; "" in a run of one kernel)
+    targets: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # (target, fs, study) -> the extra of each ok cell (study-specific data: TopList views)
+    extras: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     n_cells: int = 0
 
@@ -130,21 +146,57 @@ class RunData:
 
     @property
     def kernel_text(self) -> str:
-        """'6.12.117 (6.12 kernel, from linux-source 6.12.117-1~deb12u1)': release, name, source."""
-        k = self.manifest.get("kernel") or {}
-        extra = []
-        if k.get("name"):
-            extra.append(f"{k['name']} kernel")
-        if k.get("source_version") and str(k["source_version"]) != self.kernel:
-            extra.append(f"from linux-source {k['source_version']}")
-        return self.kernel + (f" ({', '.join(extra)})" if extra else "")
+        """'6.12.117 (6.12 kernel, from linux-source 6.12.117-1~deb12u1)': release, name, source;
+        with several kernels, each."""
+        if len(self.kernels) > 1:
+            return "; ".join(_kernel_text(k) for k in self.kernels.values())
+        return _kernel_text(self.manifest.get("kernel") or {})
+
+    @property
+    def kernels(self) -> dict[str, dict[str, Any]]:
+        """The run's lab kernels by label (7.3, 6.12, 7.3:ptrace), as its manifest records them."""
+        def make():
+            ks = self.manifest.get("kernels")
+            if isinstance(ks, dict) and ks:
+                return {str(k): v for k, v in ks.items() if isinstance(v, dict)}
+            one = self.manifest.get("kernel") or {}
+            return {recorded_label(one) or "?": one}
+        return self._cached(("kernels",), make)
+
+    def kernel_of(self, target: str) -> str:
+        """The kernel label of a target ('' in a run of one kernel)."""
+        return self.targets.get(target, (target, ""))[1]
+
+    def kernel_for(self, target: str) -> str:
+        """The release of the kernel a target's figures come from ('7.3.4', '6.12.117 (6.12:ptrace)')."""
+        label = self.kernel_of(target)
+        if not label:
+            return self.kernel
+        k = self.kernels.get(label) or {}
+        return f"{k.get('release') or '?'} ({label})"
+
+    def device_of(self, target: str) -> str:
+        """The device label of a target."""
+        return self.targets.get(target, (target, ""))[0]
+
+    @property
+    def cpus(self) -> int:
+        """Guest vCPUs of the run's cells (--cpus; a scaling case sets its own)."""
+        return int(self.manifest.get("cpus") or 1)
+
+    def skipped(self, target: str, study: str) -> list[dict[str, Any]]:
+        """Cells the plan left out on this target (a case's vCPUs on a kernel without SMP)."""
+        dev, kern = self.targets.get(target, (target, ""))
+        several = len(self.kernels) > 1
+        return [s for s in self.manifest.get("skipped") or () if isinstance(s, dict) and s.get("device") == dev
+                and s.get("study") == study and (not several or s.get("kernel") == kern)]
 
     @property
     def tools(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in sorted((self.manifest.get("tools") or {}).items())}
 
     def device_info(self, device: str) -> dict[str, Any]:
-        return (self.manifest.get("devices") or {}).get(device) or {}
+        return (self.manifest.get("devices") or {}).get(self.device_of(device)) or {}
 
     def is_real(self, device: str) -> bool:
         """A real block device: the flash emulator's statistics are not observable on it."""
@@ -166,7 +218,7 @@ class RunData:
             bits.append(_size_text(cap))
         if self.real_part(device):
             bits.append(f"models {self.real_part(device)}")
-        preset = info.get("name") or device
+        preset = info.get("name") or self.device_of(device)
         return f"{device} (preset {preset}" + (f": {', '.join(bits)})" if bits else ")")
 
     def real_part(self, device: str) -> str:
@@ -191,8 +243,10 @@ class RunData:
 
     # ---- structure -------------------------------------------------------------
     def devices(self) -> list[str]:
+        """The targets: devices in the manifest's order, each on its kernels in theirs."""
         seen = {k[0] for k in self.cell_status}
-        listed = [d for d in (self.manifest.get("devices") or {}) if d in seen]
+        kernels = list(self.kernels) if len(self.kernels) > 1 else [""]
+        listed = [t for d in (self.manifest.get("devices") or {}) for k in kernels if (t := target_label(d, k)) in seen]
         return listed + sorted(seen - set(listed), key=units.natural_key)
 
     def studies(self, device: str | None = None) -> list[str]:
@@ -274,6 +328,14 @@ class RunData:
     def get(self, device: str, fs: str, study: str, case: str, metric: str) -> Stat | None:
         return self.values.get((device, fs, study, case, metric))
 
+    def top_values(self, device: str, fs: str, study: str, key: str) -> dict[str, Stat]:
+        """A named figure list the study keeps in its cells' extra under `key` ({name: value}), mean over
+        the repeats that have the key (a name missing from one counts 0), largest first."""
+        lists = [e[key] for e in self.extras.get((device, fs, study), []) if isinstance(e.get(key), dict)]
+        names = {n for d in lists for n, v in d.items() if _num(v) is not None}
+        out = {n: Stat(tuple(_num(d.get(n)) or 0.0 for d in lists), "") for n in names}
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1].mean, kv[0])))
+
     def failures_for(self, device: str, fs: str, study: str, case: str | None = None) -> list[Failure]:
         return [f for f in self.failures if f.device == device and f.fs == fs and f.study == study
                 and (case is None or f.covers(case))]
@@ -314,6 +376,16 @@ class RunData:
             lo, hi = min(ns), max(ns)
             return f"{lo}" if lo == hi else f"{lo}–{hi}"
         return str(self.manifest.get("repeats", "?"))
+
+
+def _kernel_text(k: dict[str, Any]) -> str:
+    release = str(k.get("release") or k.get("source_version") or "?")
+    extra = []
+    if k.get("name"):
+        extra.append(f"{k['name']} kernel")
+    if k.get("source_version") and str(k["source_version"]) != release:
+        extra.append(f"from linux-source {k['source_version']}")
+    return release + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _sources_text(src: Any) -> str:
@@ -365,15 +437,23 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
 
+    key_cases: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, study) -> its cells' cases
+    for r in results:
+        key_cases[(target_label(r.key.device, r.key.kernel), r.key.study)].add(r.key.case)
     for r in sorted(results, key=lambda r: r.key.id):
-        k = r.key
+        # from here on a cell's "device" is its target: with several kernels, the device on its kernel
+        k = replace(r.key, device=target_label(r.key.device, r.key.kernel))
+        data.targets[k.device] = (r.key.device, r.key.kernel)
         status[(k.device, k.fs, k.study)][r.status] += 1
         data.reproducers += catalog.reproducers(data.run_id, r)
         if not r.ok:
-            data.failures.append(Failure(id=k.id, device=k.device, fs=k.fs, study=k.study, case=k.case,
+            data.failures.append(Failure(id=r.key.id, device=k.device, fs=k.fs, study=k.study, case=k.case,
                                          repeat=k.repeat, status=r.status,
-                                         error=_one_line(r.error or r.headline or r.status)))
+                                         error=_one_line(r.error or r.headline or r.status),
+                                         others=tuple(sorted(key_cases[(k.device, k.study)] - {k.case}))))
             continue
+        if r.extra:
+            data.extras.setdefault((k.device, k.fs, k.study), []).append(r.extra)
         per_case: dict[str, dict[str, tuple[float, str]]] = defaultdict(dict)
         for m in r.measurements:
             v = _num(m.value)

@@ -35,10 +35,15 @@ def tools_text(tools: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in tools.items()) if tools else "not recorded"
 
 
+def cpus_text(run: RunData) -> str:
+    """' · 2 guest vCPUs' when the run's cells had more than one (--cpus), else ''."""
+    return f" · {run.cpus} guest vCPUs" if run.cpus > 1 else ""
+
+
 def figure_footer(run: RunData, device: str, fss: list[str], study: str | None, ns: list[int]) -> str:
     """Two lines under every figure (inside the SVG, so it travels with it)."""
     reps = run.repeats_text(ns)
     eb = "; error bars: min–max over repeats" if ns and max(ns) > 1 else ""
-    line1 = (f"device {run.device_text(device)} · kernel {run.kernel} · profile {run.profile} · "
-             f"repeats {reps}{eb}")
+    line1 = (f"device {run.device_text(device)} · kernel {run.kernel_for(device)}{cpus_text(run)} · profile "
+             f"{run.profile} · repeats {reps}{eb}")
     return line1 + "\ntools: " + tools_text(relevant_tools(run, fss, study))

@@ -8,8 +8,9 @@ metric has a direction. Units are in every numeric column header.
 from __future__ import annotations
 
 from ..status import CellStatus
-from . import units
-from .doc import Cell, Column, Table
+from ..studies.views import Scaling, TopList
+from . import catalog, scaling, units
+from .doc import Block, Cell, Column, Table
 from .load import Busy, RunData, Stat
 
 
@@ -73,7 +74,7 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         return None
     tid = units.slug("tab", device, study)
     title = f"{units.study_title(study)} — {device}"
-    note = (f"device {run.device_text(device)}; kernel {run.kernel}; profile {run.profile}; mean ± standard "
+    note = (f"device {run.device_text(device)}; kernel {run.kernel_for(device)}; profile {run.profile}; mean ± standard "
             f"deviation over repeats (hover a value for every repeat); best per row group in bold")
     busy = any(run.busy_for(device, fs, study, c) for fs in fss for c in cases)
     if busy:
@@ -122,6 +123,36 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
             _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.direction(m))
         rows += group
     return Table(tid, title, cols, rows, note)
+
+
+def view_blocks(run: RunData, device: str, study: str) -> list[Block]:
+    """The tables (and the scaling answer) a study declares beside its figures: Scaling, TopList."""
+    st = catalog.study(study)
+    out: list[Block] = []
+    for spec in st.figures if st is not None else ():
+        if isinstance(spec, Scaling):
+            out += [b for b in (scaling.answer(run, device, study, spec), scaling.table(run, device, study, spec))
+                    if b is not None]
+        elif isinstance(spec, TopList):
+            out += [t for case in spec.cases if (t := top_table(run, device, study, spec, case)) is not None]
+    return out
+
+
+def top_table(run: RunData, device: str, study: str, spec: TopList, case: str) -> Table | None:
+    """The names among the `top` largest of any filesystem (rows, largest first) by filesystem."""
+    key = spec.key.format(case=case)
+    fss = run.filesystems(device, study)
+    tops = {fs: run.top_values(device, fs, study, key) for fs in fss}
+    tops = {fs: t for fs, t in tops.items() if t}
+    if not tops:
+        return None
+    names = list(dict.fromkeys(n for t in tops.values() for n in list(t)[:spec.top]))
+    names.sort(key=lambda n: -max((t[n].mean for t in tops.values() if n in t), default=0.0))
+    cols = [Column("name", numeric=False)] + [Column(fs, spec.unit) for fs in tops]
+    rows = [[Cell(n, n)] + [_stat_cell(t.get(n), spec.unit) for t in tops.values()] for n in names]
+    return Table(units.slug("tab", device, study, spec.kind, case), f"{spec.title} ({case}) — {device}", cols, rows,
+                 f"the {spec.top} largest of each filesystem, mean over repeats ('—': not among the figures a "
+                 f"filesystem's cells kept)" + (f"; {spec.note}" if spec.note else ""))
 
 
 def _fail(run: RunData, device: str, fs: str, study: str, case: str) -> str:

@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from ..store import RunStore
 from ..studies import STUDIES
 from ..studies.base import OutcomeTable, claimed_metrics
 from . import catalog
+from ..studies.views import TopList
 from .load import EMULATOR_FIGURES, NOT_OBSERVABLE
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
     results = list(store.results())
     man = store.manifest()
-    print(f"run {man.get('run_id')}: profile {man.get('profile')}, kernel {man.get('kernel', {}).get('release')}, "
+    kernels = man.get("kernels") or {}
+    kern = ", ".join(f"{label} ({k.get('release')})" for label, k in kernels.items()) if len(kernels) > 1 \
+        else man.get("kernel", {}).get("release")
+    cpus = f", {man['cpus']} guest vCPUs" if (man.get("cpus") or 1) > 1 else ""
+    print(f"run {man.get('run_id')}: profile {man.get('profile')}, kernel {kern}{cpus}, "
           f"{len(results)}/{man.get('cells')} cells", file=stream)
     for label, info in (man.get("devices") or {}).items():
         if isinstance(info, dict) and info.get("kind") == "real":
@@ -31,13 +36,19 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
         print(f"\n== {study} ==", file=stream)
         rows: dict[tuple[str, str], list] = defaultdict(list)
         for r in by_study[study]:
-            rows[(r.key.device, r.key.fs)].append(r)
+            rows[(r.key.device, fs_label(r))].append(r)
         for (dev, fs), rs in sorted(rows.items()):
             bad = [r for r in rs if not r.ok]
             head = "; ".join(sorted({r.headline for r in rs}))[:150]
             mark = "" if not bad else f" [{len(bad)} not ok: {bad[0].status}]"
             print(f"  {dev:18} {fs:22} {head}{mark}", file=stream)
         print_reproducers(str(man.get("run_id") or store.root.name), by_study[study], stream)
+        left_out = Counter((s.get("device"), f"{s.get('fs')} ({s.get('kernel')})" if len(kernels) > 1 else s.get("fs"),
+                            s.get("case"), s.get("kernel"), s.get("why"))
+                           for s in man.get("skipped") or () if isinstance(s, dict) and s.get("study") == study)
+        for (dev, fs, case, kern, why), n in left_out.items():  # one line for all repeats
+            print(f"  {dev:18} {fs:22} {case} not run on lab kernel {kern} ({n} cell{'s' if n > 1 else ''}): {why}",
+                  file=stream)
         tables = STUDIES[study].outcome_tables if study in STUDIES else ()
         if tables:
             print_outcome_tables(by_study[study], tables, stream)
@@ -46,6 +57,33 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
             print_measurements(by_study[study], stream, skip=lambda metric, p=prefixes: metric.startswith(p))
         else:
             print_measurements(by_study[study], stream)
+        for spec in (STUDIES[study].figures if study in STUDIES else ()):
+            if isinstance(spec, TopList):
+                print_top(by_study[study], spec, stream)
+
+
+def fs_label(r) -> str:
+    """A cell's filesystem, with its lab kernel in a run of several ('ext4 (6.12)')."""
+    return f"{r.key.fs} ({r.key.kernel})" if r.key.kernel else r.key.fs
+
+
+def print_top(results: list, spec: TopList, stream) -> None:
+    """A study's named figures from its cells' extra (e.g. the busiest kernel threads), per case and
+    filesystem: the `top` largest, median over repeats."""
+    for case in spec.cases:
+        key = spec.key.format(case=case)
+        per: dict[tuple[str, str], list[dict]] = defaultdict(list)
+        for r in results:
+            if r.ok and isinstance(r.extra.get(key), dict):
+                per[(r.key.device, fs_label(r))].append(r.extra[key])
+        if not per:
+            continue
+        print(f"\n  {spec.title} ({case}, {spec.unit}):", file=stream)
+        for (dev, fs), lists in sorted(per.items()):
+            names = {n for d in lists for n in d}
+            med = {n: statistics.median(float(d.get(n, 0.0)) for d in lists) for n in names}
+            top = sorted(med.items(), key=lambda kv: -kv[1])[:spec.top]
+            print(f"    {fs:22} " + ", ".join(f"{n} {_fmt(v)}" for n, v in top), file=stream)
 
 
 SHOWN_PER_CELL = 3  # failures printed per cell (the report lists more, the cell files all)
@@ -71,7 +109,7 @@ def outcome_rows(results: list, table: OutcomeTable, claimed: frozenset[str]) ->
         for m in r.measurements:
             if m.value is None:
                 continue
-            row = out[m.case][(r.key.device, r.key.fs)]
+            row = out[m.case][(r.key.device, fs_label(r))]
             if m.metric == "iterations":
                 row["iterations"] += int(m.value)
             elif table.takes(m.metric, claimed):
@@ -104,13 +142,13 @@ def print_outcome_tables(results: list, tables: tuple[OutcomeTable, ...], stream
 
 def print_measurements(results: list, stream, skip=lambda metric: False) -> None:
     """case × metric rows, one column per filesystem (median over repeats)."""
-    cols = sorted({(r.key.device, r.key.fs) for r in results})
+    cols = sorted({(r.key.device, fs_label(r)) for r in results})
     vals: dict[tuple[str, str, str], dict] = defaultdict(lambda: defaultdict(list))
     for r in results:
         for m in r.measurements:
             if skip(m.metric):
                 continue
-            vals[(m.case, m.metric, m.unit)][(r.key.device, r.key.fs)].append(m.value)
+            vals[(m.case, m.metric, m.unit)][(r.key.device, fs_label(r))].append(m.value)
     if not vals:
         return
     width = max(10, *(len(fs) for _, fs in cols))

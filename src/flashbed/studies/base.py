@@ -41,6 +41,9 @@ class CellSpec:
     params: Any  # the study's Params
     seed: int = 1
     pace: str = "real"  # the emulator's clock: "real" timing, or "none" (as fast as it goes)
+    # the lab kernel's label (7.3, 6.12, 7.3:ptrace); "": the lab factory's only kernel
+    kernel: str = ""
+    cpus: int = 1  # guest vCPUs (the lab leases as many host CPUs)
 
 
 @dataclass
@@ -170,6 +173,11 @@ class Study:
 
     def min_capacity(self, params: Any) -> int:
         return 0
+
+    def vcpus(self, params: Any) -> int | None:
+        """The guest vCPUs a case runs on when the case itself sets them (a scaling case);
+        None: the run's (--cpus)."""
+        return None
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         raise NotImplementedError

@@ -1,16 +1,30 @@
-"""`mixed`: sequential and random readers and writers at once (a loaded system)."""
+"""`mixed`: sequential and random readers and writers at once (a loaded system), and
+how a filesystem scales with writers and cores.
+
+The mix (one cell): four fio jobs at once, sequential and random, read and write.
+
+The scaling cases (one cell per guest vCPU count, `scale_cpus`): 1, 2, 4 writers
+at once (`scale_jobs`), one boot, each writer its own file: 4 KiB random buffered
+writes with an fsync every 8 (the small synchronous writes of a loaded embedded
+system, where the filesystem's journal or log, its locks and its worker threads
+do the work), for `runtime` seconds each. Their aggregate write MB/s against
+writers, at 1 and at 2 vCPUs, answers the reference study's question: which
+filesystem scales with writers and with cores. A kernel without SMP (6.12) runs
+only the 1-vCPU case; the plan says which cells it left out.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..errors import FlashbedError
 from ..lab.uml import BootResult, Step
 from . import fio
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
-    stats_take, umount
+from .base import MNT, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, \
+    stats_reset, stats_take, umount
 from .params import param
-from .views import Bars
+from .views import Bars, CaseLabel, Scaling
 
 JOBS = {
     "seqread": {"rw": "read", "bs": "4M"},
@@ -18,15 +32,23 @@ JOBS = {
     "randread": {"rw": "randread", "bs": "4k"},
     "randwrite": {"rw": "randwrite", "bs": "4k", "end_fsync": 1},
 }
+MIX_CASES = (*JOBS, "total")
+# a scaling case's cell ("scale-2vcpu") and its figures' cases ("scale-2vcpu 4 writers")
+SCALE_CELL = "scale-{}vcpu"
+SCALE = CaseLabel("scale-{cpus:int}vcpu {jobs:int} writers")
 
 
 class Mixed(Study):
     name = "mixed"
     title = "Mixed load (several fio jobs at once)"
-    description = "four fio jobs at once: sequential and random, read and write"
+    description = "four fio jobs at once; and 1, 2, 4 writers at once on 1 and 2 vCPUs (scaling)"
     order = 20
     primary_metric = "bandwidth"
-    figures = (Bars("bars", ("bandwidth", "iops"), "Mixed load: bandwidth and IOPS per job"),)
+    figures = (Bars("bars", ("bandwidth", "iops"), "Mixed load: bandwidth and IOPS per job", cases=MIX_CASES),
+               Scaling(SCALE, x="jobs", lines="cpus", metric="bandwidth",
+                       title="Scaling: aggregate write rate of several writers at once",
+                       xlabel="writers at once", x_words="{} writers", line_words="{} vCPU",
+                       nouns=("writers", "vCPUs")))
     case_order = ("seqread", "seqwrite", "randread", "randwrite", "total")
     tools = ("fio",)
     media = ("block",)
@@ -35,13 +57,31 @@ class Mixed(Study):
     class Params:
         size: int = param(500 * 1000 * 1000, unit="bytes", help="all jobs' files together")
         nrfiles: int = param(50, help="files, shared out among the jobs")
-        runtime: int = param(120, unit="s")
+        runtime: int = param(120, unit="s", help="limit per job; each writer count of a scaling case runs this long")
         direct: int = param(1, choices=(0, 1), help="1: O_DIRECT, 0: buffered")
+        scale_jobs: tuple[int, ...] = param((1, 2, 4), help="writers at once in a scaling case, in turn")
+        scale_cpus: tuple[int, ...] = param((1, 2), help="guest vCPUs of the scaling cases, one cell each "
+                                                         "(0: no scaling case)")
+        scale_bs: str = param("4k", help="a writer's block size (scaling cases)")
+        scale_fsync: int = param(8, help="a writer fsyncs after this many writes (0: only at its end)")
+        cpus: int = param(0, per_case="scale_cpus")  # a scaling case's vCPUs; 0: the mix
+
+    def cases(self, params, device):
+        if min(params.scale_jobs) < 1 or min(params.scale_cpus) < 0:
+            raise FlashbedError("mixed.scale_jobs takes writer counts of 1 or more, mixed.scale_cpus vCPU counts "
+                                "(0: no scaling case), e.g. --set mixed.scale_jobs=1,2,4 --set mixed.scale_cpus=1,2")
+        return [Case("", params)] + [Case(SCALE_CELL.format(n), replace(params, cpus=n))
+                                     for n in dict.fromkeys(params.scale_cpus) if n > 0]
+
+    def vcpus(self, params):
+        return params.cpus or None
 
     def min_capacity(self, params):
         return int(params.size * 1.3)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        if spec.params.cpus:
+            return [self._scaling(spec, run_dir)]
         p = spec.params
         per_job = p.size // len(JOBS)
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "mixed.$jobname.$filenum",
@@ -62,7 +102,32 @@ class Mixed(Study):
         ]
         return [steps + umount(spec.variant)]
 
+    def _scaling(self, spec: CellSpec, run_dir: Path) -> list[Step]:
+        """Each writer count in turn, on the same laid-out files (writer i writes file i)."""
+        p = spec.params
+        # every writer's file the same size: together the study's size at the most writers
+        common = {"directory": MNT, "filename_format": "scale.$jobnum", "size": p.size // max(p.scale_jobs),
+                  "nrfiles": 1, "fallocate": "none", "randseed": spec.seed}
+        fio.job_file(run_dir / "scale-layout.fio",
+                     {"layout": {"rw": "read", "bs": "1M", "create_only": 1, "numjobs": max(p.scale_jobs)}}, common)
+        steps = make_and_mount(spec.variant) + [
+            Step("layout", "fio --output-format=json --output=scale-layout.json scale-layout.fio", timeout=1800)]
+        for n in p.scale_jobs:
+            case = SCALE.format(cpus=p.cpus, jobs=n)
+            writer = {"ioengine": "psync", "rw": "randwrite", "bs": p.scale_bs, "direct": 0, "end_fsync": 1,
+                      "time_based": 1, "runtime": p.runtime, "numjobs": n, "group_reporting": 1}
+            if p.scale_fsync:
+                writer["fsync"] = p.scale_fsync
+            fio.job_file(run_dir / f"scale-{n}.fio", {"scale": writer}, common)
+            steps += [drop_caches(f"drop-{n}"), stats_reset(case),
+                      Step(case, f"fio --output-format=json --output=scale-{n}.json scale-{n}.fio",
+                           timeout=p.runtime * 4 + 600),
+                      Step(f"sync-{n}", "sync", timeout=600), stats_take(case)]
+        return steps + umount(spec.variant)
+
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        if spec.params.cpus:
+            return self._parse_scaling(spec, boots, run_dir)
         data = fio.load(run_dir / "mixed.json")
         out = []
         total_bw = total_iops = 0.0
@@ -77,3 +142,22 @@ class Mixed(Study):
         err = first_failure(boots)
         return Outcome(out, f"total {total_bw:.1f} MB/s, {total_iops:.0f} IOPS" if out else "no result",
                        status=passed(out and not err), error=err)
+
+    def _parse_scaling(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        p = spec.params
+        out, rates = [], []
+        for n in p.scale_jobs:
+            case = SCALE.format(cpus=p.cpus, jobs=n)
+            data = fio.load(run_dir / f"scale-{n}.json")
+            if not data or not data.get("jobs"):
+                rates.append("—")
+                continue
+            f = fio.job_figures(data["jobs"][0])  # group_reporting: the writers together
+            out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
+            out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
+            out += m(case, "runtime", f["runtime"], "s")
+            rates.append(f"{f['bandwidth']:.2f}")
+        err = first_failure(boots)
+        head = (f"{p.cpus} vCPU, {'/'.join(map(str, p.scale_jobs))} writers: {'/'.join(rates)} MB/s" if out
+                else "no result")
+        return Outcome(out, head, status=passed(out and not err), error=err)

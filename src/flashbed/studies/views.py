@@ -20,11 +20,45 @@ from typing import Any
 @dataclass(frozen=True)
 class Bars:
     """Grouped bars: cases on x, filesystems as bars, one row per metric. No
-    metrics: every metric of the study."""
+    metrics: every metric of the study. `cases`: only these cases (none: all)."""
 
     kind: str  # the figure id's last word: fig-<device>-<study>-<kind>
     metrics: tuple[str, ...]
     title: str
+    cases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """A metric against a count (`x`: writers at once), one line per filesystem and value
+    of a second count (`lines`: vCPUs), beside the ratio of each line to the filesystem's
+    line at the smallest such value (2 vCPU / 1 vCPU); and a table of both. Cases are
+    read with `label` (its fields `x` and `lines`)."""
+
+    label: "CaseLabel"
+    x: str
+    lines: str
+    metric: str
+    title: str
+    xlabel: str  # the x axis: "writers at once"
+    x_words: str  # one x value: "{} writers"
+    line_words: str  # one line value: "{} vCPU"
+    nouns: tuple[str, str]  # what x and the lines count: ("writers", "vCPUs")
+
+
+@dataclass(frozen=True)
+class TopList:
+    """Named figures a study keeps per case in its cells' `extra` (e.g. kernel threads by CPU
+    seconds) as a table per case: the names among the `top` largest of any filesystem as rows,
+    filesystems as columns (mean over repeats; a name missing from a repeat counts 0)."""
+
+    kind: str  # the table id's last word: tab-<device>-<study>-<kind>-<case>
+    key: str  # the extra's key, "{case}_kthreads"
+    cases: tuple[str, ...]
+    title: str
+    unit: str
+    top: int = 5
+    note: str = ""  # how to read the names
 
 
 @dataclass(frozen=True)

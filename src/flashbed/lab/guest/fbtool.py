@@ -11,7 +11,7 @@ Standard library only (runs on the host's Debian python3 inside the lab).
   appio FILE --size BYTES --record BYTES [--fsync]           (iozone-style operations)
   overwrite FILE --mb N --unit BYTES [--fsync]               (overwrite at a fixed place)
   timed -- CMD...                                            (wall, user, sys of a command)
-  cpu -- CMD...                                              (command and kernel-thread CPU)
+  cpu -- CMD...                                              (command and kernel-thread CPU, ns)
 """
 
 from __future__ import annotations
@@ -340,40 +340,94 @@ def timed(args: argparse.Namespace) -> int:
     return rc
 
 
-def kthread_cpu() -> dict[int, tuple[str, float]]:
-    """CPU seconds (user+sys) of every kernel thread, from /proc/[pid]/stat."""
-    hz = os.sysconf("SC_CLK_TCK")
+def schedstat_ns(text: str) -> int:
+    """A task's run time in ns from its /proc/<pid>/schedstat text ("run wait slices"): the
+    scheduler's sum_exec_runtime (the lab's sched_clock reads the host's clock, lab patch 0004)."""
+    return int(text.split()[0])
+
+
+def kthread_name(stat: str) -> str | None:
+    """The name of a kernel thread from its /proc/<pid>/stat text; None for a user task. The
+    name is between the first '(' and the last ')' (it may hold spaces and parentheses)."""
+    name = stat[stat.index("(") + 1:stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2:].split()
+    pid, ppid, flags = stat.split(None, 1)[0], int(fields[1]), int(fields[6])
+    return name if flags & 0x00200000 or ppid == 2 or pid == "2" else None  # PF_KTHREAD, kthreadd's
+
+
+def run_ns(pid: int | str) -> int | None:
+    """A task's run time in ns (None once it has gone)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return schedstat_ns(f.read())
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def kthread_ns() -> dict[int, tuple[str, int]]:
+    """Every kernel thread's name and run time (ns)."""
     out = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
+                name = kthread_name(f.read())
+        except (OSError, ValueError, IndexError):
             continue
-        name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        ppid, flags = int(fields[1]), int(fields[6])
-        if flags & 0x00200000 or ppid == 2 or pid == "2":  # PF_KTHREAD
-            out[int(pid)] = (name, (int(fields[11]) + int(fields[12])) / hz)
+        ns = run_ns(pid) if name is not None else None
+        if ns is not None:
+            out[int(pid)] = (name, ns)
     return out
 
 
+def thread_group(name: str) -> str:
+    """How kernel threads are counted together: workers by the workqueue they last ran work
+    for ('kworker/0:1H-kblockd' -> 'kworker (kblockd)'), writeback workers as one whatever
+    device they last wrote back for (a worker serves every device's writeback, and takes the
+    name of the last: 'kworker/u2:1-flush-98:0' -> 'kworker (writeback)'), per-CPU threads
+    without their CPU ('ksoftirqd/1' -> 'ksoftirqd'); a filesystem's own threads keep their names."""
+    if name.startswith("kworker/"):
+        wq = name.split("-", 1)[1] if "-" in name else ""
+        return "kworker (writeback)" if wq.startswith("flush-") else f"kworker ({wq})" if wq else "kworker"
+    head, _, tail = name.rpartition("/")
+    return head if head and tail.isdigit() else name
+
+
 def cpu(args: argparse.Namespace) -> int:
-    before = kthread_cpu()
-    rc, wall, user, sys_ = _run_with_rusage(args.cmd)
+    """Run a command; its CPU time and every kernel thread's while it ran (and the sync after
+    it), in ns from the scheduler (/proc/<pid>/schedstat), not in 10 ms ticks."""
+    # write back what earlier steps left dirty (their output on the lab's hostfs, the fresh
+    # filesystem) first, so that its writeback is not counted as this command's
     os.sync()
-    after = kthread_cpu()
-    per: dict[str, float] = {}
-    for pid, (name, t) in after.items():
-        d = t - before.get(pid, (name, 0.0))[1]
+    before = kthread_ns()
+    t0 = now()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.execvp(args.cmd[0], args.cmd)
+        finally:
+            os._exit(127)
+    # exited but not reaped: its own run time is still readable
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    wall = now() - t0
+    work = run_ns(pid)
+    _, status, ru = os.wait4(pid, 0)
+    os.sync()
+    after = kthread_ns()
+    per: dict[str, int] = {}
+    for tid, (name, ns) in after.items():
+        d = ns - before.get(tid, (name, 0))[1]  # a thread started meanwhile counts from 0
         if d > 0:
-            key = name.split("/")[0] if name.startswith("kworker") else name
-            per[key] = per.get(key, 0.0) + d
-    kt = sum(per.values())
-    emit({"rc": rc, "real": wall, "user": user, "sys": sys_, "kthread_cpu": kt,
-          "kthreads": dict(sorted(per.items(), key=lambda kv: -kv[1])[:20])})
+            key = thread_group(name)
+            per[key] = per.get(key, 0) + d
+    top = sorted(per.items(), key=lambda kv: -kv[1])
+    rc = os.waitstatus_to_exitcode(status)
+    # workload: the command's own run time (rusage adds its children, with user/sys split in ticks)
+    workload = work / 1e9 if work is not None else ru.ru_utime + ru.ru_stime
+    emit({"rc": rc, "real": wall, "user": ru.ru_utime, "sys": ru.ru_stime, "workload_cpu": workload,
+          "kthread_cpu": sum(per.values()) / 1e9, "kthreads_ran": len(per),
+          "kthreads": {n: v / 1e9 for n, v in top[:20]}, "clock": "schedstat"})
     return rc
 
 
