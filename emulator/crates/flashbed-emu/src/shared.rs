@@ -203,15 +203,21 @@ journal_interval = 64
         assert!(took >= Duration::from_micros(250), "an isolated 400+ us read came back after {took:?}");
     }
 
+    /// FAST_SLC on a 40 MB/s host bus, its first MiB written, idle again.
+    fn one_mib_written_at_40_mb_s() -> Shared {
+        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Real, 2 << 20);
+        let data = vec![7u8; 1 << 20];
+        sh.io(|d, t| d.write(t, 0, &data)).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        sh
+    }
+
     /// A stream the host cuts into 4 KiB pieces runs at the modelled rate:
     /// the pieces queue on the device's timeline instead of each waiting out
     /// a wake-up.
     #[test]
     fn a_stream_in_pieces_runs_at_the_modelled_rate() {
-        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Real, 2 << 20);
-        let data = vec![7u8; 1 << 20];
-        sh.io(|d, t| d.write(t, 0, &data)).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        let sh = one_mib_written_at_40_mb_s();
         let mut piece = vec![0u8; 4096];
         let started = Instant::now();
         for i in 0..256u64 {
@@ -234,10 +240,7 @@ journal_interval = 64
     /// a whole: the pieces' leads do not add up.
     #[test]
     fn a_stream_in_request_sized_pieces_ends_no_earlier_than_modelled() {
-        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Real, 2 << 20);
-        let data = vec![7u8; 1 << 20];
-        sh.io(|d, t| d.write(t, 0, &data)).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
+        let sh = one_mib_written_at_40_mb_s();
         let mut piece = vec![0u8; 512 << 10];
         let (mut first, mut last) = (None, 0u64);
         let started = Instant::now();
