@@ -191,8 +191,8 @@ impl Device {
     /// https://lwn.net/Articles/428584/).
     ///
     /// A host stack between the filesystem and the device may cut one large
-    /// transfer into many small requests (UML's ubd issues one pread/pwrite per
-    /// 4 KiB page); a request that starts exactly where the previous one of its
+    /// transfer into many small requests (UML's ubd before patch 0003: one
+    /// pread/pwrite per 4 KiB page; with it, calls of up to 512 KiB); a request that starts exactly where the previous one of its
     /// kind ended is the same multi-block command continuing (eMMC/SD stream it
     /// as one): it pays only for the erase units it newly enters, so the cost
     /// of a transfer does not depend on how the host split it.
