@@ -202,3 +202,9 @@ def test_device_part_kernel_name_and_sources_when_the_manifest_has_them(tmp_path
     assert run.device_part("emmc-1g") == ("8 GB eMMC 4.5 class; sources: seq_read_mb_s: vendor datasheet rev 2; "
                                           "rand_write_4k_iops: bench A; bench B")
     assert run.kernel_text == "7.3.1 (7.3 kernel, from linux-source 7.3.1-1)"
+    # a twin's [part] table is named by its model, not printed as a table
+    twin = {**info, "part": {"model": "SanDisk Ultra Fit 32 GB", "interface": "USB 2.0"}}
+    del twin["model"]
+    run = load_run(gen.write_run(tmp_path / "c", cells, devices={"emmc-1g": twin}))
+    assert run.real_part("emmc-1g") == "SanDisk Ultra Fit 32 GB"
+    assert "{" not in run.device_text("emmc-1g")

@@ -305,6 +305,10 @@ def test_the_measuring_command_carries_the_run_s_own_settings(tmp_path):
         "--pace none --set powercut.iterations=5 --set powercut.modes=sync")
     gen.write_run(tmp_path / "err", [gen.cell("ext4", "powercut", [], status="error", error="lab died")])
     assert measure_command(load_run(tmp_path / "err"), "emmc-1g", ["powercut"]) == "flashbed run --resume err"
+    # a target of a run on two kernels: the device and its kernel, not the target's label
+    run.targets["emmc-1g · kernel 6.12"] = ("emmc-1g", "6.12")
+    assert measure_command(run, "emmc-1g · kernel 6.12", ["powercut"]).startswith(
+        "flashbed run --profile paper --device emmc-1g --kernel 6.12 --fs ")
 
 
 # ---- lab-bound figures: marked, never deciding ---------------------------------------

@@ -224,6 +224,9 @@ class RunData:
     def real_part(self, device: str) -> str:
         """The real part the preset reproduces ('model / part'), '' when the preset names none."""
         info = self.device_info(device)
+        part = info.get("part")
+        if isinstance(part, dict):  # a twin's [part] table: its model names it
+            return str(part.get("model") or "")
         return " / ".join(dict.fromkeys(str(info[k]) for k in ("model", "part") if info.get(k)))
 
     def device_part(self, device: str) -> str:

@@ -27,7 +27,10 @@ def measure_command(run: RunData, device: str, studies: list[str], alone: bool =
     fss = asked + [f for f in on_device if f not in asked]
     # a profile this flashbed does not know (a renamed one) cannot be asked for: the default is used
     args = ["flashbed", "run"] + (["--profile", run.profile] if run.profile in profiles.PROFILES else [])
-    args += ["--device", device, "--fs", ",".join(fss), "--study", ",".join(studies)]
+    # a target of a run on several kernels is a device on one kernel: both go on the line
+    dev, kern = run.targets.get(device, (device, ""))
+    args += ["--device", dev] + (["--kernel", kern] if kern else [])
+    args += ["--fs", ",".join(fss), "--study", ",".join(studies)]
     # pace: the default (auto) gives each study its own clock; only a run without delays is repeated as such
     for flag, key, default in (("--repeat", "repeat", (1,)), ("--seed", "seed", (1,)),
                                ("--pace", "pace", ("auto", "real"))):
