@@ -121,9 +121,9 @@ def test_a_failed_state_replays_on_the_hosts_loop_device_and_in_the_lab(nobarrie
 
 
 def test_flash_damage_reads_as_eio_and_replays_the_same_with_dm_dust(kernel, tmp_path):
-    # sd-class10: MLC without paired-page protection: a torn upper-page program damages
+    # lexar-c10-16g: MLC without paired-page protection: a torn upper-page program damages
     # data an earlier flush made durable (the one way a state loses flushed data)
-    store, res = run(kernel, tmp_path / "run", spec("ext4", device="sd-class10@64M", ops=15, tears=4, subsets=1))
+    store, res = run(kernel, tmp_path / "run", spec("ext4", device="lexar-c10-16g@64M", ops=15, tears=4, subsets=1))
     damaged = [f for f in res.extra["failures"] if f["damaged"]]
     assert damaged, res.headline
     assert any("EIO" in f["why"] for f in damaged), [f["why"] for f in damaged[:5]]

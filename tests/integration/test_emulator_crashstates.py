@@ -155,11 +155,11 @@ def test_write_back_cache_loses_unflushed_writes_in_some_states(spec_for, tmp_pa
 
 
 def test_torn_upper_pages_damage_flushed_data_without_protection(spec_for, tmp_path):
-    # sd-class10: hybrid log-block FTL, MLC without paired-page protection;
+    # lexar-c10-16g: hybrid log-block FTL, MLC without paired-page protection;
     # units are 16 KiB pages. Flushed pages in an open AU's log block share
     # wordlines with the upper pages written after the flush.
     page = 16384
-    emu = Emulator(spec_for("sd-class10", 64 * MiB)).start()
+    emu = Emulator(spec_for("lexar-c10-16g", 64 * MiB)).start()
     emu.log_start()
     fd = os.open(emu.device_path, os.O_RDWR)
     emu.log_mark("workload")

@@ -65,7 +65,9 @@ def test_deliberately_corrupted_fsynced_file_is_data_loss(kernel, tmp_path):
 def test_corruption_both_modes_classify_every_iteration_and_file(kernel, tmp_path):
     for i, case in enumerate(("after-1s one-8MB", "1s-on-1s-off many-1MB")):
         spec = cell("corruption", "ext4", case, {"iterations": 1, "corrupt_after": 1, "tail": 2,
-                                                 "alternate_seconds": 3, "big_mb": 8, "many_count": 8})
+                                                 "alternate_seconds": 3, "big_mb": 8, "many_count": 8,
+                                                 # both modes (the quick profile runs "after" only)
+                                                 "modes": ["after", "alternate"]})
         res = run(spec, kernel, tmp_path / str(i))
         assert res.status == "ok", res.error
         vals = {mm.metric: mm.value for mm in res.measurements}
