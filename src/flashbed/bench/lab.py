@@ -9,7 +9,7 @@ Per kernel, interleaved run by run so drift hits all alike (medians printed):
   and a write per byte) beside the host's; a 4 KiB read loop over a cached
   file (tmpfs); `python3 -S -c pass` start-up;
 - device, on emmc-8g (paced in real time): fio 1 MiB sequential direct write
-  and read of the raw device against the preset's declared rates; the
+  and read of the raw device beside the preset's published rates; the
   requests the emulator saw for a 128 MiB sequential write (direct, and
   buffered through the page cache) with their sizes; a 4 KiB buffered
   sequential read of a 128 MiB file through ext4, cold cache;
@@ -59,8 +59,17 @@ class Metric:
     goal: Callable[[dict[str, Any]], str] | None = None
 
 
-def _declared(key: str) -> float | None:
-    return presets.load_spec(DEVICE).info.get("declared", {}).get(key)
+def _published(key: str) -> str:
+    """The preset's published figure (a twin's [published] table), or '' when it names none."""
+    v = presets.load_spec(DEVICE).info.get("declared", {}).get(key)
+    return f"published {v:g}" if v else ""
+
+
+def _device_read_goal(medians: dict[str, dict[str, float]]) -> str:
+    """Within 20 % of the device's own sequential read, measured in the same run (the 1 MiB
+    direct read): what the device gives, whatever its preset publishes."""
+    own = [m["direct_read_mb_s"] for m in medians.values() if m.get("direct_read_mb_s")]
+    return f">= {0.8 * min(own):.1f} (the device's 1 MiB read -20 %)" if own else ""
 
 
 METRICS = (
@@ -70,11 +79,11 @@ METRICS = (
     Metric("cached_read_mb_s", "4 KiB cached read (tmpfs)", "MB/s", "high"),
     Metric("python_ms", "python3 -S -c pass", "ms", "low"),
     Metric("direct_write_mb_s", "emmc-8g 1 MiB direct write", "MB/s", "high",
-           lambda c: f"declared {_declared('seq_write_mb_s'):g}"),
+           lambda c: _published("seq_write_mb_s")),
     Metric("direct_read_mb_s", "emmc-8g 1 MiB direct read", "MB/s", "high",
-           lambda c: f"declared {_declared('seq_read_mb_s'):g}"),
+           lambda c: _published("seq_read_mb_s")),
     Metric("ext4_read_4k_mb_s", "emmc-8g ext4 4 KiB buffered read", "MB/s", "high",
-           lambda c: f">= {0.8 * (_declared('seq_read_mb_s') or 0):.0f} (declared -20 %)"),
+           _device_read_goal),
     Metric("write_requests_buffered", "requests per 128 MiB write (buffered)", "", "low", lambda c: "<= 1000"),
     Metric("write_requests_direct", "requests per 128 MiB write (1 MiB direct)", "", "low"),
     Metric("powercut_per_hour", "power-cut cycles per hour per core", "/h", "high", lambda c: ">= 1500"),
