@@ -34,7 +34,7 @@ REQUESTS = [
         "powercut", "corruption", "badblocks"), overrides={
         "bandwidth": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "rw": ["randread", "write"], "bs": "4k",
                       "direct": [1, 0]},
-        "mixed": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "scale_jobs": [1, 2]},
+        "mixed": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "scale_jobs": [1, 2], "scale_cpus": [1, 2]},
         "bigfile": {"size": 16 << 20},
         "smallfiles": {"dirs": 50, "files": 200},
         "appio": {"sizes": 1 << 20},

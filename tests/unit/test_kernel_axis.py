@@ -25,6 +25,9 @@ from flashbed.studies.mixed import SCALE
 PLAIN = "plain-file@1G"
 gen = generator()
 
+# the scaling cases (the quick profile leaves them out)
+SCALING = {"mixed": {"scale_cpus": [1, 2]}}
+
 
 @pytest.fixture
 def four_host_cpus(monkeypatch):
@@ -113,7 +116,7 @@ def test_the_cli_resumes_a_run_on_the_kernel_its_manifest_records(tmp_path):
 
 # ---- vCPUs and what a plan leaves out ---------------------------------------------------------
 def test_mixed_gains_a_scaling_case_per_vcpu_count_of_1_2_4_writers(four_host_cpus, tmp_path):
-    plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",)))
+    plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), overrides=SCALING))
     assert {c.key.case: c.cpus for c in plan.cells} == {"": 1, "scale-1vcpu": 1, "scale-2vcpu": 2}
     assert not plan.skipped and plan.skipped_lines() == []
     scale = next(c for c in plan.cells if c.key.case == "scale-2vcpu")
@@ -123,7 +126,7 @@ def test_mixed_gains_a_scaling_case_per_vcpu_count_of_1_2_4_writers(four_host_cp
         ["scale-2vcpu 1 writers", "scale-2vcpu 2 writers", "scale-2vcpu 4 writers"]
     assert SCALE.parse("scale-2vcpu 4 writers") == {"cpus": 2, "jobs": 4}
     # --cpus does not move a case that sets its own vCPUs; the mix takes it
-    two = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), cpus=2))
+    two = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), cpus=2, overrides=SCALING))
     assert {c.key.case: c.cpus for c in two.cells} == {"": 2, "scale-1vcpu": 1, "scale-2vcpu": 2}
     none = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",),
                                  overrides={"mixed": {"scale_cpus": [0]}}))
@@ -131,7 +134,8 @@ def test_mixed_gains_a_scaling_case_per_vcpu_count_of_1_2_4_writers(four_host_cp
 
 
 def test_a_kernel_without_smp_skips_the_2_vcpu_case_with_one_line_per_group(four_host_cpus):
-    plan = make_plan(PlanRequest(fs=("ext4", "f2fs"), devices=(PLAIN,), studies=("mixed",), kernels=("6.12", "7.3")))
+    plan = make_plan(PlanRequest(fs=("ext4", "f2fs"), devices=(PLAIN,), studies=("mixed",), kernels=("6.12", "7.3"),
+                                 overrides=SCALING))
     run = {(c.key.kernel, c.key.case) for c in plan.cells}
     assert ("6.12", "scale-1vcpu") in run and ("7.3", "scale-2vcpu") in run and ("6.12", "scale-2vcpu") not in run
     assert {(s.kernel, s.fs, s.case, s.cpus) for s in plan.skipped} == {
@@ -140,13 +144,13 @@ def test_a_kernel_without_smp_skips_the_2_vcpu_case_with_one_line_per_group(four
     assert lines == ["mixed: 2 cells at 2 vCPUs not run on lab kernel 6.12: lab kernel 6.12 has no SMP "
                      "(its UML runs one vCPU)"]
     # 6.12 alone: the scaling case at 1 vCPU runs, the one at 2 is left out
-    alone = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), kernels=("6.12",)))
+    alone = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), kernels=("6.12",), overrides=SCALING))
     assert sorted(c.key.case for c in alone.cells) == ["", "scale-1vcpu"] and len(alone.skipped_lines()) == 1
 
 
 def test_a_case_needing_more_host_cpus_than_there_are_is_left_out(monkeypatch):
     monkeypatch.setattr(cpus, "available", lambda: 1)
-    plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",)))
+    plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("mixed",), overrides=SCALING))
     assert "scale-2vcpu" not in {c.key.case for c in plan.cells}
     assert plan.skipped_lines() == ["mixed: 1 cell at 2 vCPUs not run on lab kernel 7.3: 2 vCPUs need 2 host "
                                     "CPUs, this host has 1"]
