@@ -58,12 +58,14 @@ def _off(result: lab.ProbeResult, keys: tuple[str, ...]) -> dict[str, str]:
 LOAD_SENSITIVE = {"emmc-8g"}
 
 
-def _params(expected_to_fail: set[str], reason: str) -> list:
-    return [pytest.param(n, marks=pytest.mark.xfail(reason=reason, strict=False)) if n in expected_to_fail else n
-            for n in _block_presets()]
+def _params(expected_to_fail: dict[str, str]) -> list:
+    """Every preset; those in `expected_to_fail` (name -> why) as expected failures."""
+    return [pytest.param(n, marks=pytest.mark.xfail(reason=expected_to_fail[n], strict=False))
+            if n in expected_to_fail else n for n in _block_presets()]
 
 
-@pytest.mark.parametrize("name", _params(LOAD_SENSITIVE, "a one-tR erase-unit step: misread under host load"))
+@pytest.mark.parametrize("name", _params(dict.fromkeys(LOAD_SENSITIVE,
+                                                       "a one-tR erase-unit step: misread under host load")))
 def test_the_probe_finds_the_erase_unit_and_the_open_aus(name, probed):
     dev, result = probed(name)
     assert result.geometry.erase_unit == dev.erase_block, result.geometry.note
@@ -82,10 +84,9 @@ def test_the_probe_finds_the_erase_unit_and_the_open_aus(name, probed):
 FEW_REQUESTS = {"stick-1au-inorder"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=(
-    "about 5 random writes in a 5 s job: too few to compare with the model's mean" if n in FEW_REQUESTS else
-    "the lab's share of a fast device's request, measured apart, moves with host load"), strict=False))
-    if n in FEW_REQUESTS | LOAD_SENSITIVE else n for n in _block_presets()])
+@pytest.mark.parametrize("name", _params({
+    **dict.fromkeys(LOAD_SENSITIVE, "the lab's share of a fast device's request, measured apart, moves with host load"),
+    **dict.fromkeys(FEW_REQUESTS, "about 5 random writes in a 5 s job: too few to compare with the model's mean")}))
 def test_the_probes_random_rates_are_the_models(name, probed):
     _, result = probed(name)
     assert not _off(result, ("rand_read_4k_iops", "rand_write_4k_iops"))

@@ -61,7 +61,7 @@ class Metric:
 
 def _published(key: str) -> str:
     """The preset's published figure (a twin's [published] table), or '' when it names none."""
-    v = presets.load_spec(DEVICE).info.get("declared", {}).get(key)
+    v = presets.load_spec(DEVICE).published.get(key)
     return f"published {v:g}" if v else ""
 
 

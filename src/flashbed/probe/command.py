@@ -36,12 +36,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.write_preset.parent.is_dir():
             raise FlashbedError(f"--write-preset {args.write_preset}: directory {args.write_preset.parent} "
                                 "does not exist")
-    if realdev.names_device(args.device):
-        device = realdev.load(args.device, tuple(args.destroy_data_on))  # one line per refusal
-    elif args.destroy_data_on:
+    if args.destroy_data_on and not realdev.names_device(args.device):
         raise FlashbedError(f"--destroy-data-on applies to a real device, and {args.device} is a preset")
-    else:
-        device = presets.load_spec(args.device)
+    from ..plan import load_devices  # a preset or a real device, refused as a run refuses it
+    (device,) = load_devices((args.device,), tuple(args.destroy_data_on)).values()
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
