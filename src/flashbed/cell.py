@@ -7,17 +7,18 @@ writes the run's cell files."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from .devices.session import open_session
 from .errors import FlashbedError
 from .lab.guest.protocol import Call
-from .lab.target import BootResult, BootSpec, Lab, LabFactory
+from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch, WriteLog,
+                         session_has)
 from .results import CellResult
 from .status import CellStatus
 from .store import RunStore
@@ -26,7 +27,6 @@ from .studies.base import CRASHLOG, CellSpec
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
-CRASH_CALLS = (Call.LOG_START, Call.LOG_MARK, Call.CRASH_STATES, Call.CRASH_SWITCH)
 
 
 def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root: Path,
@@ -40,122 +40,28 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    pace = spec.pace
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
-    phases: dict[str, dict[str, Any]] = {}
-    prov = dict(provenance or {})
-    real = spec.device.backend == "real"
-    prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
-                 "capacity_bytes": spec.device.capacity, "kernel": lab.release,
-                 # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
-                 "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
-                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace})
-    if real:  # what the device is, from sysfs (model, serial, sizes, transport)
-        prov["real_device"] = spec.device.info["identity"]
+    prov = _provenance(spec, lab, provenance)
     try:
-        # a lab may bring its own device session (a replay needs none)
-        with getattr(lab, "open_session", open_session)(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
-            kill = threading.Event()
-            since: dict[str, float] = {}  # phase -> when its statistics were reset
-
-            def host(call: str, args: dict) -> Any:
-                if call == Call.RESET_STATS:
-                    reply = dev.reset_stats()
-                    since[args.get("phase", "workload")] = time.monotonic()
-                    return reply
-                if call == Call.STATS:
-                    phase = args.get("phase", "workload")
-                    wall = time.monotonic() - since.pop(phase) if phase in since else None
-                    snap = dev.stats()
-                    if snap is not None:
-                        if wall is not None:
-                            # the phase's wall time beside the device's busy time: how much of it the
-                            # device worked (the report marks figures the lab, not the device, limited)
-                            snap["wall_seconds"] = round(wall, 6)
-                        phases[phase] = snap
-                    return snap
-                if call == Call.CUT_POWER:
-                    cut()
-                    return None
-                if call == Call.CUT_POWER_IN:
-                    # a power cut at a chosen moment of the workload that follows
-                    timer = threading.Timer(float(args["seconds"]), cut)
-                    timer.daemon = True
-                    timers.append(timer)
-                    timer.start()
-                    return None
-                if call in CRASH_CALLS:
-                    return crash_call(call, args)
-                raise FlashbedError(f"unknown host call '{call}'")
-
-            switched = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
-
-            def crash_call(call: str, args: dict) -> Any:
-                # the write log lives in the boot's run directory (the study keeps it or not)
-                if call == Call.LOG_START:
-                    dev.log_start(where[0] / CRASHLOG)
-                    return {}
-                if call == Call.LOG_MARK:
-                    return {"pos": dev.log_mark(str(args["label"]))}
-                if call == Call.CRASH_STATES:
-                    listing = dev.crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
-                                               seed=int(args["seed"]), marks=bool(args.get("marks")))
-                    log = where[0] / CRASHLOG
-                    listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
-                    (where[0] / Path(str(args["out"])).name).write_text(json.dumps(listing))
-                    switched[:] = [0, len(listing["states"])]
-                    return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
-                reply = dev.crash_switch(str(args["state"]))
-                switched[0] += 1
-                if on_boot is not None and switched[1]:
-                    on_boot(switched[0], switched[1], "crash states")
-                if args.get("watchdog"):
-                    # a lab stuck on this state (its kernel, not one command) is killed
-                    # if it asks for no other state in time: the study counts a hang
-                    for t in timers:
-                        t.cancel()
-                    timer = threading.Timer(float(args["watchdog"]), kill.set)
-                    timer.daemon = True
-                    timers.append(timer)
-                    timer.start()
-                return reply
-
-            def cut() -> None:
-                # when the host cut the power, for the study to set against the
-                # guest's acknowledgements (cut.json in the boot's directory)
-                wall = time.time()
-                reply = dev.cut_power()
-                kill.set()
-                try:
-                    (where[0] / "cut.json").write_text(json.dumps({"host_wall": wall, "emulator": reply}))
-                except OSError:
-                    pass
-
-            where: list[Path] = [logs]
-            boots: list[BootResult] = []
-            timers: list[threading.Timer] = []
+        # the lab opens the device as its boots see it (a replay opens none)
+        with lab.open_session(spec.device, scratch, seed=spec.seed, pace=spec.pace) as dev:
+            host = CellHost(dev, on_boot)
             steps_per_boot = study.boots(spec, logs)
+            boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
-                kill.clear()
-                dev.restart_if_cut()
                 study.before_boot(spec, i, logs)
-                bspec = BootSpec(run_dir=logs / f"boot{i}" if len(steps_per_boot) > 1 else logs,
-                                 steps=tuple(steps), disks=dev.disks(),
-                                 nandsim=study.nandsim(spec, dev.nandsim()),
-                                 mem_mb=dev.mem_mb(), timeout=_budget(steps), cpus=spec.cpus)
-                if bspec.run_dir != logs:
-                    _share(logs, bspec.run_dir)
-                where[0] = bspec.run_dir
-                res = lab.boot(bspec, host=host, kill=kill)
-                for t in timers:
-                    t.cancel()
-                    t.join()
-                timers.clear()
-                boots.append(res)
+                run_dir = logs / f"boot{i}" if len(steps_per_boot) > 1 else logs
+                if run_dir != logs:
+                    _share(logs, run_dir)
+                with host.boot(run_dir) as kill:  # the device is back after a cut: then its disks
+                    bspec = BootSpec(run_dir=run_dir, steps=tuple(steps), disks=dev.disks(),
+                                     nandsim=study.nandsim(spec, dev.nandsim()), mem_mb=dev.mem_mb(),
+                                     timeout=_budget(steps), cpus=spec.cpus)
+                    boots.append(lab.boot(bspec, host=host, kill=kill))
                 if on_boot is not None:
                     on_boot(i + 1, len(steps_per_boot))
-                if not res.status.as_planned and not study.continue_after_failure:
+                if not boots[-1].status.as_planned and not study.continue_after_failure:
                     break
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
@@ -163,7 +69,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
         error = outcome.error or boot_error
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
                           headline=outcome.headline if status.ok else f"{status}: {error}"[:200],
-                          error=error, seconds=round(time.monotonic() - started, 3), device_stats=phases,
+                          error=error, seconds=round(time.monotonic() - started, 3), device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
     except FlashbedError as e:
@@ -171,6 +77,141 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     except Exception as e:  # a bug must not lose the run: record it and go on
         (logs / "error.txt").write_text(traceback.format_exc())
         return _error(spec, f"{type(e).__name__}: {e} (traceback in {logs / 'error.txt'})", started, prov)
+
+
+def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[str, Any]:
+    prov = dict(base or {})
+    real = spec.device.backend == "real"
+    prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
+                 "capacity_bytes": spec.device.capacity, "kernel": lab.release,
+                 # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
+                 "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
+                 "params": as_json(spec.params), "seed": spec.seed, "pace": spec.pace})
+    if real:  # what the device is, from sysfs (model, serial, sizes, transport)
+        prov["real_device"] = spec.device.info["identity"]
+    return prov
+
+
+class CellHost:
+    """The host's side of one cell's guest calls (lab.target.HostHandler): one handler per
+    Call, over the cell's device session and what it can do (its capabilities)."""
+
+    def __init__(self, dev: DeviceSession, on_part: OnPart | None = None):
+        self.dev = dev
+        self.on_part = on_part
+        self.phases: dict[str, dict[str, Any]] = {}  # each workload phase's device statistics
+        self.kill = threading.Event()  # set: the lab is killed at once (a power cut, a stuck crash state)
+        self.run_dir = Path(".")  # the current boot's run directory
+        self._since: dict[str, float] = {}  # phase -> when its statistics were reset
+        self._timers: list[threading.Timer] = []
+        self._states = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
+        self._handlers: dict[str, Callable[[dict], Any]] = {
+            Call.RESET_STATS: self.reset_stats, Call.STATS: self.stats,
+            Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,
+            Call.LOG_START: self.log_start, Call.LOG_MARK: self.log_mark,
+            Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch}
+
+    def __call__(self, call: str, args: dict) -> Any:
+        handler = self._handlers.get(call)
+        if handler is None:
+            raise FlashbedError(f"unknown host call '{call}'")
+        return handler(args)
+
+    @contextlib.contextmanager
+    def boot(self, run_dir: Path) -> Iterator[threading.Event]:
+        """Around one boot: the device back after a cut before it, no timer left after it."""
+        self.kill.clear()
+        self.run_dir = run_dir
+        if session_has(self.dev, PowerSwitch):
+            self.dev.restart_if_cut()
+        try:
+            yield self.kill
+        finally:
+            for t in self._timers:
+                t.cancel()
+                t.join()
+            self._timers.clear()
+
+    # -- device statistics (none: the device has none) --
+    def reset_stats(self, args: dict) -> Any:
+        if not session_has(self.dev, DeviceStats):
+            return None
+        reply = self.dev.reset_stats()
+        self._since[args.get("phase", "workload")] = time.monotonic()
+        return reply
+
+    def stats(self, args: dict) -> Any:
+        if not session_has(self.dev, DeviceStats):
+            return None
+        phase = args.get("phase", "workload")
+        wall = time.monotonic() - self._since.pop(phase) if phase in self._since else None
+        snap = self.dev.stats()
+        if snap is not None:
+            if wall is not None:
+                # the phase's wall time beside the device's busy time: how much of it the
+                # device worked (the report marks figures the lab, not the device, limited)
+                snap["wall_seconds"] = round(wall, 6)
+            self.phases[phase] = snap
+        return snap
+
+    # -- power --
+    def cut_power(self, args: dict | None = None) -> None:
+        """The lab is killed; a device with a power switch first drops what it had not made
+        durable. When, for the study to set against the guest's acknowledgements (cut.json)."""
+        wall = time.time()
+        reply = self.dev.cut_power() if session_has(self.dev, PowerSwitch) else None
+        self.kill.set()
+        try:
+            (self.run_dir / "cut.json").write_text(json.dumps({"host_wall": wall, "emulator": reply}))
+        except OSError:
+            pass
+        return None
+
+    def cut_power_in(self, args: dict) -> None:
+        """A power cut at a chosen moment of the workload that follows."""
+        self._after(float(args["seconds"]), self.cut_power)
+        return None
+
+    def _after(self, seconds: float, then: Callable[[], Any]) -> None:
+        timer = threading.Timer(seconds, then)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    # -- the write log and its crash states (kept in the boot's run directory; the study keeps it or not) --
+    def _log(self) -> WriteLog:
+        if not session_has(self.dev, WriteLog):
+            raise FlashbedError("this device has no write log: crash states need an emulated device (e.g. emmc-8g)")
+        return self.dev  # type: ignore[return-value]
+
+    def log_start(self, args: dict) -> Any:
+        self._log().log_start(self.run_dir / CRASHLOG)
+        return {}
+
+    def log_mark(self, args: dict) -> Any:
+        return {"pos": self._log().log_mark(str(args["label"]))}
+
+    def crash_states(self, args: dict) -> Any:
+        listing = self._log().crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
+                                           seed=int(args["seed"]), marks=bool(args.get("marks")))
+        log = self.run_dir / CRASHLOG
+        listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
+        (self.run_dir / Path(str(args["out"])).name).write_text(json.dumps(listing))
+        self._states = [0, len(listing["states"])]
+        return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
+
+    def crash_switch(self, args: dict) -> Any:
+        reply = self._log().crash_switch(str(args["state"]))
+        self._states[0] += 1
+        if self.on_part is not None and self._states[1]:
+            self.on_part(self._states[0], self._states[1], "crash states")
+        if args.get("watchdog"):
+            # a lab stuck on this state (its kernel, not one command) is killed if it
+            # asks for no other state in time: the study counts a hang
+            for t in self._timers:
+                t.cancel()
+            self._after(float(args["watchdog"]), self.kill.set)
+        return reply
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict) -> CellResult:

@@ -11,6 +11,7 @@ import shutil
 from dataclasses import dataclass
 
 from .errors import FlashbedError, HostToolMissing
+from .lab.target import shell_join
 
 MiB = 1024 * 1024
 
@@ -57,8 +58,9 @@ class Filesystem:
         return tuple(dict.fromkeys(cmds))
 
     # --- shell snippets for the guest -------------------------------------------
+    # `dev` may be lab.target.DEV: shell_join leaves it to the guest's shell
     def make_cmd(self, dev: str) -> str:
-        return shlex.join([*self.mkfs, dev])
+        return shell_join([*self.mkfs, dev])
 
     def image_cmd(self, src: str, img: str, compressor: str = "") -> str:
         """Build a read-only image of the tree `src` into the file `img`."""
@@ -69,14 +71,14 @@ class Filesystem:
         return shlex.join(args)
 
     def check_cmd(self, dev: str) -> str | None:
-        return shlex.join([*self.check, dev]) if self.check else None
+        return shell_join([*self.check, dev]) if self.check else None
 
     def repair_cmd(self, dev: str) -> str | None:
-        return shlex.join([*self.repair, dev]) if self.repair else None
+        return shell_join([*self.repair, dev]) if self.repair else None
 
     def mount_cmd(self, dev: str, mnt: str, extra: tuple[str, ...] = ()) -> str:
         opts = ",".join([*self.mount_opts, *extra])
-        return shlex.join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
+        return shell_join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
 
 
 EXT_RECOVERY = r"recovery complete|orphan|recovering journal"

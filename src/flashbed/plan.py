@@ -12,7 +12,9 @@ from . import cpus, profiles, variants
 from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
+from .devices.session import session_class
 from .lab import kernel
+from .lab.target import PowerSwitch, WriteLog, session_has
 from .results import CellKey
 from .studies import STUDIES
 from .studies.base import CellSpec
@@ -209,7 +211,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
-                if study.power_switch and dev.backend == "real":
+                if study.power_switch and not session_has(session_class(dev), PowerSwitch):
                     raise FlashbedError(
                         f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "
                         f"flashbed can do only to an emulated device (killing the lab is a kernel crash a real "
@@ -217,7 +219,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                 if v.read_only and not study.runs_read_only:
                     na.append(NotApplicable(dev.label, v.spec, sname, READ_ONLY))  # it writes
                     continue
-                if study.needs_write_log and not dev.emulated:
+                if study.needs_write_log and not session_has(session_class(dev), WriteLog):
                     raise FlashbedError(f"study {sname} needs an emulated device (its write log), but {dev.label} "
                                         f"is not one: use e.g. --device emmc-8g@512M")
                 for case, params in study.cases(params_all[sname], dev):

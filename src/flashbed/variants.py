@@ -19,6 +19,7 @@ from . import filesystems as fscat
 from .devices.presets import Device
 from .errors import FlashbedError
 from .filesystems import Filesystem
+from .lab.target import DEV, shell_join
 
 MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "noatime": ("noatime",),
@@ -89,7 +90,7 @@ class FsVariant:
         """A read-only image of the tree `src` on the device: built, then written (dd)."""
         return [self.fs.image_cmd(src, RO_IMAGE, self.compressor),
                 f"stat -c %s {RO_IMAGE} > {RO_BYTES} && "
-                f"dd if={RO_IMAGE} of=/dev/ubda bs=1M oflag=direct conv=fsync status=none && rm -f {RO_IMAGE}"]
+                f"dd if={RO_IMAGE} of={DEV} bs=1M oflag=direct conv=fsync status=none && rm -f {RO_IMAGE}"]
 
     def used_cmd(self, mnt: str = "/mnt") -> str:
         """Prints the bytes the filesystem takes: what df says is used, or a read-only image's
@@ -102,18 +103,19 @@ class FsVariant:
         return self.lower or self.fs
 
     def device_path(self) -> str:
-        return "/dev/ubda" if self.media == "block" else f"/dev/mtd{fscat.MTD_UNDER_TEST}"
+        """The device under test as the guest's steps name it (the lab's layout says where it is)."""
+        return DEV if self.media == "block" else f"/dev/mtd{fscat.MTD_UNDER_TEST}"
 
     def _base_make(self) -> list[str]:
         b = self.base
         if b.media == "mtd":
             return fscat.raw_make_cmds(b, vid_offset=self.ubi_vid_offset)
         extra = () if self.lower else self.mkfs_extra
-        return [shlex.join([*b.mkfs, *extra, "/dev/ubda"])]
+        return [shell_join([*b.mkfs, *extra, DEV])]
 
     def _base_mount_dev(self) -> str:
         b = self.base
-        return fscat.raw_device(b) if b.media == "mtd" else "/dev/ubda"
+        return fscat.raw_device(b) if b.media == "mtd" else DEV
 
     def make_cmds(self) -> list[str]:
         """Commands that create the filesystem (mounting the lower one if layered; an image of

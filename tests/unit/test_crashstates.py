@@ -67,8 +67,8 @@ def test_the_boot_starts_the_log_before_mkfs_and_checks_in_the_same_boot(tmp_pat
     assert steps[0].host == "log-start" and steps[3].host == "crash-states"
     check = CrashCheckSpec.from_json(json.loads(steps[4].cmd.split(" check ", 1)[1].strip("'")))
     rs = RecoverSpec.from_json(check.recover)
-    assert rs.direct == {"device": "/dev/ubda", "fstype": "ext4", "options": []}
-    assert rs.check == "e2fsck -f -n /dev/ubda" and rs.out == ""
+    assert rs.direct == {"device": "${FLASHBED_DEV}", "fstype": "ext4", "options": []}
+    assert rs.check == "e2fsck -f -n ${FLASHBED_DEV}" and rs.out == ""
     assert CrashWorkSpec.from_json(check.work).skip_fsync == 0
 
 

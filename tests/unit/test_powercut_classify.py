@@ -237,7 +237,7 @@ def test_corruption_cases_and_tables():
     boots = st.boots(s, Path("/nonexistent"))
     assert len(boots) == 2
     arm = next(x for x in boots[0] if x.name == "arm")
-    assert "flakey /dev/ubda 0 10 10000000 5 corrupt_bio_byte 1 w 0 0" in arm.cmd
+    assert "flakey ${FLASHBED_DEV} 0 10 10000000 5 corrupt_bio_byte 1 w 0 0" in arm.cmd
     drop = CellSpec(key=s.key, device=dev, variant=s.variant,
                     params=dataclasses.replace(params[names[7]], iterations=1))
     assert "1 1 1 drop_writes" in next(x for x in st.boots(drop, Path("/x"))[0] if x.name == "arm").cmd
@@ -305,8 +305,8 @@ def test_badblocks_flips_reads_through_dm_flakey_and_an_image_is_read_only_by_de
     s = CellSpec(key=CellKey(dev.label, "squashfs+zstd", "badblocks", "flips"), device=dev,
                  variant=variants.parse("squashfs+zstd", dev), params=flips, seed=1)
     steps = {x.name: x.cmd for x in st.boots(s, tmp_path)[0]}
-    assert "linear /dev/ubda 0" in steps["dm-create"] and "place" not in steps
-    assert "flakey /dev/ubda 0 0 1 2 random_read_corrupt 25000000" in steps["enable"]
+    assert "linear ${FLASHBED_DEV} 0" in steps["dm-create"] and "place" not in steps
+    assert "flakey ${FLASHBED_DEV} 0 0 1 2 random_read_corrupt 25000000" in steps["enable"]
     assert steps["mount-bad"] == "mount -t squashfs -o ro /dev/mapper/fbflips /mnt"
     assert "mksquashfs /tmp/bbtree" in steps["mkfs"] and "of=/dev/mapper/fbflips" in steps["mkfs1"]
     inspect = json.dumps({"ro": True, "probe": "EROFS", "counts": {"intact": 8}})

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.studies.powercut import PCWORK
-from flashbed.studies.corruption import CORRUPTION_GUEST
+from flashbed.lab.target import GUEST_DIR
+
+PCWORK = GUEST_DIR / "powercut.py"
+CORRUPTION_GUEST = GUEST_DIR / "corruption.py"
 
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)

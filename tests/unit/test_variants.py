@@ -14,7 +14,7 @@ NAND = Device(name="nand", path=Path("n.toml"), kind="nandsim", capacity=256 << 
 
 def test_mount_tags_become_mount_options():
     v = variants.parse("ext4+noatime+discard")
-    assert v.mount_cmds() == ["mount -t ext4 -o noatime,discard /dev/ubda /mnt"]
+    assert v.mount_cmds() == ["mount -t ext4 -o noatime,discard ${FLASHBED_DEV} /mnt"]
 
 
 @pytest.mark.parametrize("spec,mkfs_words", [
@@ -78,17 +78,17 @@ def test_read_only_variants_are_an_image_of_a_tree_written_to_the_device():
     assert v.read_only and v.compressor == "zstd" and v.media == "block"
     assert v.image_cmds("/tmp/rootfs") == [
         "mksquashfs /tmp/rootfs ro.img -noappend -quiet -no-progress -comp zstd",
-        "stat -c %s ro.img > ro.img.bytes && dd if=ro.img of=/dev/ubda bs=1M oflag=direct conv=fsync status=none "
+        "stat -c %s ro.img > ro.img.bytes && dd if=ro.img of=${FLASHBED_DEV} bs=1M oflag=direct conv=fsync status=none "
         "&& rm -f ro.img"]
     # the space it takes: the image's size (df would round it to squashfs's 128 KiB blocks)
     assert v.used_cmd("/mnt") == "cat ro.img.bytes"
     assert variants.parse("ext4").used_cmd("/mnt") == "df -B1 --output=used /mnt | tail -n 1"
     # "make" = an image of an empty tree (the mkfs study's empty filesystem)
     assert v.make_cmds() == ["mkdir -p /tmp/empty", *v.image_cmds("/tmp/empty")]
-    assert v.mount_cmds("/mnt") == v.mount_cmds("/mnt", ro=True) == ["mount -t squashfs -o ro /dev/ubda /mnt"]
+    assert v.mount_cmds("/mnt") == v.mount_cmds("/mnt", ro=True) == ["mount -t squashfs -o ro ${FLASHBED_DEV} /mnt"]
     assert variants.parse("erofs").compressor == "" and not variants.parse("ext4").read_only
     # a writable filesystem mounted read-only, as a boot partition is
-    assert variants.parse("ext4+noatime").mount_cmds("/mnt", ro=True) == ["mount -t ext4 -o noatime,ro /dev/ubda /mnt"]
+    assert variants.parse("ext4+noatime").mount_cmds("/mnt", ro=True) == ["mount -t ext4 -o noatime,ro ${FLASHBED_DEV} /mnt"]
 
 
 @pytest.mark.parametrize("spec, words", [

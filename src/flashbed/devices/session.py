@@ -1,5 +1,8 @@
 """One cell's device for its lab boots, one class per kind of device behind one
-protocol; `open_session` picks the class from the device's backend.
+protocol (lab.target.DeviceSession); `open_session` picks the class from the
+device's backend. What a kind can do beyond that, its class declares by the
+capability protocols it implements (lab.target: PowerSwitch, DeviceStats,
+WriteLog, Clock); make_plan checks them on the class (`session_class`).
 
     emulator   flashbed-emu serves the preset's flash model as a FUSE file (ubd)
     file       a plain sparse file (ubd): a baseline without any flash model
@@ -20,11 +23,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..lab.target import BlockDevice, Nandsim, stopping
+from ..lab.target import BlockDevice, DeviceSession, Nandsim, stopping
 from .presets import Device
 from .realdev import claimed
 
@@ -34,59 +37,8 @@ STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand
              "latency_p50_us", "latency_p99_us")
 
 
-class DeviceSession(Protocol):
-    """What a cell asks of its device: what the lab boots with, and the guest's host calls."""
-
-    def __enter__(self) -> "DeviceSession": ...
-
-    def __exit__(self, *exc: Any) -> None: ...
-
-    def disks(self) -> tuple[BlockDevice, ...]:
-        """Host files (or devices) the lab sees as /dev/ubdX."""
-        ...
-
-    def nandsim(self) -> Nandsim | None:
-        """Raw NAND the lab kernel makes itself."""
-        ...
-
-    def mem_mb(self) -> int: ...
-
-    def reset_stats(self) -> dict | None:
-        """Start a workload phase's statistics; None: the device has none."""
-        ...
-
-    def stats(self) -> dict | None:
-        """The phase's statistics (STAT_KEYS); None: the device has none."""
-        ...
-
-    def cut_power(self) -> dict[str, Any] | None:
-        """Drop what the device had not made durable; None when only the lab's death is the crash."""
-        ...
-
-    def restart_if_cut(self) -> None:
-        """Before the next boot: bring the device back after a power cut."""
-        ...
-
-    # the write log and its crash states (an emulated device; the others raise FlashbedError)
-    def log_start(self, log_dir: Path) -> None:
-        """Record every host request from now on into `log_dir` (a blank device: before mkfs)."""
-        ...
-
-    def log_mark(self, label: str) -> int:
-        """A labelled record in the log; its position."""
-        ...
-
-    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
-        """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON)."""
-        ...
-
-    def crash_switch(self, state: str) -> dict[str, Any]:
-        """Serve crash state `state` (or "live") through the device file."""
-        ...
-
-
 class _Session:
-    """What every kind shares: the scratch directory, and no statistics or power switch."""
+    """What every kind shares: the scratch directory. No capability: a kind adds its own."""
 
     def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
         self.device = device
@@ -125,26 +77,28 @@ class _Session:
     def mem_mb(self) -> int:
         return 768
 
-    def reset_stats(self) -> dict | None:
-        return None
 
-    def stats(self) -> dict | None:
-        return None
+class _LabKill:
+    """A power switch that is the lab's death alone: a device whose volatile state lives in
+    the lab (a plain file behind ubd, nandsim's chip) loses it with the lab."""
 
     def cut_power(self) -> dict[str, Any] | None:
-        return None  # the lab kill alone is the crash
+        return None
 
     def restart_if_cut(self) -> None:
         pass
 
-    def _no_log(self, *args: Any, **kwargs: Any) -> Any:
-        raise FlashbedError(f"device {self.device.label} has no write log: crash states need an emulated "
-                            f"device (e.g. emmc-8g)")
 
-    log_start = log_mark = crash_states = crash_switch = _no_log
+class _PacedModel:
+    """A device whose timing is a model's: a run can skip it (pace none)."""
+
+    pace: str
+
+    def skips_time(self) -> bool:
+        return self.pace == "none"
 
 
-class FileSession(_Session):
+class FileSession(_LabKill, _Session):
     """A sparse file of the device's capacity."""
 
     def _open(self) -> None:
@@ -159,7 +113,7 @@ class FileSession(_Session):
         return (BlockDevice(self.image),)
 
 
-class NandsimSession(_Session):
+class NandsimSession(_LabKill, _PacedModel, _Session):
     """Raw NAND made by the lab kernel's nandsim from the preset's ID bytes."""
 
     def nandsim(self) -> Nandsim | None:
@@ -174,7 +128,7 @@ class NandsimSession(_Session):
         return 768 + self.device.capacity // (1 << 20)
 
 
-class EmulatorSession(_Session):
+class EmulatorSession(_PacedModel, _Session):
     """flashbed-emu: the preset's flash model served as a FUSE file, with statistics and a power switch."""
 
     def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
@@ -277,13 +231,17 @@ SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": File
                                        "real": RealDeviceSession}
 
 
-def open_session(device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
-    """The device's session (enter it with `with`)."""
+def session_class(device: Device) -> type[_Session]:
+    """The class that serves `device` in the lab: its capabilities are the plan's to check."""
     try:
-        kind = SESSIONS[device.backend]
+        return SESSIONS[device.backend]
     except KeyError:
         raise FlashbedError(f"device {device.label}: no session for its backend '{device.backend}'") from None
-    return kind(device, scratch, seed=seed, pace=pace)
+
+
+def open_session(device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+    """The device's session in the UML lab (enter it with `with`)."""
+    return session_class(device)(device, scratch, seed=seed, pace=pace)
 
 
 def _clear_scratch(scratch: Path) -> None:

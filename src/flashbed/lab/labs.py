@@ -13,21 +13,33 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
-from .target import BootResult, BootSpec, HostHandler
-from .uml import boot
+from ..devices.session import open_session
+from .target import BootResult, BootSpec, DeviceSession, HostHandler
+from .uml import LAYOUT, boot
 
 
 @dataclass(frozen=True)
 class UmlLab:
     kernel: KernelInfo
+    layout = LAYOUT  # the guest's device and programs (written into every boot's steps.json)
 
     @property
     def release(self) -> str:
         return self.kernel.release
+
+    @property
+    def max_cpus(self) -> int:
+        """vCPUs a guest can have (target.VCpus)."""
+        return self.kernel.max_cpus
+
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+        """The device as ubd or nandsim give it to the lab (devices/session.py)."""
+        return open_session(device, scratch, seed=seed, pace=pace)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
-from .target import BootResult, BootSpec, HostHandler, LabFactory, StepResult
+from .target import BootResult, BootSpec, DeviceSession, HostHandler, LabFactory, StepResult
 
 KEEP_BYTES = 2 << 20  # files larger than this are not kept (images)
 CONSOLE_TAIL = 16 << 10  # bytes kept of a console log
@@ -47,6 +47,9 @@ class RecordingLab:
     @property
     def release(self) -> str:
         return self.inner.release
+
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+        return self.inner.open_session(device, scratch, seed=seed, pace=pace)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:
@@ -99,9 +102,10 @@ class ReplayLab:
     def release(self) -> str:
         return self._release
 
-    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> Any:
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
         """No device: the recorded boots hold what the guest saw, and host calls are
-        not made again (a replayed emulator cell needs no emulator)."""
+        not made again (a replayed emulator cell needs no emulator): a session without
+        capabilities."""
         from ..devices.session import _Session
         return _Session(device, scratch, seed=seed, pace=pace)
 

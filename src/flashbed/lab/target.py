@@ -4,27 +4,65 @@ A Lab boots a BootSpec (steps, disks, raw NAND) and returns a BootResult; a
 LabFactory gives each cell its lab. The types here are the only ones studies,
 cells and device sessions need from lab/; the implementations (uml.py, the
 replay in replay.py) import them from here.
+
+Where things are on the machine that runs the steps is the lab's business (its
+GuestLayout): steps name the device under test and the guest programs by the
+variables DEV and TOOLS, which the agent sets from the lab's layout.
+
+A device session (opened by the lab) may have capabilities, each a small
+protocol: PowerSwitch, DeviceStats, WriteLog, Clock. make_plan refuses a study
+whose device lacks one it needs (`session_has`), and the cell asks for a
+capability only where the session has it.
 """
 
 from __future__ import annotations
 
+import shlex
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..errors import FlashbedError
 from ..status import BootStatus, StepStatus
 from .guest.protocol import Step
 
 __all__ = [
-    "AGENT", "GUEST_DIR", "INIT", "BlockDevice", "BootResult", "BootSpec", "HostHandler", "Lab",
-    "LabFactory", "Nandsim", "Step", "StepResult", "Stopping", "kill_all", "on_stop", "stopping",
+    "AGENT", "DEV", "GUEST_DIR", "INIT", "TOOLS", "BlockDevice", "BootResult", "BootSpec", "Clock",
+    "DeviceSession", "DeviceStats", "GuestLayout", "HostHandler", "Lab", "LabFactory", "Nandsim",
+    "PowerSwitch", "Step", "StepResult", "Stopping", "WriteLog", "kill_all", "on_stop", "session_has",
+    "shell_join", "stopping",
 ]
 
-GUEST_DIR = Path(__file__).resolve().parent / "guest"
+GUEST_DIR = Path(__file__).resolve().parent / "guest"  # the guest programs, on this machine
 INIT = GUEST_DIR / "init.sh"
 AGENT = GUEST_DIR / "agent.py"
+
+# what steps call the device under test and the guest programs' directory; the
+# agent sets them from the lab's GuestLayout (steps.json "env"). Braced: the
+# shell, fio job files and os.path.expandvars all expand this form
+DEV = "${FLASHBED_DEV}"
+TOOLS = "${FLASHBED_TOOLS}"
+
+
+@dataclass(frozen=True)
+class GuestLayout:
+    """Where a lab's guest finds things: the block device under test and the guest programs
+    (agent.py, fbtool.py, the failure studies' guest sides). The run directory is the agent's
+    argument, $FLASHBED_RUN to the steps."""
+
+    device: str
+    tools: str
+
+    def env(self) -> dict[str, str]:
+        """The variables the agent sets for every step."""
+        return {"FLASHBED_DEV": self.device, "FLASHBED_TOOLS": self.tools}
+
+
+def shell_join(args: list[str] | tuple[str, ...]) -> str:
+    """shlex.join, leaving DEV and TOOLS-relative words for the guest's shell to expand."""
+    return " ".join(a if a == DEV or a.startswith(TOOLS + "/") and "'" not in a and " " not in a
+                    else shlex.quote(a) for a in args)
 
 HostHandler = Callable[[str, dict], Any]
 
@@ -143,12 +181,107 @@ class BootResult:
         return self.status.ok
 
 
+class DeviceSession(Protocol):
+    """A cell's device for its boots (enter it with `with`): what the lab boots with. What
+    else it can do, it declares by the capability protocols below."""
+
+    def __enter__(self) -> "DeviceSession": ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    def disks(self) -> tuple[BlockDevice, ...]:
+        """Host files (or devices) the lab sees as its block devices."""
+        ...
+
+    def nandsim(self) -> Nandsim | None:
+        """Raw NAND the lab kernel makes itself."""
+        ...
+
+    def mem_mb(self) -> int: ...
+
+
+@runtime_checkable
+class PowerSwitch(Protocol):
+    """The device's power can be cut in the middle of a boot (the powercut study)."""
+
+    def cut_power(self) -> dict[str, Any] | None:
+        """Drop what the device had not made durable (its reply); None when the lab's
+        death alone is the crash (a plain file: the lab's volatile state dies with it)."""
+        ...
+
+    def restart_if_cut(self) -> None:
+        """Before the next boot: bring the device back after a power cut."""
+        ...
+
+
+@runtime_checkable
+class DeviceStats(Protocol):
+    """The device counts what it did (the emulator's flash statistics)."""
+
+    def reset_stats(self) -> dict | None:
+        """Start a workload phase's statistics."""
+        ...
+
+    def stats(self) -> dict | None:
+        """The phase's statistics (devices.session.STAT_KEYS)."""
+        ...
+
+
+@runtime_checkable
+class WriteLog(Protocol):
+    """The device logs every write and serves the states a power cut could leave (crashstates)."""
+
+    def log_start(self, log_dir: Path) -> None:
+        """Record every host request from now on into `log_dir` (a blank device: before mkfs)."""
+        ...
+
+    def log_mark(self, label: str) -> int:
+        """A labelled record in the log; its position."""
+        ...
+
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
+        """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON)."""
+        ...
+
+    def crash_switch(self, state: str) -> dict[str, Any]:
+        """Serve crash state `state` (or "live") through the device file."""
+        ...
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """The device's time is a model's, which a run can skip (--pace none)."""
+
+    def skips_time(self) -> bool:
+        """Whether this session skips the device's delays."""
+        ...
+
+
+def session_has(session: Any, capability: type) -> bool:
+    """Whether a session (or a session class, as make_plan asks) has a capability."""
+    return issubclass(session if isinstance(session, type) else type(session), capability)
+
+
+@runtime_checkable
+class VCpus(Protocol):
+    """A lab whose guest can have several vCPUs (UML in seccomp mode)."""
+
+    @property
+    def max_cpus(self) -> int: ...
+
+
 class Lab(Protocol):
-    """Boots the lab once with a spec's steps; never raises for what happens in the guest."""
+    """Boots the lab once with a spec's steps; never raises for what happens in the guest.
+    It opens the cell's device session (what its boots see of the device) and writes its
+    GuestLayout into each boot's steps.json."""
 
     @property
     def release(self) -> str:
         """The lab kernel's release (a result's provenance)."""
+        ...
+
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+        """The session of `device` (a presets.Device) for this lab's boots."""
         ...
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,

@@ -22,9 +22,12 @@ from ..status import BootStatus
 from .dirwatch import DirWatch
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
-from .target import AGENT, INIT, BootResult, BootSpec, HostHandler, StepResult, Stopping, on_stop, stopping
+from .target import (AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping,
+                     on_stop, stopping)
 
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
+# the guest sees the first disk as ubda and the host's / (so the guest programs where they are) through hostfs
+LAYOUT = GuestLayout(device="/dev/ubda", tools=str(GUEST_DIR))
 
 
 # every lab running in this process, so Ctrl-C can stop them all (target.kill_all)
@@ -112,7 +115,7 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
     result_path.unlink(missing_ok=True)
     shutil.rmtree(run_dir / "host-calls", ignore_errors=True)
     (run_dir / "host-calls").mkdir()  # here, so the host-call server can watch it from the start
-    (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps), indent=1))
+    (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps, LAYOUT.env()), indent=1))
 
     console_path = run_dir / "console.log"
     env = dict(os.environ)

@@ -1,4 +1,4 @@
-"""Run the probe in the lab: Debian's flashbench and fio on /dev/ubda, in a few
+"""Run the probe in the lab: Debian's flashbench and fio on the lab's device, in a few
 lab boots on one device session (the emulator keeps its state between them),
 so the host can show progress and pick the next open-AU count to try."""
 
@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Callable
 
 from ..devices.presets import Device, format_size
-from ..devices.session import DeviceSession, open_session
+from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.kernel import KernelInfo, ensure_kernel
-from ..lab.target import BootResult, BootSpec, Step
+from ..lab.target import DEV, BootResult, BootSpec, DeviceSession, DeviceStats, Step, session_has
 from ..lab.uml import boot
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb
 from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
-DEV = "/dev/ubda"
 ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
 ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter out of single reads
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
@@ -111,7 +110,7 @@ def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[s
 
     def host(call: str, args: dict):
         if call == "reset-stats":
-            return session.reset_stats()
+            return session.reset_stats() if session_has(session, DeviceStats) else None
         emu = getattr(session, "emu", None)  # only an emulated device has the model's own figures
         stats[args["job"]] = emu.stats() if emu is not None else {}
         return {}

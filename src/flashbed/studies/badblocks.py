@@ -44,19 +44,18 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
-from ..lab.target import GUEST_DIR, BootResult, Nandsim, Step
+from ..lab.target import DEV, TOOLS, BootResult, Nandsim, Step
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
 from .corruption import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
 
-BB = f"{PY} {shlex.quote(str(GUEST_DIR / 'badblocks.py'))}"  # this study's own guest side (dust)
+BB = f"{PY} {TOOLS}/badblocks.py"  # this study's own guest side (dust)
 
 DUST_NAME = "fbdust"
 DM = f"/dev/mapper/{DUST_NAME}"
@@ -190,14 +189,14 @@ class BadBlocks(Study):
                     Step("write", f"{CW} cwork {MNT}/bb {RUN}/bb.json {files} --duration 0", timeout=600)]
         if flips:
             # a plain mapping while the files are written; flakey (always "down") under the reads
-            flakey = (f"0 {SECTORS} flakey /dev/ubda 0 0 1 2 random_read_corrupt "
+            flakey = (f"0 {SECTORS} flakey {DEV} 0 0 1 2 random_read_corrupt "
                       f"{round(float(p.read_corrupt) * 10_000_000)}")
-            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} linear /dev/ubda 0\" && " \
+            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} linear {DEV} 0\" && " \
                      f"{{ [ -b {dm} ] || dmsetup mknodes; }}"
             place: list[Step] = []
             enable = f"{DMSETUP} reload {name} --table \"{flakey}\" && {DMSETUP} resume {name}"
         else:
-            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} dust /dev/ubda 0 4096\" && " \
+            create = f"{DMSETUP} create {name} --table \"0 {SECTORS} dust {DEV} 0 4096\" && " \
                      f"{{ [ -b {dm} ] || dmsetup mknodes; }} && dmsetup message {name} 0 quiet"
             place = [Step("place", f"{BB} dust {MNT}/bb {name} --sectors {SECTORS} --seed {spec.seed * 1000 + i} "
                                    f"--file-blocks {p.file_blocks} "

@@ -8,22 +8,20 @@ the lab itself: cell.py does.
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
-from ..lab.target import AGENT, BootResult, Nandsim, Step
+from ..lab.target import TOOLS, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
 from ..status import CellStatus
 from ..variants import FsVariant
 from . import params as P
 
-GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"
-TOOL = f"{PY} {shlex.quote(str(GUEST_TOOL))}"
+TOOL = f"{PY} {TOOLS}/fbtool.py"
 MNT = "/mnt"
 RUN = "$FLASHBED_RUN"  # the shared run directory, as the guest sees it
 MB = 1_000_000

@@ -31,11 +31,10 @@ Outcomes per case ("<mode> <workload>", plus " drop" for drop_writes), metric
 from __future__ import annotations
 
 import dataclasses
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import GUEST_DIR, BootResult, Step
+from ..lab.target import DEV, TOOLS, BootResult, Step
 from ..results import Measurement
 from ..status import CellStatus, FileState, IterationOutcome
 from ..variants import FsVariant
@@ -43,13 +42,12 @@ from .base import MB, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study
 from .params import param
 
 # this study's guest side (badblocks writes and inspects its files with it too)
-CORRUPTION_GUEST = GUEST_DIR / "corruption.py"
-CW = f"{PY} {shlex.quote(str(CORRUPTION_GUEST))}"
+CW = f"{PY} {TOOLS}/corruption.py"
 
 DM_NAME = "fbflakey"
 DM = f"/dev/mapper/{DM_NAME}"
 DMSETUP = "dmsetup --noudevsync"
-SECTORS = "$(blockdev --getsz /dev/ubda)"
+SECTORS = f"$(blockdev --getsz {DEV})"
 MODES = ("after", "alternate")
 FEATURES = {"corrupt": "5 corrupt_bio_byte 1 w 0 0", "drop": "1 drop_writes"}
 MOUNT_OUTCOMES = tuple(o for o in IterationOutcome if o.ran)
@@ -60,7 +58,14 @@ FILE_OUTCOMES = (FileState.INTACT, FileState.ZEROED, FileState.TRUNCATED, FileSt
 
 def on_dm(cmds: list[str], dm: str = DM) -> list[str]:
     """The variant's commands on a device-mapper target stacked on the device."""
-    return [c.replace("/dev/ubda", dm) for c in cmds]
+    return [c.replace(DEV, dm) for c in cmds]
+
+
+def _armed_table(boots: list[BootResult]) -> str:
+    """The dm-flakey table as the guest's arm step was given it ('' if none ran)."""
+    arm = boots[0].step("arm") if boots else None
+    cmd = arm.cmd if arm is not None else ""
+    return cmd.split('--table "', 1)[1].split('"', 1)[0] if '--table "' in cmd else ""
 
 
 def mode_label(mode: str, p) -> str:
@@ -194,7 +199,7 @@ class Corruption(Study):
         else:
             raise ValueError(f"unknown corruption mode {p.mode}")
         feat = FEATURES[p.feature]
-        return f"0 {SECTORS} flakey /dev/ubda 0 {up} {down} {feat}", duration
+        return f"0 {SECTORS} flakey {DEV} 0 {up} {down} {feat}", duration
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v: FsVariant = spec.variant
@@ -208,7 +213,7 @@ class Corruption(Study):
             seed = spec.seed * 1000 + i
             files = f"--count {count} --size {size} --seed {seed}"
             steps = [
-                Step("dm-create", f"{DMSETUP} create {DM_NAME} --table \"0 {SECTORS} linear /dev/ubda 0\" && "
+                Step("dm-create", f"{DMSETUP} create {DM_NAME} --table \"0 {SECTORS} linear {DEV} 0\" && "
                                   f"{{ [ -b {DM} ] || dmsetup mknodes; }}", timeout=60),
                 *[Step(f"mkfs{j}" if j else "mkfs", c, timeout=600) for j, c in enumerate(on_dm(v.make_cmds()))],
                 *[Step(f"mount{j}" if j else "mount", c, timeout=t) for j, c in enumerate(on_dm(v.mount_cmds(MNT)))],
@@ -259,5 +264,6 @@ class Corruption(Study):
         head_m = ", ".join(f"{c} {k}" for k, c in mount_counts.items() if c)
         head_f = ", ".join(f"{c} {k}" for k, c in file_counts.items() if c)
         return Outcome(meas, f"{n} runs: {head_m}; files: {head_f or 'none read'}",
-                       extra={"iterations": records, "table": self._table(spec)[0]}, status=status,
+                       extra={"iterations": records, "table": _armed_table(boots) or self._table(spec)[0]},
+                       status=status,
                        error=error)

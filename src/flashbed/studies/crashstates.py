@@ -56,7 +56,7 @@ from typing import Any
 from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
-from ..lab.target import GUEST_DIR, BootResult, Step
+from ..lab.target import TOOLS, BootResult, Step
 from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
@@ -65,8 +65,7 @@ from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
 
-CSWORK = GUEST_DIR / "crashstates.py"  # this study's guest side
-CSW = f"{PY} {shlex.quote(str(CSWORK))}"
+CSW = f"{PY} {TOOLS}/crashstates.py"  # this study's guest side
 WORKLOADS = tuple(Workload)
 KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")

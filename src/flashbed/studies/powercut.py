@@ -75,14 +75,13 @@ from typing import Any
 from .. import filesystems as fscat
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
-from ..lab.target import GUEST_DIR, BootResult, Step
+from ..lab.target import TOOLS, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
 
-PCWORK = GUEST_DIR / "powercut.py"  # this study's guest side
-PCW = f"{PY} {shlex.quote(str(PCWORK))}"
+PCW = f"{PY} {TOOLS}/powercut.py"  # this study's guest side
 WORKDIR = f"{MNT}/pc"
 UBI_DBG = "/sys/kernel/debug/ubi/ubi0"
 MODES = ("sync", "async")

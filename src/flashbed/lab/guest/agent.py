@@ -21,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now  # noqa: E402
-from protocol import AgentStatus, HostCall, Step, StepStatus, read_steps  # noqa: E402
+from protocol import AgentStatus, HostCall, Step, StepStatus, read_env, read_steps  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
@@ -56,10 +56,11 @@ def host_call(step: Step, run_dir: str, seq: int) -> dict:
             "stdout": json.dumps(answer.data), "stderr": answer.error}
 
 
-def run_step(step: Step, run_dir: str) -> dict:
+def run_step(step: Step, run_dir: str, layout: dict[str, str]) -> dict:
     env = dict(os.environ)
     env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
                 "LC_ALL": "C.UTF-8"})
+    env.update(layout)  # the lab's layout: FLASHBED_DEV, FLASHBED_TOOLS
     env.update({k: str(v) for k, v in step.env.items()})
     started = now()
     status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
@@ -81,13 +82,14 @@ def main() -> int:
     result = {"schema": SCHEMA, "status": AgentStatus.RUNNING, "steps": [], "uname": os.uname().release}
     try:
         with open(os.path.join(run_dir, "steps.json")) as f:
-            steps = read_steps(json.load(f))
+            data = json.load(f)
+        steps, layout = read_steps(data), read_env(data)
         print(f"FLASHBED-AGENT READY {now():.6f}", flush=True)
         result["ready_monotonic"] = now()
         write_json_atomic(result_path, result)
         for seq, step in enumerate(steps):
             print(f"FLASHBED-AGENT STEP {step.name}", flush=True)
-            rec = host_call(step, run_dir, seq) if step.host else run_step(step, run_dir)
+            rec = host_call(step, run_dir, seq) if step.host else run_step(step, run_dir, layout)
             result["steps"].append(rec)
             write_json_atomic(result_path, result)
             ended = AgentStatus.after(StepStatus(rec["status"]), step.may_fail)

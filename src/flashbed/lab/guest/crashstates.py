@@ -166,6 +166,7 @@ def dust(under: str, ranges: list[list[int]], timeout: float) -> None:
     """dm-dust over `under` with `ranges` bad, as /dev/mapper/csdust (the spec's device
     and commands name it already)."""
     blk = 4096 if all(o % 4096 == 0 and n % 4096 == 0 for o, n in ranges) else 512
+    under = os.path.realpath(os.path.expandvars(under))  # the lab's device ($FLASHBED_DEV)
     with open(f"/sys/class/block/{os.path.basename(under)}/size") as f:
         sectors = int(f.read())
     # no udev in the lab: make the node if dmsetup did not (as the badblocks study does)
@@ -208,7 +209,7 @@ def check(c: CrashCheckSpec) -> dict:
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
             t1 = now()
             if not (rec.switch or {}).get("error"):
-                drop_buffers(c.device)
+                drop_buffers(os.path.expandvars(c.device))
                 t2 = now()
                 upto = recs[:bisect.bisect_left(marks, st["acked"])]
                 facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)

@@ -298,8 +298,9 @@ def mount_direct(m: DirectMount, mnt: str, timeout: float) -> dict:
     starting a program (rc: the errno)."""
     flags, data = mount_args(m.options)
     opts = data.encode() or None
-    what = f"mount(2) -t {m.fstype} -o {','.join(m.options) or 'defaults'} {m.device} {mnt}"
-    return _syscall(what, lambda libc: libc.mount(m.device.encode(), mnt.encode(), m.fstype.encode(),
+    device = os.path.expandvars(m.device)  # the lab's device ($FLASHBED_DEV)
+    what = f"mount(2) -t {m.fstype} -o {','.join(m.options) or 'defaults'} {device} {mnt}"
+    return _syscall(what, lambda libc: libc.mount(device.encode(), mnt.encode(), m.fstype.encode(),
                                                   ctypes.c_ulong(flags), opts), timeout)
 
 

@@ -171,9 +171,14 @@ class Step(Message):
     args: dict[str, Any] = field(default_factory=dict)
 
 
-def steps_file(steps: "list[Step] | tuple[Step, ...]") -> dict[str, Any]:
-    """steps.json: what the host asks of one boot."""
-    return {"protocol": PROTOCOL_VERSION, "steps": [s.to_json() for s in steps]}
+def steps_file(steps: "list[Step] | tuple[Step, ...]", env: "dict[str, str] | None" = None) -> dict[str, Any]:
+    """steps.json: what the host asks of one boot; `env`, the lab's layout for every step."""
+    return {"protocol": PROTOCOL_VERSION, "steps": [s.to_json() for s in steps], "env": dict(env or {})}
+
+
+def read_env(data: dict[str, Any]) -> "dict[str, str]":
+    """The variables every step of a steps.json gets (the lab's layout)."""
+    return {str(k): str(v) for k, v in (data.get("env") or {}).items()}
 
 
 def read_steps(data: dict[str, Any]) -> "list[Step]":
