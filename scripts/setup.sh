@@ -11,6 +11,7 @@ APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison 
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
  mtd-utils fio flashbench
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
+ openssh-client openssh-server
  chromium fonts-dejavu-core"
 
 missing=""

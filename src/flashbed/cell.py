@@ -81,13 +81,13 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
 
 def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[str, Any]:
     prov = dict(base or {})
-    real = spec.device.backend == "real"
+    real = spec.device.backend in ("real", "board")  # a device of its own, not a preset
     prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
                  "capacity_bytes": spec.device.capacity, "kernel": lab.release,
                  # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
                  "params": as_json(spec.params), "seed": spec.seed, "pace": spec.pace})
-    if real:  # what the device is, from sysfs (model, serial, sizes, transport)
+    if real:  # what the device is, from sysfs (model, serial, sizes, transport; a board's uname and model)
         prov["real_device"] = spec.device.info["identity"]
     return prov
 

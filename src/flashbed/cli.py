@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
                    "7.3:ptrace (repeatable or comma-separated: cells of each)")
     r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
                    "many host CPUs); a scaling case sets its own")
+    r.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
+                   "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
+    r.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
+    r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -283,7 +287,7 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus") if getattr(args, o)]
+                             "cpus", "target") if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -303,13 +307,22 @@ def _run(args: argparse.Namespace) -> int:
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         from .devices.presets import absolute_spec
+        target = ""
+        if args.target:
+            from .lab.ssh import parse_target
+            target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
+        elif args.ssh_key or args.ssh_config:
+            raise FlashbedError(f"--{'ssh-key' if args.ssh_key else 'ssh-config'} is for --target ssh://...: "
+                                f"add --target, or drop it")
         req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs),
-                          devices=tuple(absolute_spec(d) for d in _split(args.device)),
+                          devices=tuple(d if target else absolute_spec(d) for d in _split(args.device)),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "auto", kernels=kernel.labels(_split(args.kernel)),
-                          cpus=args.cpus if args.cpus is not None else 1)
+                          cpus=args.cpus if args.cpus is not None else 1, target=target)
         store = RunStore(args.out or Path("runs") / req.run_id())
+    if req.target:
+        return _run_board(args, req, store, executor)
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
@@ -322,6 +335,41 @@ def _run(args: argparse.Namespace) -> int:
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()
     results = execute(plan, store, UmlLabs(*infos), executor)
+    from .report.text import print_results
+    print_results(store)
+    if not args.no_report:
+        try:
+            from .report import write_report
+            paths = write_report(store.root)
+            print(f"report: {paths.html}")
+        except ImportError:
+            pass
+    bad = [r for r in results if r.status.retryable]
+    return 1 if bad else 0
+
+
+def _run_board(args: argparse.Namespace, req, store, executor) -> int:
+    """A run on a board over SSH (lab/board.py): the board is checked before anything is written."""
+    from .execute import execute
+    from .lab.board import Board, BoardLabs
+    from .lab.ssh import parse_target
+    from .plan import make_plan
+    if args.executor == "dask":
+        raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
+                            "executor")
+    board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or "")).open()
+    try:
+        plan = make_plan(req, tuple(args.destroy_data_on), board=board)
+        for line in plan.skipped_lines():
+            print(f"flashbed: {line}", file=sys.stderr)
+        store.create()
+        results = execute(plan, store, BoardLabs(board), executor)
+    finally:
+        board.close()
+    return _finish(args, store, results)
+
+
+def _finish(args: argparse.Namespace, store, results) -> int:
     from .report.text import print_results
     print_results(store)
     if not args.no_report:

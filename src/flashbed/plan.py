@@ -46,17 +46,18 @@ class PlanRequest:
     # run was made on, and the run is finished on that one (see run_kernels)
     kernels: tuple[str, ...] = ()
     cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
+    target: str = ""  # a board (ssh://USER@HOST[:PORT]) whose own devices `devices` are; "": the lab
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
         fs = self.fs or profiles.BLOCK_FILESYSTEMS
         # a real device by its identity, not its node: the run id follows the device
-        devices = tuple(realdev.canonical(d) if realdev.names_device(d) else d for d in self.devices) \
-            or (prof["device"],)
+        devices = tuple(realdev.canonical(d) if realdev.names_device(d) and not self.target else d
+                        for d in self.devices) or (prof["device"],)
         studies = self.studies or tuple(prof["studies"])
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
-                           kernels=tuple(self.kernels), cpus=self.cpus)
+                           kernels=tuple(self.kernels), cpus=self.cpus, target=self.target)
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request)."""
@@ -68,7 +69,7 @@ class PlanRequest:
         """Same request, same id: rerunning a command resumes its run."""
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
-        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1)):
+        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", "")):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -173,9 +174,10 @@ def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) 
     return {d.label: d for d in devices}
 
 
-def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: tuple[str, ...] | None = None) -> Plan:
+def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: tuple[str, ...] | None = None,
+              board: Any = None) -> Plan:
     """The cells of `req`. `kernels`: the lab kernels of a request that names none (run_kernels;
-    default: the default kernel)."""
+    default: the default kernel). `board`: the connected lab.board.Board of a request with a target."""
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
     if req.pace not in PACES:
@@ -184,16 +186,21 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     if req.cpus < 1:
         raise FlashbedError(f"--cpus must be at least 1 (got {req.cpus})")
     r = req.resolved()
-    choices = [kernel.choose(k) for k in kernel.labels(r.kernels or kernels or (kernel.DEFAULT_KERNEL,))]
-    for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
-        choice.check_cpus(r.cpus)
-    cpus.check_count(r.cpus)
+    if board is not None:
+        choices: list[Any] = [_OnBoard(board)]
+        _check_board(r, board)
+    else:
+        choices = [kernel.choose(k) for k in kernel.labels(r.kernels or kernels or (kernel.DEFAULT_KERNEL,))]
+        for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
+            choice.check_cpus(r.cpus)
+        cpus.check_count(r.cpus)
     several = len(choices) > 1
     for s in r.studies:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
     params_all = study_params(r.profile, r.overrides)
-    devices = load_devices(r.devices, destroy_data_on)
+    devices = load_devices(r.devices, destroy_data_on) if board is None else \
+        {d.label: d for d in (board.load_device(n, destroy_data_on) for n in r.devices)}
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
 
     cells: list[CellSpec] = []
@@ -211,6 +218,8 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                 study = STUDIES[sname]
                 if v.media not in study.media:
                     continue
+                if study.power_switch and not session_has(session_class(dev), PowerSwitch) and board is not None:
+                    raise FlashbedError(f"study {sname} cuts the board's power: give --power-cmd, or drop {sname}")
                 if study.power_switch and not session_has(session_class(dev), PowerSwitch):
                     raise FlashbedError(
                         f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "
@@ -240,6 +249,10 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                             key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "")
                             cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
                                                   pace=r.cell_pace(sname), kernel=choice.label, cpus=n))
+        if board is not None and placed:
+            lacks = board.lacking({parsed[spec][0].base.fstype})
+            if lacks:
+                raise FlashbedError(f"{spec}: {lacks}")
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
@@ -254,9 +267,35 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped)
 
 
+class _OnBoard:
+    """A board in place of the lab kernels: its own kernel, its own CPUs."""
+
+    label = "board"
+
+    def __init__(self, board: Any):
+        self.board = board
+
+    def cpus_problem(self, n: int) -> str:
+        return "" if n == 1 else "a board runs the steps on its own CPUs: flashbed gives it no vCPUs"
+
+
+def _check_board(r: PlanRequest, board: Any) -> None:
+    """What a board cannot do, one line each (before anything runs)."""
+    if r.cpus != 1:
+        raise FlashbedError("--cpus sets the lab's vCPUs; a board runs on its own CPUs: drop --cpus")
+    if r.pace == "none":
+        raise FlashbedError("--pace none skips an emulated device's delays; a board's device keeps its own time: "
+                            "drop --pace")
+    if r.kernels:
+        raise FlashbedError("--kernel picks a lab kernel; a board runs its own: drop --kernel")
+    if not r.devices or any(not d.startswith("/dev/") for d in r.devices):
+        raise FlashbedError(f"--target {r.target}: give the board's device with --device /dev/... (e.g. "
+                            f"/dev/mmcblk0p3); presets run in the lab, without --target")
+
+
 def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:
     """Why a case of n vCPUs cannot run on kernel `choice` on this host ('' if it can)."""
     why = choice.cpus_problem(n)
-    if not why and n > cpus.available():
+    if not why and n > cpus.available() and not isinstance(choice, _OnBoard):
         why = f"{n} vCPUs need {n} host CPUs, this host has {cpus.available()}"
     return why

@@ -70,7 +70,7 @@ class Device:
         if self.kind == "nandsim":
             return "nandsim"
         kind = self.info.get("kind")
-        return kind if kind in ("file", "real") else "emulator"
+        return kind if kind in ("file", "real", "board") else "emulator"
 
     @property
     def nandsim_id_bytes(self) -> tuple[int, ...]:

@@ -1,0 +1,322 @@
+"""A board over SSH as a lab (`flashbed run --target ssh://USER@HOST[:PORT]`): the same
+studies, on the board's own kernel, storage controller and device.
+
+    Board       the connection (ssh.py) and what the board is: its identity, its device
+                checked on the board with the same rules as a host device (realdev.py)
+    BoardLab    a Lab: each boot's steps.json (with the board's GuestLayout), the run
+                directory's files and the guest programs go over in a tar stream; the
+                agent runs under the board's python3 (boardrun.py relays its host calls
+                over the SSH session); the run directory's files come back
+    BoardSession  the board's device: no disks for a lab to attach, no statistics, no
+                write log; a power switch only with --power-cmd
+
+Each boot runs in a private mount namespace on the board (unshare), with its own
+/tmp: its mounts end with it and are never seen by the board's other processes.
+The guest programs and run directories live in one directory under /var/tmp on
+the board, removed when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..devices import realdev
+from ..devices.presets import Device
+from ..errors import FlashbedError
+from ..status import BootStatus
+from .guest.protocol import HostAnswer, HostCall, steps_file
+from .ssh import Ssh, SshTarget
+from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
+
+BACKEND = "board"
+KEEP_BYTES = 8 << 20  # run directory files larger than this stay on the board (fill trees, images)
+SHARE_BYTES = 8 << 20  # the host's run directory files sent to each boot (fio job files, previous logs)
+
+
+@dataclass(frozen=True)
+class BoardFacts:
+    """What the board said about itself and its device (boardcheck.py)."""
+
+    board: dict[str, Any]
+    device: dict[str, Any]
+
+
+class Board:
+    """One board: its connection, its working directory, its identity."""
+
+    def __init__(self, target: SshTarget):
+        self.target = target
+        self.ssh = Ssh(target)
+        self.base = ""  # the board's working directory
+        self.identity: dict[str, Any] = {}
+        self.cells = threading.Lock()  # held by a cell's session: its boots alone use the device
+
+    def open(self, wait: float = 10.0) -> "Board":
+        self.ssh.start(wait)
+        try:
+            r = self.ssh.run("command -v python3; command -v tar", check=False)
+            found = r.stdout.decode(errors="replace").split()
+            if not any(p.endswith("/python3") for p in found):
+                raise FlashbedError(f"{self.target.url} has no python3: flashbed's guest programs run on the board's "
+                                    f"Python 3 (Debian: apt install python3-minimal)")
+            if not any(p.endswith("/tar") for p in found):
+                raise FlashbedError(f"{self.target.url} has no tar: flashbed copies its guest programs with a tar "
+                                    f"stream (install tar or busybox)")
+            self.base = self.ssh.run("mktemp -d /var/tmp/flashbed.XXXXXX").stdout.decode().strip()
+            names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
+            self.ssh.put(GUEST_DIR, names, f"{self.base}/tools")
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self.base:
+            self.ssh.run(f"rm -rf {shlex.quote(self.base)}", check=False)
+            self.base = ""
+        self.ssh.close()
+
+    @property
+    def tools(self) -> str:
+        return f"{self.base}/tools"
+
+    def check(self, node: str) -> dict[str, Any]:
+        """boardcheck.py's facts about `node` on the board."""
+        r = self.ssh.run(f"python3 -S -I {shlex.quote(self.tools)}/boardcheck.py {shlex.quote(node)}")
+        facts = json.loads(r.stdout)
+        if facts.get("error"):
+            raise FlashbedError(f"{self.target.url}: {facts['error']}")
+        self.identity = facts["board"]
+        return facts
+
+    def load_device(self, node: str, destroy: tuple[str, ...]) -> Device:
+        """The board's device `node`, checked on the board as a host device is (one line per refusal)."""
+        if node.startswith("/dev/mtd"):
+            raise FlashbedError(f"{node}: raw NAND on a board is not supported yet: give a block device "
+                                f"(/dev/mmcblkNpM, /dev/sdX)")
+        facts = self.check(node)
+        ident, why = _judge(facts, destroy, self.target.url)
+        if why:
+            raise FlashbedError(why)
+        ident["node"] = node
+        ident["board"] = self.identity
+        name = f"{self.target.host}-{realdev.label(ident)}"
+        info = {"name": name, "kind": BACKEND, "node": node, "target": self.target.url,
+                "capacity_bytes": ident["size_bytes"], "identity": ident,
+                "description": f"{node} on {self.target.url} ({self.identity.get('model') or self.identity.get('dmi') or self.identity.get('release')})"}
+        return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
+                      page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
+                      preset_capacity=ident["size_bytes"], info=info)
+
+    def lacking(self, fstypes: set[str]) -> str | None:
+        """One line naming what the board lacks for these filesystems (its kernel, its mkfs tools, fio)."""
+        have = set(self.identity.get("filesystems", ()))
+        missing_fs = sorted(f for f in fstypes if f not in have)
+        tools = [t for t in self.identity.get("missing_tools", ())
+                 if t == "fio" or t.removeprefix("mkfs.") in fstypes]
+        if missing_fs or tools:
+            what = ([f"no {', '.join(missing_fs)} in its kernel (/proc/filesystems)"] if missing_fs else []) + \
+                   ([f"no {', '.join(tools)}"] if tools else [])
+            return f"{self.target.url} lacks what the run needs: {'; '.join(what)}"
+        return None
+
+
+def _judge(facts: dict[str, Any], destroy: tuple[str, ...], url: str) -> tuple[dict[str, Any], str | None]:
+    """The board's sysfs and proc, rebuilt here, judged by realdev's rules."""
+    node = facts["node"]
+    with tempfile.TemporaryDirectory(prefix="flashbed-board-") as tmp:
+        root = Path(tmp)
+        for path, text in facts["sysfs"].items():
+            p = root / path.lstrip("/")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if not p.exists():
+                p.write_text(text)
+        for path, target in sorted(facts["links"].items(), key=lambda kv: kv[0].count("/")):
+            p = root / path.lstrip("/")
+            p.parent.mkdir(parents=True, exist_ok=True)
+            (root / target.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            if not p.exists() and not p.is_symlink():
+                p.symlink_to(root / target.lstrip("/"))
+        for name, text in facts["proc"].items():
+            (root / "proc" / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / "proc" / name).write_text(text)
+        host = realdev.Host(sysfs=root / "sys", proc=root / "proc", dev=root / "dev")
+        devno = os.makedev(*facts["devno"])
+        sd = realdev.sys_dir(devno, host)
+        ident = realdev.identity(sd)
+        f = realdev.gather(node, devno, sd, ident, host)
+        why = realdev.refusal(f)
+    why = why and why.replace("the host's", "the board's")
+    if why is None and facts["exclusive"]:
+        why = (f"{node} is in use on the board (mounted, swap, RAID or device-mapper): release it first"
+               if facts["exclusive"] == "busy" else f"{node}: cannot open it on the board: {facts['exclusive']}")
+    if why is None and node not in destroy:
+        sigs = facts["signatures"]
+        if sigs is None:
+            why = (f"{url} has no wipefs to see what {node} holds: add --destroy-data-on {node} if its data may "
+                   f"be destroyed")
+        else:
+            why = realdev.signature_refusal(node, sigs, len(f.parts) - 1)
+    return ident, (f"{url}: {why}" if why else None)
+
+
+class BoardSession:
+    """The board's device for a cell: the device is the board's own, attached to nothing
+    here; no statistics or write log. (A power switch: PoweredBoardSession, --power-cmd.)"""
+
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real",
+                 held: threading.Lock | None = None):
+        self.device = device
+        self._held = held
+
+    def __enter__(self) -> "BoardSession":
+        if self._held is not None:  # one cell at a time on the board's device
+            self._held.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._held is not None:
+            self._held.release()
+
+    def disks(self) -> tuple:
+        return ()
+
+    def nandsim(self) -> None:
+        return None
+
+    def mem_mb(self) -> int:
+        return 0
+
+
+class BoardLab:
+    """One cell's boots on the board (target.Lab)."""
+
+    def __init__(self, board: Board, device: str):
+        self.board = board
+        self.layout = GuestLayout(device=device, tools=board.tools)
+
+    @property
+    def release(self) -> str:
+        return self.board.identity.get("release", "")
+
+    def open_session(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> BoardSession:
+        return BoardSession(device, scratch, seed, pace, held=self.board.cells)
+
+    def boot(self, spec: BootSpec, host: HostHandler | None = None,
+             kill: threading.Event | None = None) -> BootResult:
+        ssh, run_dir = self.board.ssh, spec.run_dir
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("result.json", "steps.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+        (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps, self.layout.env()), indent=1))
+        remote = f"{self.board.base}/run"
+        ssh.run(f"rm -rf {remote} && mkdir -p {remote}")
+        ssh.put(run_dir, [f.name for f in sorted(run_dir.iterdir())
+                          if f.is_file() and f.stat().st_size <= SHARE_BYTES and f.name != "console.log"], remote)
+        # a private mount namespace and /tmp: the boot's mounts end with it
+        inner = (f"mount -t tmpfs -o mode=1777 flashbed-tmp /tmp; cd {remote} && "
+                 f"exec python3 -S -I {self.board.tools}/boardrun.py {remote}")
+        cmd = (f"export FLASHBED_DEV={shlex.quote(self.layout.device)}; if command -v unshare >/dev/null; then "
+               f"exec unshare -m --propagation private sh -c {shlex.quote(inner)}; else cd {remote} && "
+               f"exec python3 -S -I {self.board.tools}/boardrun.py {remote}; fi")
+        started = time.monotonic()
+        proc = ssh.popen(cmd)
+        console_path = run_dir / "console.log"
+        ready: list[float] = []
+        killed = timed_out = False
+        with open(console_path, "w") as console:
+            console.write(f"$ ssh {self.board.target.url} {cmd}\n")
+            watcher = threading.Thread(target=_watch, args=(proc, kill, spec.timeout, started), daemon=True)
+            watcher.start()
+            assert proc.stdout is not None and proc.stdin is not None
+            for raw in proc.stdout:
+                line = raw.decode("utf-8", "replace")
+                console.write(line)
+                console.flush()
+                if line.startswith("FLASHBED-AGENT READY") and not ready:
+                    ready.append(time.monotonic() - started)
+                elif line.startswith("FLASHBED-CALL "):
+                    _, name, body = line.rstrip("\n").split(" ", 2)
+                    threading.Thread(target=_answer, args=(proc, host, name, body), daemon=True).start()
+            proc.wait()
+            killed = kill is not None and kill.is_set()
+            timed_out = not killed and time.monotonic() - started > spec.timeout
+        ssh.get(remote, run_dir, KEEP_BYTES)
+        data: dict = {}
+        try:
+            data = json.loads((run_dir / "result.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            pass
+        steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
+        status = BootStatus.derive(data.get("status", ""), timed_out=timed_out, killed=killed)
+        error = data.get("error", "")
+        if killed:
+            error = "boot stopped on request (power cut: the board's filesystems shut down, its processes killed)"
+        elif timed_out:
+            error = f"the board's boot did not finish within {spec.timeout:.0f}s"
+        elif status is BootStatus.CRASH:
+            error = f"the agent on {self.board.target.url} ended without its result (ssh exit {proc.returncode})"
+        return BootResult(status=status, steps=steps, boot_seconds=ready[0] if ready else None,
+                          total_seconds=time.monotonic() - started, console_log=str(console_path),
+                          exit_code=proc.returncode, kernel_release=data.get("uname", self.release), error=error)
+
+
+def _watch(proc, kill: threading.Event | None, timeout: float, started: float) -> None:
+    """Stop the boot on a kill (a power cut) or past its time: boardrun shuts down and kills."""
+    while proc.poll() is None:
+        if (kill is not None and kill.is_set()) or time.monotonic() - started > timeout:
+            with _WRITE:
+                try:
+                    proc.stdin.write(b"KILL\n")
+                    proc.stdin.flush()
+                except OSError:
+                    pass
+            try:
+                proc.wait(30)
+            except Exception:
+                proc.kill()
+            return
+        time.sleep(0.02)
+
+
+_WRITE = threading.Lock()
+
+
+def _answer(proc, host: HostHandler | None, name: str, body: str) -> None:
+    try:
+        call = HostCall.from_json(json.loads(body))
+        if host is None:
+            raise FlashbedError(f"no host handler for '{call.call}'")
+        answer = HostAnswer(ok=True, data=host(call.call, call.args))
+    except Exception as e:  # the guest gets the error; the cell decides
+        answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
+    with _WRITE:
+        try:
+            proc.stdin.write(f"ANSWER {name} {json.dumps(answer.to_json())}\n".encode())
+            proc.stdin.flush()
+        except OSError:
+            pass
+
+
+class BoardLabs:
+    """The lab factory of a board run: every cell on the one board (target.LabFactory)."""
+
+    def __init__(self, board: Board):
+        self.board = board
+
+    def __call__(self, cell: Any) -> BoardLab:
+        return BoardLab(self.board, str(cell.device.path))
+
+    def describe(self) -> dict[str, Any]:
+        ident = self.board.identity
+        one = {"name": f"board {self.board.target.url}", "release": ident.get("release", ""),
+               "uname": ident.get("uname", ""), "model": ident.get("model", ""), "target": self.board.target.url}
+        return {"kernel": one, "kernels": {"board": one}}

@@ -1,0 +1,148 @@
+"""A board over SSH: OpenSSH's own client, one ControlMaster connection per board.
+
+`ssh://USER@HOST[:PORT]` names the board. Every command shares the master's
+connection (the ControlPath socket lives in a private directory of this run);
+`--ssh-key FILE` names a key, `--ssh-config FILE` an ssh_config instead of the
+user's own; otherwise the user's ssh config and agent decide. BatchMode: a
+password or host-key prompt never waits for an answer that does not come; it is
+one line saying what to do.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import FlashbedError
+
+CONNECT_TIMEOUT = 10  # seconds for one connection attempt
+URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@/:\s\[\]]+)(?::(?P<port>\d+))?/?")
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    user: str
+    host: str
+    port: int = 22
+    key: str = ""  # --ssh-key
+    config: str = ""  # --ssh-config
+
+    @property
+    def url(self) -> str:
+        return f"ssh://{self.user + '@' if self.user else ''}{self.host}" + (f":{self.port}" if self.port != 22 else "")
+
+
+def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
+    """`ssh://USER@HOST[:PORT]`, checked: one line if it is not one."""
+    m = URL.fullmatch(text.strip())
+    if not m:
+        raise FlashbedError(f"--target {text}: give ssh://USER@HOST or ssh://USER@HOST:PORT (e.g. ssh://root@192.168.7.2)")
+    port = int(m.group("port") or 22)
+    if not 0 < port < 65536:
+        raise FlashbedError(f"--target {text}: port {port} is not a TCP port (1-65535)")
+    for flag, path in (("--ssh-key", key), ("--ssh-config", config)):
+        if path and not Path(path).is_file():
+            raise FlashbedError(f"{flag} {path}: no such file")
+    if shutil.which("ssh") is None:
+        raise FlashbedError("ssh (OpenSSH's client) is missing: apt-get install openssh-client")
+    return SshTarget(user=m.group("user") or "", host=m.group("host").strip("[]"), port=port,
+                     key=str(Path(key).resolve()) if key else "", config=str(Path(config).resolve()) if config else "")
+
+
+@dataclass
+class Ssh:
+    """One board's connection: `start()` the master, then `run`, `popen`, `put`, `get` over it."""
+
+    target: SshTarget
+    _dir: Path | None = field(default=None, init=False)
+    _master: subprocess.Popen | None = field(default=None, init=False)
+
+    def args(self) -> list[str]:
+        t = self.target
+        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "-o", "ServerAliveInterval=5",
+                "-o", "ServerAliveCountMax=3", "-o", f"ControlPath={self._dir}/master", "-p", str(t.port)]
+        if t.config:
+            opts = ["-F", t.config, *opts]
+        if t.key:
+            opts += ["-i", t.key, "-o", "IdentitiesOnly=yes"]
+        return ["ssh", *opts, f"{t.user}@{t.host}" if t.user else t.host]
+
+    def start(self, wait: float = 10.0) -> None:
+        """Open the master connection, retrying for up to `wait` seconds (a board still
+        booting refuses connections); one line if it cannot."""
+        self._dir = Path(tempfile.mkdtemp(prefix="flashbed-ssh-"))
+        deadline = time.monotonic() + wait
+        while True:
+            r = subprocess.run([*self.args()[:1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N", "-f",
+                                *self.args()[1:]], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                               timeout=CONNECT_TIMEOUT + 30)
+            if r.returncode == 0:
+                return
+            why = _why(r.stderr)
+            if time.monotonic() > deadline or not _retryable(r.stderr):
+                self.close()
+                raise FlashbedError(f"cannot reach {self.target.url}: {why}")
+            time.sleep(2)
+
+    def close(self) -> None:
+        if self._dir is not None:
+            subprocess.run([*self.args()[:1], "-O", "exit", *self.args()[1:]], capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=30)
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def run(self, cmd: str, timeout: float = 120, input: bytes | None = None,
+            check: bool = True) -> subprocess.CompletedProcess:
+        """`cmd` in the board's shell; its stdout (bytes). check: one line if it fails."""
+        try:
+            r = subprocess.run([*self.args(), cmd], input=input, capture_output=True, timeout=timeout,
+                               stdin=None if input is not None else subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise FlashbedError(f"{self.target.url}: '{cmd[:80]}' did not finish within {timeout:.0f}s") from None
+        if check and r.returncode != 0:
+            err = r.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise FlashbedError(f"{self.target.url}: '{cmd[:80]}' failed (exit {r.returncode}): "
+                                f"{err[-1] if err else 'no message'}")
+        return r
+
+    def popen(self, cmd: str) -> subprocess.Popen:
+        return subprocess.Popen([*self.args(), cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+
+    def put(self, local: Path, names: list[str], remote: str, timeout: float = 600) -> None:
+        """Files `names` of directory `local` into the board's directory `remote` (a tar stream:
+        the board needs tar, not rsync or scp's server)."""
+        data = subprocess.run(["tar", "-C", str(local), "-cf", "-", "--", *names], capture_output=True,
+                              check=True).stdout
+        self.run(f"mkdir -p {shlex.quote(remote)} && tar -C {shlex.quote(remote)} -xf -", timeout=timeout,
+                 input=data)
+
+    def get(self, remote: str, local: Path, max_bytes: int, timeout: float = 600) -> None:
+        """The board directory `remote`'s files up to `max_bytes` each into `local`."""
+        r = self.run(f"cd {shlex.quote(remote)} && find . -maxdepth 1 -type f -size -{max_bytes // 1024}k "
+                     f"| tar -cf - -T -", timeout=timeout)
+        local.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=r.stdout, check=True, capture_output=True)
+
+
+def _why(stderr: str) -> str:
+    lines = [l.strip() for l in stderr.splitlines() if l.strip() and not l.startswith("Warning: Permanently")]
+    last = lines[-1] if lines else "ssh gave no reason"
+    if "Host key verification failed" in stderr or "No ED25519 host key is known" in stderr \
+            or "host key is not known" in stderr.lower():
+        return f"{last} (connect once with ssh to accept the board's host key, or add it to known_hosts)"
+    if "Permission denied" in stderr:
+        return f"{last} (give --ssh-key FILE, or load the key into your ssh agent)"
+    return last
+
+
+def _retryable(stderr: str) -> bool:
+    """A board that is booting: connection refused or reset, or no route yet; not a wrong key."""
+    return any(s in stderr for s in ("Connection refused", "Connection reset", "Connection timed out",
+                                     "No route to host", "kex_exchange_identification", "Connection closed"))

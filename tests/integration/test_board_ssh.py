@@ -1,0 +1,120 @@
+"""A board over SSH, for real, without a board: this machine is the board (a private
+sshd on 127.0.0.1 with its own host key and config, tests/sshboard.py), a loop
+device its storage, the host kernel's own filesystems the ones under test.
+
+Marked `lab` as well as `board`: integration, kept out of the fast suite."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sshboard import SshBoard, loop_device, missing, spare_port
+
+pytestmark = [pytest.mark.board, pytest.mark.lab,
+              pytest.mark.skipif(bool(missing()), reason=missing() or "ok")]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def flashbed(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    return subprocess.run([sys.executable, "-m", "flashbed.cli", *args], env=env, text=True, capture_output=True,
+                          timeout=timeout, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    with SshBoard(tmp_path_factory.mktemp("sshd")) as b:
+        yield b
+
+
+def on_board(b: SshBoard, node: str, out: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return flashbed("run", "--target", b.target, "--ssh-config", b.config, "--device", node, "--out", str(out),
+                    *args, **kw)
+
+
+def one_line(r: subprocess.CompletedProcess, words: str) -> None:
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert words in r.stderr, r.stderr
+
+
+def test_the_studies_run_on_the_board_and_the_report_names_its_kernel_and_device(board, tmp_path):
+    with loop_device(tmp_path, 1 << 30) as node:
+        r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node, "--fs", "ext4,xfs,btrfs",
+                     "--study", "bigfile,smallfiles,mount,mkfs")
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert man["kernel"]["release"] == os.uname().release
+    dev = next(iter(man["devices"].values()))
+    assert dev["kind"] == "board" and dev["identity"]["node"] == node
+    assert dev["identity"]["board"]["uname"].startswith("Linux ")
+    cells = [json.loads(p.read_text()) for p in (tmp_path / "run" / "cells").glob("*.json")]
+    assert len(cells) == 15 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
+    assert all(c["provenance"]["kernel"] == os.uname().release for c in cells)
+    # the power cut of the mount study: the filesystem shut down without its log, then the boot killed
+    cut = tmp_path / "run" / "logs" / f"{dev['name']}__ext4__mount__fill0__r0" / "boot0" / "console.log"
+    assert "shut down" in cut.read_text()
+    report = (tmp_path / "run" / "report.md").read_text() if (tmp_path / "run" / "report.md").exists() else \
+        "\n".join(p.read_text() for p in (tmp_path / "run").rglob("*.md"))
+    assert os.uname().release in report
+
+
+def test_an_unreachable_board_is_one_line_after_a_bounded_wait(tmp_path):
+    started = time.monotonic()
+    r = flashbed("run", "--target", f"ssh://root@127.0.0.1:{spare_port()}", "--device", "/dev/mmcblk0p3",
+                 "--fs", "ext4", "--study", "mkfs", "--out", str(tmp_path / "run"), timeout=120)
+    one_line(r, "cannot reach ssh://root@127.0.0.1:")
+    assert "Connection refused" in r.stderr and time.monotonic() - started < 60
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_board_without_python_is_one_line(tmp_path):
+    # the board's shell finds its tools but no python3
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("sh", "tar", "uname", "mktemp", "rm", "mkdir", "cat"):
+        (bare / tool).symlink_to(subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True,
+                                                text=True).stdout.strip())
+    force = f'ForceCommand env PATH={bare} sh -c "$SSH_ORIGINAL_COMMAND"\n'
+    with SshBoard(tmp_path / "sshd", extra=force) as b:
+        r = flashbed("run", "--target", b.target, "--ssh-config", b.config, "--device", "/dev/loop0",
+                     "--fs", "ext4", "--study", "mkfs", "--out", str(tmp_path / "run"), timeout=120)
+    one_line(r, "has no python3")
+
+
+def test_a_mounted_device_on_the_board_is_refused(board, tmp_path):
+    with loop_device(tmp_path, 64 << 20) as node:
+        subprocess.run(["mkfs.ext4", "-q", node], check=True)
+        (tmp_path / "mnt").mkdir()
+        subprocess.run(["mount", node, str(tmp_path / "mnt")], check=True)
+        try:
+            r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node, "--fs", "ext4", "--study", "mkfs",
+                         timeout=120)
+        finally:
+            subprocess.run(["umount", str(tmp_path / "mnt")], check=True)
+    one_line(r, f"{node} is mounted at {tmp_path / 'mnt'}: unmount it first")
+
+
+def test_a_device_with_data_needs_destroy_data_on(board, tmp_path):
+    with loop_device(tmp_path, 64 << 20) as node:
+        subprocess.run(["mkfs.ext4", "-q", node], check=True)
+        r = on_board(board, node, tmp_path / "run", "--fs", "ext4", "--study", "mkfs", timeout=120)
+    one_line(r, f"carries data (ext4), which the run would destroy: if that is what you want, add --destroy-data-on {node}")
+
+
+@pytest.mark.parametrize("study,words", [
+    ("powercut", "study powercut cuts the board's power: give --power-cmd"),
+    ("crashstates", "study crashstates needs an emulated device (its write log)"),
+])
+def test_studies_a_board_cannot_run_are_one_line(board, tmp_path, study, words):
+    with loop_device(tmp_path, 512 << 20) as node:
+        r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node, "--fs", "ext4", "--study", study,
+                     timeout=120)
+    one_line(r, words)
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,30 @@
+"""--target, --ssh-key, --ssh-config at the edge: one line each, before anything connects."""
+import pytest
+
+from flashbed.cli import main
+from flashbed.errors import FlashbedError
+from flashbed.lab.ssh import parse_target
+
+
+@pytest.mark.parametrize("text,user,host,port", [
+    ("ssh://root@192.168.7.2", "root", "192.168.7.2", 22),
+    ("ssh://debian@bbb.local:2222", "debian", "bbb.local", 2222),
+    ("ssh://root@[fe80::1]:22", "root", "fe80::1", 22),
+])
+def test_a_target_is_user_host_and_port(text, user, host, port):
+    t = parse_target(text)
+    assert (t.user, t.host, t.port) == (user, host, port)
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--target", "root@192.168.7.2"], "--target root@192.168.7.2: give ssh://USER@HOST"),
+    (["--target", "ssh://root@h:99999"], "port 99999 is not a TCP port"),
+    (["--target", "ssh://root@h", "--ssh-key", "/nonexistent/key"], "--ssh-key /nonexistent/key: no such file"),
+    (["--ssh-key", "/etc/hostname"], "--ssh-key is for --target ssh://...: add --target, or drop it"),
+])
+def test_bad_target_options_are_one_line(argv, words, capsys, tmp_path):
+    assert main(["run", "--fs", "ext4", "--study", "mkfs", "--device", "/dev/mmcblk0p3", "--out",
+                 str(tmp_path / "run"), *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
