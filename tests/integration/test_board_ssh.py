@@ -109,7 +109,7 @@ def test_a_device_with_data_needs_destroy_data_on(board, tmp_path):
 
 
 @pytest.mark.parametrize("study,words", [
-    ("powercut", "study powercut cuts the board's power: give --power-cmd"),
+    ("powercut", "study powercut cuts the device's power, and flashbed has no power switch for a board"),
     ("crashstates", "study crashstates needs an emulated device (its write log)"),
 ])
 def test_studies_a_board_cannot_run_are_one_line(board, tmp_path, study, words):

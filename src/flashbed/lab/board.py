@@ -8,7 +8,7 @@ studies, on the board's own kernel, storage controller and device.
                 agent runs under the board's python3 (boardrun.py relays its host calls
                 over the SSH session); the run directory's files come back
     BoardSession  the board's device: no disks for a lab to attach, no statistics, no
-                write log; a power switch only with --power-cmd
+                write log, no power switch (the powercut study is refused)
 
 Each boot runs in a private mount namespace on the board (unshare), with its own
 /tmp: its mounts end with it and are never seen by the board's other processes.
@@ -170,7 +170,8 @@ def _judge(facts: dict[str, Any], destroy: tuple[str, ...], url: str) -> tuple[d
 
 class BoardSession:
     """The board's device for a cell: the device is the board's own, attached to nothing
-    here; no statistics or write log. (A power switch: PoweredBoardSession, --power-cmd.)"""
+    here; no capability (statistics, write log, power switch). A power cut the mount study
+    asks for is the boot stopped at once (boardrun.py: filesystems shut down, processes killed)."""
 
     def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real",
                  held: threading.Lock | None = None):
