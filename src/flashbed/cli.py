@@ -322,7 +322,7 @@ def _run(args: argparse.Namespace) -> int:
                           cpus=args.cpus if args.cpus is not None else 1, target=target)
         store = RunStore(args.out or Path("runs") / req.run_id())
     if req.target:
-        return _run_board(args, req, store, executor)
+        return _run_board(args, req, store)
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
@@ -348,7 +348,7 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _run_board(args: argparse.Namespace, req, store, executor) -> int:
+def _run_board(args: argparse.Namespace, req, store) -> int:
     """A run on a board over SSH (lab/board.py): the board is checked before anything is written."""
     from .execute import execute
     from .lab.board import Board, BoardLabs
@@ -357,13 +357,15 @@ def _run_board(args: argparse.Namespace, req, store, executor) -> int:
     if args.executor == "dask":
         raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
                             "executor")
+    from .executors import LocalExecutor
     board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or "")).open()
     try:
         plan = make_plan(req, tuple(args.destroy_data_on), board=board)
         for line in plan.skipped_lines():
             print(f"flashbed: {line}", file=sys.stderr)
         store.create()
-        results = execute(plan, store, BoardLabs(board), executor)
+        # one cell at a time: every cell writes the board's one device
+        results = execute(plan, store, BoardLabs(board), LocalExecutor(1))
     finally:
         board.close()
     return _finish(args, store, results)
