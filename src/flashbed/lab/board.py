@@ -34,9 +34,18 @@ from ..errors import FlashbedError
 from ..status import BootStatus
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .ssh import Ssh, SshTarget
-from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
+from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping, on_stop, stopping
 
 BACKEND = "board"
+_LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: target.kill_all)
+
+
+def _stop_all() -> None:
+    for kill in list(_LIVE):
+        kill.set()
+
+
+on_stop(_stop_all)
 KEEP_BYTES = 8 << 20  # run directory files larger than this stay on the board (fill trees, images)
 SHARE_BYTES = 8 << 20  # the host's run directory files sent to each boot (fio job files, previous logs)
 
@@ -213,6 +222,16 @@ class BoardLab:
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:
+        if stopping():
+            raise Stopping("flashbed is stopping: no new boot on the board")
+        kill = kill or threading.Event()
+        _LIVE.add(kill)
+        try:
+            return self._boot(spec, host, kill)
+        finally:
+            _LIVE.discard(kill)
+
+    def _boot(self, spec: BootSpec, host: HostHandler | None, kill: threading.Event) -> BootResult:
         ssh, run_dir = self.board.ssh, spec.run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("result.json", "steps.json"):

@@ -68,6 +68,41 @@ def shutdown(device: str) -> None:
             say(f"FLASHBED-BOARD cannot shut down {point}: {e.strerror}")
 
 
+def kill_tree(root: int) -> None:
+    """SIGKILL `root` and every process below it (each step runs in a session of its own).
+    The tree is frozen (SIGSTOP) first, so nothing forks or is re-parented while it is listed."""
+    tree: set[int] = set()
+    while True:
+        parent: dict[int, int] = {}
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
+        found, todo = set(), [root]
+        while todo:
+            p = todo.pop()
+            found.add(p)
+            todo += [c for c, pp in parent.items() if pp == p and c not in found]
+        found &= set(parent)
+        if found <= tree:
+            break
+        for p in found - tree:
+            _signal(p, signal.SIGSTOP)
+        tree |= found
+    for p in tree:
+        _signal(p, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
 def relay(calls: str, agent: subprocess.Popen) -> None:
     sent: set[str] = set()
     while agent.poll() is None:
@@ -113,10 +148,7 @@ def main() -> int:
         # KILL, or the host went away: the boot ends now, as a power cut ends it
         if agent.poll() is None:
             shutdown(os.environ.get("FLASHBED_DEV", ""))
-            try:
-                os.killpg(agent.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_tree(agent.pid)
 
     threading.Thread(target=listen, daemon=True).start()
     rc = agent.wait()
