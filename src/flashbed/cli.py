@@ -250,26 +250,17 @@ def _split(values: list[str] | None) -> tuple[str, ...]:
 
 
 def _overrides(items: list[str]) -> dict[str, dict]:
-    from .devices.presets import parse_size
+    """--set STUDY.PARAM=VALUE, each value read by its field's kind (a size, a number, a word:
+    bandwidth.bs=4k stays the word fio takes) and checked against its range, once, here."""
+    from .studies import params as P
     out: dict[str, dict] = {}
     for item in items:
         key, eq, value = item.partition("=")
         study, dot, param = key.partition(".")
         if not (eq and dot and study and param):
             raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
-        if "," in value:
-            v: object = [_scalar(x, parse_size) for x in value.split(",")]
-        else:
-            v = _scalar(value, parse_size)
-        out.setdefault(study, {})[param] = v
+        out.setdefault(study, {})[param] = P.setting(study, param, value)
     return out
-
-
-def _scalar(text: str, parse_size):
-    try:
-        return parse_size(text)
-    except FlashbedError:
-        return text
 
 
 def _run(args: argparse.Namespace) -> int:
