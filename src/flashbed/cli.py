@@ -126,7 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     rp = csub.add_parser("replay", help="rebuild a failed crash state as a device image (from the kept write log)")
     rp.add_argument("run", help="run id under runs/ or a run directory")
     rp.add_argument("state", help="CELL:STATE as `flashbed results` lists it (or STATE alone if one cell has it)")
-    rp.add_argument("--image", type=Path, required=True, help="where the image goes")
+    rp.add_argument("--image", type=Path, required=True,
+                    help="where the image goes: a new file (never inside a run directory)")
+    rp.add_argument("--force", action="store_true", help="replace an existing --image file")
+    rp.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                    help="allow --image to be this block device, whose data the image overwrites: repeat its path")
     rp.add_argument("--check", action="store_true",
                     help="also boot the lab on it and recover and verify it as the cell did")
 
@@ -206,7 +210,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _report(args)
     if args.command == "crashstate":
         from . import crashreplay
-        return crashreplay.replay(args.run, args.state, args.image, args.check)
+        return crashreplay.replay(args.run, args.state, args.image, args.check,
+                                  destroy_data_on=tuple(args.destroy_data_on), force=args.force)
     if args.command == "bench":
         from .bench import devices as bench
         if args.bench_cmd == "lab":

@@ -5,6 +5,7 @@ edges is test_fuzz_edges.py."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -76,3 +77,95 @@ def test_a_range_is_said_in_the_refusal_and_in_the_listing():
     with pytest.raises(FlashbedError, match=r"from 0 to 100"):
         STUDIES["mount"].params_at_edge({"fills": "200"})
     assert any("from 0 to 100" in line for line in STUDIES["mount"].param_lines())
+
+
+# --- 1, 2, 16, 18. crashstate replay --image ---------------------------------------------
+
+@pytest.fixture
+def crash_run(tmp_path, monkeypatch):
+    """A run directory with one crash-state cell that kept its write log, and an emulator
+    whose crash-image writes a small image (a fake: the real one is in the lab tests)."""
+    from flashbed.devices import emulator
+    from flashbed.results import CellKey, CellResult
+    from flashbed.store import RunStore
+    from flashbed.studies.base import CRASHLOG
+    store = RunStore(tmp_path / "run")
+    store.create()
+    store.write_manifest({"schema": 1, "request": {}})
+    key = CellKey("emmc-8g@64M", "ext4", "crashstates", "powercut", 0)
+    store.write(CellResult(key, "ok", extra={"failures": [{"state": "12+k3", "class": "data-loss", "why": "x"}]}))
+    (store.logs_dir(key) / CRASHLOG).mkdir(parents=True)
+    calls = []
+
+    def fake(log_dir, state, image):
+        calls.append(Path(image))
+        Path(image).write_bytes(b"\xab" * 4096)
+        return {"kind": "cut", "pos": 12, "acked": 10, "kept": 3, "volatile": 5, "damaged_ranges": []}
+
+    monkeypatch.setattr(emulator, "rebuild_image", fake)
+    store.calls = calls
+    store.ref = f"{key.id}:12+k3"
+    return store
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_replay_refuses_a_block_device_without_destroy_data_on(crash_run, tmp_path, capsys):
+    import os
+    import stat
+    node = tmp_path / "blk"
+    os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 250))  # a loop device node (needs root)
+    before = snapshot(crash_run.root)
+    assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(node)]) == 2
+    one_line(capsys, f"--image {node} is a block device: the image would overwrite it; if that is what you want, "
+                     f"add --destroy-data-on {node}")
+    assert crash_run.calls == [] and snapshot(crash_run.root) == before
+    # a --destroy-data-on that names something else is no permission either
+    assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(node),
+                 "--destroy-data-on", "/dev/sdz"]) == 2
+    one_line(capsys, "--destroy-data-on /dev/sdz is not the --image")
+    assert crash_run.calls == []
+
+
+@pytest.mark.parametrize("where", ["manifest.json", "cells/new.img", "new.img", "."])
+def test_replay_never_writes_into_a_run_directory(crash_run, where, capsys):
+    before = snapshot(crash_run.root)
+    image = crash_run.root / where
+    assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(image), "--force"]) == 2
+    one_line(capsys, f"is inside run directory {crash_run.root.resolve()}")
+    assert snapshot(crash_run.root) == before and crash_run.calls == []
+
+
+def test_replay_refuses_an_existing_file_unless_forced(crash_run, tmp_path, capsys):
+    image = tmp_path / "keep.img"
+    image.write_bytes(b"precious")
+    argv = ["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(image)]
+    assert main(argv) == 2
+    one_line(capsys, f"--image {image} exists: add --force to replace it")
+    assert image.read_bytes() == b"precious"
+    assert main([*argv, "--force"]) == 0
+    assert image.read_bytes() == b"\xab" * 4096
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".keep")] == []
+
+
+def test_replay_into_a_missing_directory_says_what_to_do(crash_run, tmp_path, capsys):
+    image = tmp_path / "no" / "such" / "s.img"
+    assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(image)]) == 2
+    one_line(capsys, f"directory {image.parent} does not exist: create it (mkdir -p {image.parent})")
+
+
+def test_replay_on_a_full_disk_leaves_no_file(crash_run, tmp_path, monkeypatch, capsys):
+    from flashbed.devices import emulator
+
+    def full(log_dir, state, image):
+        Path(image).write_bytes(b"")  # what the emulator leaves when the first write fails
+        raise emulator.EmulatorError("writing the image: No space left on device (os error 28)")
+
+    monkeypatch.setattr(emulator, "rebuild_image", full)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(out / "s.img")]) == 2
+    one_line(capsys, f"the disk holding {out} is full: free some space or give --image another path")
+    assert list(out.iterdir()) == []
