@@ -308,6 +308,8 @@ def _run(args: argparse.Namespace) -> int:
         store = RunStore(args.out or Path("runs") / req.run_id())
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
+    from .execute import check_resume
+    check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")

@@ -169,3 +169,35 @@ def test_replay_on_a_full_disk_leaves_no_file(crash_run, tmp_path, monkeypatch, 
     assert main(["crashstate", "replay", str(crash_run.root), crash_run.ref, "--image", str(out / "s.img")]) == 2
     one_line(capsys, f"the disk holding {out} is full: free some space or give --image another path")
     assert list(out.iterdir()) == []
+
+
+# --- 3. a preset edited between a killed run and --resume ---------------------------------
+
+def test_resume_refuses_a_preset_changed_since_the_run_was_made(tmp_path, capsys):
+    import io
+
+    from tests.replay import DATA
+
+    from flashbed.execute import execute
+    from flashbed.executors import LocalExecutor
+    from flashbed.lab.replay import ReplayLabs
+    from flashbed.paths import repo_root
+    from flashbed.plan import PlanRequest, make_plan
+    from flashbed.store import RunStore
+    preset = tmp_path / "mine" / "plain-file.toml"  # a preset of one's own, named as the recorded one
+    preset.parent.mkdir()
+    preset.write_text((repo_root() / "presets" / "plain-file.toml").read_text())
+    req = PlanRequest(fs=("ext4",), devices=(f"{preset}@256M",), studies=("bigfile",),
+                      overrides={"bigfile": {"size": 16 << 20}}, pace="none")
+    store = RunStore(tmp_path / "run")
+    execute(make_plan(req), store, ReplayLabs(DATA), LocalExecutor(1), stream=io.StringIO())
+    assert store.manifest()["presets"]["plain-file@256M"].startswith("sha256:")
+    before = snapshot(store.root)
+    preset.write_text(preset.read_text().replace("page_size = 4096", "page_size = 8192"))
+    assert main(["run", "--resume", str(store.root)]) == 2
+    one_line(capsys, f"device plain-file@256M: its preset {preset} has changed since run run was made")
+    with pytest.raises(FlashbedError, match="has changed since run"):
+        execute(make_plan(req), store, ReplayLabs(DATA), LocalExecutor(1), stream=io.StringIO())
+    after = snapshot(store.root)
+    after.pop(str(store.root / ".lock"), None), before.pop(str(store.root / ".lock"), None)
+    assert after == before
