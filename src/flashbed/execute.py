@@ -13,15 +13,18 @@ import hashlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__
 from . import filesystems as fscat
 from .cell import cell_task
+from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.labs import LabFactory
@@ -102,6 +105,10 @@ def check_resume(plan: Plan, store: RunStore) -> None:
     if stored != wanted:
         raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new "
                             f"run, or `flashbed run --resume {run_id}` to finish that one")
+    planned = {store.cell_path(c.key) for c in plan.cells}  # a planned cell's unreadable file is run again
+    for p in sorted(store.cells_dir.glob("*.json")) if store.cells_dir.is_dir() else ():
+        if p not in planned:
+            store.read_cell(p)  # one line now rather than after the run
     before = old.get("presets") or {}  # none recorded: a run from before presets were
     for label, digest in preset_hashes(plan).items():
         if label in before and before[label] != digest:
@@ -132,5 +139,21 @@ def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
         if todo:
             task = functools.partial(cell_task, labs=labs, root=store.root,
                                      provenance={"flashbed_version": __version__, "run_id": run_id})
-            executor.run(task, todo, lambda spec: spec.key.id, finished, progress)
+            try:
+                executor.run(task, todo, lambda spec: spec.key.id, finished, progress)
+            finally:
+                # each cell's session removes its scratch; a second Ctrl-C cuts that short
+                _uninterrupted(lambda: clear_scratch(store.root / "scratch"))
         return list(store.results())
+
+
+def _uninterrupted(fn: Callable[[], None]) -> None:
+    """Run a short clean-up that another Ctrl-C must not cut short (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        fn()
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        fn()
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -245,6 +245,11 @@ def setting(study: str, key: str, text: str) -> Any:
     return v
 
 
+def text(v: Any, unit: str) -> str:
+    """A value (or a tuple of them) as --set takes it."""
+    return ",".join(_text(x, unit) for x in v) if isinstance(v, tuple) else _text(v, unit)
+
+
 def as_json(p: Any) -> dict[str, Any]:
     """The parameters as stored in a result's provenance (every field, tuples as lists)."""
     return {f.name: (list(v) if isinstance(v := getattr(p, f.name), tuple) else v) for f in dataclasses.fields(p)}
