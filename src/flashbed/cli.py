@@ -31,7 +31,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with a bad option in one line (no usage block before it), exit 2."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """A message as one line: control characters a user typed (a newline in a value) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except FlashbedError as e:
-        print(f"flashbed: error: {e}", file=sys.stderr)
+        print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("flashbed: interrupted; finished results are kept", file=sys.stderr)
@@ -319,7 +324,7 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus") if getattr(args, o)]
+                             "cpus") if getattr(args, o) is not None]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -338,11 +343,11 @@ def _run(args: argparse.Namespace) -> int:
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         from .devices.presets import absolute_spec
-        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs, "fs"),
+        req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=_split(args.fs, "fs"),
                           devices=tuple(absolute_spec(d) for d in _split(args.device, "device")),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace=args.pace or "auto", kernels=kernel.labels(_split(args.kernel, "kernel")),
+                          pace="auto" if args.pace is None else args.pace, kernels=kernel.labels(_split(args.kernel, "kernel")),
                           cpus=args.cpus if args.cpus is not None else 1)
         store = RunStore(args.out or Path("runs") / req.run_id())
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
