@@ -8,6 +8,7 @@ writes the run's cell files."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import threading
 import time
@@ -74,9 +75,18 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
     except FlashbedError as e:
         return _error(spec, str(e), started, prov)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # not a bug: say it once, plainly
+            return _error(spec, f"the disk holding {logs} is full", started, prov)
+        return _unexpected(spec, logs, e, started, prov)
     except Exception as e:  # a bug must not lose the run: record it and go on
+        return _unexpected(spec, logs, e, started, prov)
+
+
+def _unexpected(spec: CellSpec, logs: Path, e: Exception, started: float, prov: dict) -> CellResult:
+    with contextlib.suppress(OSError):
         (logs / "error.txt").write_text(traceback.format_exc())
-        return _error(spec, f"{type(e).__name__}: {e} (traceback in {logs / 'error.txt'})", started, prov)
+    return _error(spec, f"{type(e).__name__}: {e} (traceback in {logs / 'error.txt'})", started, prov)
 
 
 def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -16,8 +17,31 @@ from . import filesystems as fscat
 from .errors import FlashbedError
 
 
+EXIT_CODES = """exit codes:
+  0    done: every cell ran (a measured outcome such as a filesystem hanging on corrupted media is a result)
+  1    done, but cells failed or errored: a study step that had to succeed broke, or flashbed or the lab
+       did (`flashbed results RUN` lists them; a rerun retries the errored ones); a smoke test or a replayed
+       crash state that did not come out as recorded
+  2    bad input or a refusal: nothing was run (one line on stderr says what to do)
+  130  interrupted (Ctrl-C): finished cells are kept; the same command resumes
+  141  the reader of stdout went away (e.g. `| head`)"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad option in one line (no usage block before it), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+def one_line(text: str) -> str:
+    """A message as one line: control characters a user typed (a newline in a value) escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flashbed", description=__doc__)
+    p = _Parser(prog="flashbed", description=__doc__, epilog=EXIT_CODES,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"flashbed {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -58,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     probe_command.add_parser(sub)
     sub.add_parser("studies", help="list the studies")
 
-    r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)")
+    r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--profile", default=None, help="quick (default) or paper")
     r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
                    "(repeatable or comma-separated; default: the ten block filesystems)")
@@ -130,7 +155,11 @@ def _parser() -> argparse.ArgumentParser:
     rp = csub.add_parser("replay", help="rebuild a failed crash state as a device image (from the kept write log)")
     rp.add_argument("run", help="run id under runs/ or a run directory")
     rp.add_argument("state", help="CELL:STATE as `flashbed results` lists it (or STATE alone if one cell has it)")
-    rp.add_argument("--image", type=Path, required=True, help="where the image goes")
+    rp.add_argument("--image", type=Path, required=True,
+                    help="where the image goes: a new file (never inside a run directory)")
+    rp.add_argument("--force", action="store_true", help="replace an existing --image file")
+    rp.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                    help="allow --image to be this block device, whose data the image overwrites: repeat its path")
     rp.add_argument("--check", action="store_true",
                     help="also boot the lab on it and recover and verify it as the cell did")
 
@@ -153,11 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except FlashbedError as e:
-        print(f"flashbed: error: {e}", file=sys.stderr)
+        print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("flashbed: interrupted; finished results are kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader stopped reading (`| head`): not an error of ours; stdout's last
+        # flush at exit must not fail again
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -204,30 +239,34 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "results":
         from .report.text import print_results
         from .store import resolve_run
-        print_results(resolve_run(args.run), studies=_split(args.study))
+        store = resolve_run(args.run)
+        studies = _split(args.study, "study")
+        _check_studies_of(store, studies)
+        print_results(store, studies=studies)
         return 0
     if args.command == "report":
         return _report(args)
     if args.command == "crashstate":
         from . import crashreplay
-        return crashreplay.replay(args.run, args.state, args.image, args.check)
+        return crashreplay.replay(args.run, args.state, args.image, args.check,
+                                  destroy_data_on=tuple(args.destroy_data_on), force=args.force)
     if args.command == "bench":
         from .bench import devices as bench
         if args.bench_cmd == "lab":
             from .bench import lab as lab_bench
-            lab_bench.bench(args.kernel or ["6.12", "7.3"], args.runs, list(_split([args.parts])), args.cycles)
+            lab_bench.bench(args.kernel or ["6.12", "7.3"], args.runs, list(_split([args.parts], "parts")), args.cycles)
             return 0
         if args.bench_cmd == "powercut":
             from .bench import powercut
             if args.cycles < 1:
                 raise FlashbedError("--cycles must be at least 1")
-            powercut.bench(args.device, list(_split([args.fs])), args.cycles, args.pace, args.mode, args.seed)
+            powercut.bench(args.device, list(_split([args.fs], "fs")), args.cycles, args.pace, args.mode, args.seed)
             return 0
         if args.bench_cmd == "crashstates":
             from .bench import crashstates
             if args.ops < 1:
                 raise FlashbedError("--ops must be at least 1")
-            crashstates.bench(args.device, list(_split([args.fs])), args.workload, args.ops, args.pace, args.seed)
+            crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed)
             return 0
         if args.bench_cmd == "hostcall":
             from .bench import hostcall
@@ -243,37 +282,38 @@ def _dispatch(args: argparse.Namespace) -> int:
             from .bench import presets as bench_presets
             if args.runs < 1 or args.runtime <= 0:
                 raise FlashbedError("--runs must be at least 1 and --runtime positive")
-            bench_presets.run(list(_split(args.device)) or bench_presets.calibrated(), args.capacity,
+            bench_presets.run(list(_split(args.device, "device")) or bench_presets.calibrated(), args.capacity,
                               args.runs, args.runtime)
         return 0
     raise AssertionError(args.command)
 
 
-def _split(values: list[str] | None) -> tuple[str, ...]:
-    return tuple(x.strip() for v in (values or []) for x in v.split(",") if x.strip())
+def _split(values: list[str] | None, option: str = "") -> tuple[str, ...]:
+    """A repeatable, comma-separated option's items. An empty item is refused: `--fs ""` or
+    `--fs ,` must not pass for leaving the option out (which means every default)."""
+    out = tuple(x.strip() for v in (values or []) for x in v.split(","))
+    if "" in out:
+        given = next(v for v in values or [] if "" in (x.strip() for x in v.split(",")))
+        raise FlashbedError(f"--{option} '{given}' has an empty item: name what you want (e.g. --{option} "
+                            f"{EXAMPLES.get(option, 'NAME')}), or leave --{option} out for the default")
+    return out
+
+
+EXAMPLES = {"fs": "ext4,f2fs", "study": "bandwidth", "device": "emmc-8g@512M", "kernel": "7.3", "parts": "lab"}
 
 
 def _overrides(items: list[str]) -> dict[str, dict]:
-    from .devices.presets import parse_size
+    """--set STUDY.PARAM=VALUE, each value read by its field's kind (a size, a number, a word:
+    bandwidth.bs=4k stays the word fio takes) and checked against its range, once, here."""
+    from .studies import params as P
     out: dict[str, dict] = {}
     for item in items:
         key, eq, value = item.partition("=")
         study, dot, param = key.partition(".")
         if not (eq and dot and study and param):
             raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
-        if "," in value:
-            v: object = [_scalar(x, parse_size) for x in value.split(",")]
-        else:
-            v = _scalar(value, parse_size)
-        out.setdefault(study, {})[param] = v
+        out.setdefault(study, {})[param] = P.setting(study, param, value)
     return out
-
-
-def _scalar(text: str, parse_size):
-    try:
-        return parse_size(text)
-    except FlashbedError:
-        return text
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -287,15 +327,14 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus", "target") if getattr(args, o)]
+                             "cpus", "target") if getattr(args, o) is not None]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
-        req = PlanRequest(**{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in store.manifest()["request"].items()})
+        req = _stored_request(store)
     else:
         overrides = _overrides(args.set)
-        studies = _split(args.study)
+        studies = _split(args.study, "study")
         if args.iterations is not None:
             from .studies import STUDIES
             iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]
@@ -314,17 +353,20 @@ def _run(args: argparse.Namespace) -> int:
         elif args.ssh_key or args.ssh_config:
             raise FlashbedError(f"--{'ssh-key' if args.ssh_key else 'ssh-config'} is for --target ssh://...: "
                                 f"add --target, or drop it")
-        req = PlanRequest(profile=args.profile or "quick", fs=_split(args.fs),
-                          devices=tuple(d if target else absolute_spec(d) for d in _split(args.device)),
+        req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=_split(args.fs, "fs"),
+                          devices=tuple(d if target else absolute_spec(d) for d in _split(args.device, "device")),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace=args.pace or "auto", kernels=kernel.labels(_split(args.kernel)),
+                          pace="auto" if args.pace is None else args.pace,
+                          kernels=kernel.labels(_split(args.kernel, "kernel")),
                           cpus=args.cpus if args.cpus is not None else 1, target=target)
         store = RunStore(args.out or Path("runs") / req.run_id())
     if req.target:
         return _run_board(args, req, store)
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
+    from .execute import check_resume
+    check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
@@ -335,17 +377,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()
     results = execute(plan, store, UmlLabs(*infos), executor)
-    from .report.text import print_results
-    print_results(store)
-    if not args.no_report:
-        try:
-            from .report import write_report
-            paths = write_report(store.root)
-            print(f"report: {paths.html}")
-        except ImportError:
-            pass
-    bad = [r for r in results if r.status.retryable]
-    return 1 if bad else 0
+    return _finish(args, store, results)
 
 
 def _run_board(args: argparse.Namespace, req, store) -> int:
@@ -373,6 +405,7 @@ def _run_board(args: argparse.Namespace, req, store) -> int:
 
 def _finish(args: argparse.Namespace, store, results) -> int:
     from .report.text import print_results
+    from .status import CellStatus
     print_results(store)
     if not args.no_report:
         try:
@@ -381,8 +414,48 @@ def _finish(args: argparse.Namespace, store, results) -> int:
             print(f"report: {paths.html}")
         except ImportError:
             pass
-    bad = [r for r in results if r.status.retryable]
+    # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
+    bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
     return 1 if bad else 0
+
+
+def _check_studies_of(store, studies: tuple[str, ...]) -> None:
+    """One line for a --study the run does not have (an empty table would pass for no results)."""
+    from .studies import STUDIES
+    for s in studies:
+        if s not in STUDIES:
+            raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
+    have = sorted({r.key.study for r in store.results()})
+    missing = [s for s in studies if s not in have]
+    if missing:
+        raise FlashbedError(f"run {store.root.name} has no cells of study {missing[0]}: it has "
+                            f"{', '.join(have) or 'none yet'}")
+
+
+def _stored_request(store):
+    """The request an existing run's manifest records, checked as a new one is."""
+    import dataclasses
+
+    from .plan import PlanRequest
+    stored = store.manifest()["request"] if "request" in store.manifest() else None
+    fields = {f.name: f.type for f in dataclasses.fields(PlanRequest)}
+    bad = "no request" if not stored else next((k for k in stored if k not in fields), None)
+    if bad is None:
+        try:
+            req = PlanRequest(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
+            if not (isinstance(req.repeat, int) and isinstance(req.seed, int) and isinstance(req.cpus, int)
+                    and isinstance(req.overrides, dict) and all(isinstance(x, str) for t in (
+                        req.fs, req.devices, req.studies, req.kernels) for x in t)
+                    and all(isinstance(v, dict) for v in req.overrides.values())
+                    and all(isinstance(t, tuple) for t in (req.fs, req.devices, req.studies, req.kernels))
+                    and isinstance(req.profile, str) and isinstance(req.pace, str)):
+                bad = "a field of the wrong type"
+            else:
+                return req
+        except TypeError:
+            bad = "a field of the wrong type"
+    raise FlashbedError(f"{store.manifest_path}: its request has {bad if ' ' in bad else 'unknown field ' + bad}, "
+                        f"so the run cannot be resumed: start a new run with --out DIR")
 
 
 def _recorded_kernels(store) -> tuple[str, ...] | None:
@@ -500,6 +573,8 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if args.lab_cmd == "exec":
         from .lab import labexec
+        if not 0 < args.timeout < float("inf"):
+            raise FlashbedError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}")
         choice.check_cpus(args.cpus)
         from . import cpus
         cpus.check_count(args.cpus)  # the host's side, before any build

@@ -1,6 +1,12 @@
 """`flashbed crashstate replay RUN STATE --image FILE [--check]`: a failed crash state
 of a run, rebuilt as a device image from the write log its cell kept.
 
+The image is written to a temporary file beside FILE and renamed into place, so a
+failure (a full disk) leaves nothing behind. FILE is never inside a run directory,
+never an existing file without --force, and never a block device unless
+--destroy-data-on names it (then the real-device checks of `run` apply: not
+mounted, not in use, writable).
+
 STATE is `CELL:ID` as the run's results list it (the cell's id, the state's id:
 its log position and damage choice), or the state's ID alone when one crash-state
 cell of the run has it. The image is what the device held in that state; units a
@@ -14,8 +20,11 @@ recorded.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -23,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import variants
-from .devices import emulator, presets
+from .devices import emulator, presets, realdev
 from .errors import FlashbedError
 from .lab.guest.protocol import StateFacts
 from .lab.guest.guestlib import read_log
@@ -72,15 +81,114 @@ def find(run: str, ref: str) -> Target:
     return Target(store, r, state, failure)
 
 
-def rebuild(t: Target, image: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ImageTarget:
+    """Where --image goes, checked: a file (new, or replaced with --force) or a block device
+    the user named with --destroy-data-on."""
+
+    path: Path
+    device: bool = False
+
+
+def _run_dir_of(path: Path) -> Path | None:
+    """The run directory `path` is in or is (the nearest one with a manifest.json), or None."""
+    for d in (path, *path.parents):
+        if (d / "manifest.json").is_file():
+            return d
+    return None
+
+
+def image_target(image: Path, destroy: tuple[str, ...] = (), force: bool = False) -> ImageTarget:
+    """--image checked before anything is written: one line on a path it must not write."""
+    for d in destroy:  # a typo must not pass for permission
+        if not realdev.same_node(d, str(image)):
+            raise FlashbedError(f"--destroy-data-on {d} is not the --image {image}: repeat the --image path exactly")
+    try:
+        st = os.stat(image)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise FlashbedError(f"--image {image}: cannot look at it: {e.strerror}") from None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        if not destroy:
+            raise FlashbedError(f"--image {image} is a block device: the image would overwrite it; if that is what "
+                                f"you want, add --destroy-data-on {image}")
+        realdev.load(str(image), tuple(destroy))  # not mounted, not held, writable: as `run` checks it
+        return ImageTarget(image, device=True)
+    if destroy:
+        raise FlashbedError(f"--destroy-data-on applies to a block device, and --image {image} is not one")
+    resolved = image.resolve()
+    run_dir = _run_dir_of(resolved if st is not None and stat.S_ISDIR(st.st_mode) else resolved.parent)
+    if run_dir is not None:
+        raise FlashbedError(f"--image {image} is inside run directory {run_dir}, whose files are its results: "
+                            f"give a path outside it")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise FlashbedError(f"--image {image} is a directory: give a file path, e.g. {image / 'state.img'}")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise FlashbedError(f"--image {image} exists and is not a regular file: give a new file path")
+    if st is not None and not force:
+        raise FlashbedError(f"--image {image} exists: add --force to replace it, or give a new file path")
+    if not resolved.parent.is_dir():
+        raise FlashbedError(f"--image {image}: directory {image.parent} does not exist: create it "
+                            f"(mkdir -p {image.parent}) or give another path")
+    if not os.access(resolved.parent, os.W_OK | os.X_OK):
+        raise FlashbedError(f"--image {image}: cannot write to directory {image.parent}: give another path")
+    return ImageTarget(image)
+
+
+def _full(e: str | OSError) -> bool:
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "os error 28" in str(e)
+
+
+def rebuild(t: Target, target: ImageTarget | Path) -> dict[str, Any]:
+    """The state's image written to `target`, whole or not at all."""
+    if not isinstance(target, ImageTarget):
+        target = ImageTarget(Path(target))
     log = t.logs / CRASHLOG
     if not log.is_dir():
         raise FlashbedError(f"cell {t.result.key.id} kept no write log ({log} is missing): a cell keeps it only "
                             f"when a state failed")
+    if target.device:
+        with tempfile.TemporaryDirectory(prefix="flashbed-image-") as tmp:
+            reply = _rebuild_file(t, log, Path(tmp) / "state.img", target.path)
+            _copy_to_device(Path(tmp) / "state.img", target.path)
+        return reply
+    tmp = target.path.with_name(f".{target.path.name}.tmp{os.getpid()}")
     try:
-        return emulator.rebuild_image(log, t.state, image)
+        reply = _rebuild_file(t, log, tmp, target.path)
+        os.replace(tmp, target.path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return reply
+
+
+def _rebuild_file(t: Target, log: Path, path: Path, shown: Path) -> dict[str, Any]:
+    try:
+        return emulator.rebuild_image(log, t.state, path)
     except emulator.EmulatorError as e:
+        if _full(str(e)):
+            raise FlashbedError(f"the disk holding {path.parent} is full: free some space or give --image another "
+                                f"path (the image of {shown} was not written)") from None
         raise FlashbedError(f"cannot rebuild state {t.state}: {e}") from None
+
+
+def _copy_to_device(src: Path, node: Path) -> None:
+    size = src.stat().st_size
+    fd = os.open(node, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC)
+    try:
+        have = os.lseek(fd, 0, os.SEEK_END)
+        if have < size:
+            raise FlashbedError(f"--image {node} holds {have} bytes, less than the {size}-byte image: use a larger "
+                                f"device or a file")
+        os.lseek(fd, 0, os.SEEK_SET)
+        with open(src, "rb") as f:
+            while chunk := f.read(1 << 20):
+                os.write(fd, chunk)
+        os.fsync(fd)
+    except OSError as e:
+        raise FlashbedError(f"--image {node}: writing the image failed: {e.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def cell_spec(r: CellResult) -> CellSpec:
@@ -131,10 +239,13 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
     return rec["class"], rec["why"]
 
 
-def replay(run: str, ref: str, image: Path, lab_check: bool, out=sys.stdout) -> int:
-    t = find(run, ref)
+def replay(run: str, ref: str, image: Path, lab_check: bool, out=None, destroy_data_on: tuple[str, ...] = (),
+           force: bool = False) -> int:
+    out = out or sys.stdout
     image = Path(image)
-    reply = rebuild(t, image)
+    target = image_target(image, tuple(destroy_data_on), force)  # before anything is read or written
+    t = find(run, ref)
+    reply = rebuild(t, target)
     damaged = reply.get("damaged_ranges") or []
     f = t.failure
     print(f"{image}: crash state {t.state} of {t.result.key.id} ({reply.get('kind')}: cut after log record "

@@ -9,18 +9,22 @@ the rest.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Callable
 
 from . import __version__
 from . import filesystems as fscat
 from .cell import cell_task
+from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.target import LabFactory
@@ -69,6 +73,8 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
         "tools": tool_versions(),
         "emulator": emulator_version() if any(d.emulated for d in plan.devices.values()) else None,
         "devices": {label: d.info for label, d in plan.devices.items()},
+        # each preset file's content as the run's cells use it: a resume refuses a preset edited since
+        "presets": preset_hashes(plan),
         "filesystems": sorted({c.variant.spec for c in plan.cells}),
         # read-only filesystems, and the studies the plan left out for them (they write)
         "read_only": sorted({c.variant.spec for c in plan.cells if c.variant.read_only}),
@@ -78,20 +84,46 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
     }
 
 
+def preset_hashes(plan: Plan) -> dict[str, str]:
+    """The content hash of each device's preset file, by device label (real devices have none)."""
+    return {label: "sha256:" + hashlib.sha256(d.path.read_bytes()).hexdigest()
+            for label, d in plan.devices.items() if d.backend != "real"}
+
+
+def check_resume(plan: Plan, store: RunStore) -> None:
+    """One line if the existing run at `store` cannot be finished with `plan`: another request,
+    or a device preset changed since its cells ran (they would sit beside cells of another
+    device model under one label)."""
+    if not store.exists():
+        return
+    old = store.manifest()
+    run_id = store.root.name
+    # compare as stored: JSON has lists where the request has tuples; a field
+    # added since the run was made counts as its default
+    wanted = json.loads(json.dumps(asdict(plan.request)))
+    stored = {**json.loads(json.dumps(asdict(type(plan.request)()))), **(old.get("request") or {})}
+    if stored != wanted:
+        raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new "
+                            f"run, or `flashbed run --resume {run_id}` to finish that one")
+    planned = {store.cell_path(c.key) for c in plan.cells}  # a planned cell's unreadable file is run again
+    for p in sorted(store.cells_dir.glob("*.json")) if store.cells_dir.is_dir() else ():
+        if p not in planned:
+            store.read_cell(p)  # one line now rather than after the run
+    before = old.get("presets") or {}  # none recorded: a run from before presets were
+    for label, digest in preset_hashes(plan).items():
+        if label in before and before[label] != digest:
+            raise FlashbedError(f"device {label}: its preset {plan.devices[label].path} has changed since run "
+                                f"{run_id} was made, so its remaining cells would measure another device: restore "
+                                f"the preset, or start a new run with --out DIR")
+
+
 def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
             stream=sys.stderr) -> list[CellResult]:
     """Run every unfinished cell of the plan; return all results of the run."""
     with store.running():
         run_id = store.root.name
         if store.exists():
-            old = store.manifest()
-            # compare as stored: JSON has lists where the request has tuples; a field
-            # added since the run was made counts as its default
-            wanted = json.loads(json.dumps(asdict(plan.request)))
-            stored = {**json.loads(json.dumps(asdict(type(plan.request)()))), **(old.get("request") or {})}
-            if stored != wanted:
-                raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new "
-                                    f"run, or `flashbed run --resume {run_id}` to finish that one")
+            check_resume(plan, store)
         else:
             store.write_manifest(manifest_for(plan, labs, run_id))
         todo = [c for c in plan.cells if not store.finished(c.key)]
@@ -107,5 +139,21 @@ def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
         if todo:
             task = functools.partial(cell_task, labs=labs, root=store.root,
                                      provenance={"flashbed_version": __version__, "run_id": run_id})
-            executor.run(task, todo, lambda spec: spec.key.id, finished, progress)
+            try:
+                executor.run(task, todo, lambda spec: spec.key.id, finished, progress)
+            finally:
+                # each cell's session removes its scratch; a second Ctrl-C cuts that short
+                _uninterrupted(lambda: clear_scratch(store.root / "scratch"))
         return list(store.results())
+
+
+def _uninterrupted(fn: Callable[[], None]) -> None:
+    """Run a short clean-up that another Ctrl-C must not cut short (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        fn()
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        fn()
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -171,7 +171,15 @@ def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) 
             raise FlashbedError(f"--destroy-data-on {path} names no real device of this run ("
                                 f"{', '.join(nodes) or 'it has none'}): repeat the --device path exactly")
     devices = [realdev.load(s, destroy_data_on) if realdev.names_device(s) else presets.load_spec(s) for s in specs]
-    return {d.label: d for d in devices}
+    out: dict[str, Device] = {}
+    for spec, d in zip(specs, devices):
+        same = out.get(d.label)
+        if same is not None and (same.path, same.capacity) != (d.path, d.capacity):
+            first = specs[list(out).index(d.label)]
+            raise FlashbedError(f"--device {first} and --device {spec} are both labelled {d.label}, so their cells "
+                                f"would mix: rename one preset file")
+        out[d.label] = d
+    return out
 
 
 def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: tuple[str, ...] | None = None,
@@ -235,10 +243,12 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                 for case, params in study.cases(params_all[sname], dev):
                     need = study.min_capacity(params)
                     if need > dev.capacity:
-                        bigger = "use a larger device" if dev.backend == "real" else "give a larger --device SIZE"
+                        bigger = "use a larger device" if dev.backend == "real" else \
+                            f"give a larger --device SIZE (e.g. {dev.name}@{format_size(_round_up(need))})"
                         raise FlashbedError(
-                            f"study {sname} needs a device of at least {format_size(need)}, but {dev.label} "
-                            f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
+                            f"study {sname} needs a device of at least {format_size(_round_up(need))} for its "
+                            f"files ({study.capacity_reason(params) or 'its own sizes'}), but {dev.label} has "
+                            f"{format_size(dev.capacity)}: {bigger}, or smaller files")
                     own = study.vcpus(params)
                     for rep in range(r.repeat):
                         for choice in choices:
@@ -292,6 +302,11 @@ def _check_board(r: PlanRequest, board: Any) -> None:
     if not r.devices or any(not d.startswith("/dev/") for d in r.devices):
         raise FlashbedError(f"--target {r.target}: give the board's device with --device /dev/... (e.g. "
                             f"/dev/mmcblk0p3); presets run in the lab, without --target")
+
+
+def _round_up(n: int, unit: int = 1 << 20) -> int:
+    """A size as a user gives it: whole MiB, rounded up."""
+    return -(-n // unit) * unit
 
 
 def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:

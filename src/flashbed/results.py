@@ -7,6 +7,7 @@ units), the emulator's statistics per workload phase, and how it was obtained.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -86,8 +87,12 @@ class CellResult:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "CellResult":
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
         if d.get("schema") != SCHEMA_VERSION:
             raise ValueError(f"cell result schema {d.get('schema')} is not {SCHEMA_VERSION}")
+        if not isinstance(d.get("key"), dict) or not isinstance(d.get("measurements"), list):
+            raise ValueError("no key or measurements")
         d = dict(d)
         d.pop("id", None)
         d["key"] = CellKey(**d["key"])
@@ -97,13 +102,24 @@ class CellResult:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write-then-rename with fsync: a crash leaves the old file or the new, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)  # no half-written file left beside the results
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            from .errors import FlashbedError
+            raise FlashbedError(f"the disk holding {path.parent} is full: free some space, then run the same "
+                                f"command again (finished cells are kept)") from None
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)

@@ -19,6 +19,13 @@ from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
 
+# the manifest's fields its readers rely on, and their JSON types (execute.manifest_for writes them)
+MANIFEST_FIELDS: dict[str, type] = {
+    "schema": int, "run_id": str, "created": str, "profile": str, "request": dict, "repeats": int, "kernel": dict,
+    "kernels": dict, "cpus": int, "skipped": list, "tools": dict, "devices": dict, "presets": dict,
+    "filesystems": list, "read_only": list, "not_applicable": list, "host": dict, "cells": int}
+
+
 @dataclass
 class RunStore:
     root: Path
@@ -63,9 +70,21 @@ class RunStore:
 
     def manifest(self) -> dict[str, Any]:
         try:
-            return json.loads(self.manifest_path.read_text())
+            man = json.loads(self.manifest_path.read_text())
         except FileNotFoundError:
             raise FlashbedError(f"{self.root} is not a flashbed run (no manifest.json)") from None
+        except (OSError, ValueError) as e:  # empty, garbage, not text, a directory
+            why = e.strerror if isinstance(e, OSError) else "not JSON"
+            raise FlashbedError(f"{self.manifest_path}: not a flashbed manifest ({why}): this run directory is "
+                                f"damaged; start a new run with --out DIR") from None
+        if not isinstance(man, dict):
+            raise FlashbedError(f"{self.manifest_path}: not a flashbed manifest (not a JSON object): this run "
+                                f"directory is damaged; start a new run with --out DIR")
+        for key, kind in MANIFEST_FIELDS.items():
+            if man.get(key) is not None and (not isinstance(man[key], kind) or isinstance(man[key], bool)):
+                raise FlashbedError(f"{self.manifest_path}: field {key} is not a {kind.__name__}: this run directory "
+                                    f"is damaged; start a new run with --out DIR")
+        return man
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json_atomic(self.manifest_path, manifest)
@@ -79,7 +98,7 @@ class RunStore:
             return None
         try:
             return CellResult.from_json(json.loads(p.read_text()))
-        except (ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # unreadable: treated as not run
 
     def finished(self, key: CellKey) -> bool:
@@ -95,10 +114,18 @@ class RunStore:
         if not self.cells_dir.is_dir():
             return
         for p in sorted(self.cells_dir.glob("*.json")):
-            try:
-                yield CellResult.from_json(json.loads(p.read_text()))
-            except (ValueError, KeyError, TypeError) as e:
-                raise FlashbedError(f"{p}: not a flashbed cell result ({e})") from None
+            yield self.read_cell(p)
+
+    @staticmethod
+    def read_cell(p: Path) -> CellResult:
+        """One cell file; one line if it is not a cell result."""
+        try:
+            return CellResult.from_json(json.loads(p.read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            why = e.strerror if isinstance(e, OSError) else type(e).__name__ if isinstance(e, AttributeError) \
+                else str(e) or type(e).__name__
+            raise FlashbedError(f"{p}: not a flashbed cell result ({why}): move it out of the run directory "
+                                f"or delete it") from None
 
 
 def resolve_run(ref: str, runs_root: Path = Path("runs")) -> RunStore:

@@ -211,5 +211,7 @@ def check_device(v: FsVariant, dev: Device) -> None:
             f"{v.spec}: the kernel's {v.base.name} refuses {dev.info['cell'].upper()} NAND ({dev.label}); "
             f"use an SLC preset with the same geometry, e.g. nand-2g-4k")
     if dev.capacity < v.min_size:
-        raise FlashbedError(f"{v.spec} needs at least {v.min_size // (1 << 20)} MiB, "
-                            f"but {dev.label} has {dev.capacity // (1 << 20)} MiB: use --capacity")
+        bigger = "use a larger device" if dev.backend == "real" else \
+            f"give a larger --device SIZE, e.g. {dev.name}@{-(-v.min_size // (1 << 20))}M"
+        raise FlashbedError(f"{v.spec} needs at least {-(-v.min_size // (1 << 20))} MiB, "
+                            f"but {dev.label} has {dev.capacity // (1 << 20)} MiB: {bigger}")

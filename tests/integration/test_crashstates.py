@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from flashbed import crashreplay, variants
 from flashbed.cell import run_cell
 from flashbed.devices import presets
+from flashbed.errors import FlashbedError
 from flashbed.lab.guest import guestlib, powercut
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
@@ -118,6 +120,28 @@ def test_a_failed_state_replays_on_the_hosts_loop_device_and_in_the_lab(nobarrie
     finally:
         subprocess.run(["losetup", "-d", dev], check=True)
     assert v["n_loss"] > 0, v  # data-loss, as the cell recorded
+
+
+def test_a_state_replays_onto_a_block_device_only_when_destroy_data_on_names_it(nobarrier, tmp_path, capsys):
+    store, res = nobarrier
+    ref = f"{res.key.id}:{res.extra['failures'][0]['state']}"
+    image = tmp_path / "state.img"
+    assert crashreplay.replay(str(store.root), ref, image, lab_check=False) == 0
+    backing = tmp_path / "loop.img"
+    with open(backing, "wb") as f:
+        f.truncate(image.stat().st_size)
+    loop = subprocess.run(["losetup", "-f", "--show", str(backing)], capture_output=True, text=True)
+    if loop.returncode != 0:
+        pytest.skip(f"no loop device here: {loop.stderr.strip()}")
+    dev = loop.stdout.strip()
+    try:
+        with pytest.raises(FlashbedError, match="is a block device: the image would overwrite it"):
+            crashreplay.replay(str(store.root), ref, Path(dev), lab_check=False)
+        assert backing.read_bytes() == bytes(image.stat().st_size)  # untouched
+        assert crashreplay.replay(str(store.root), ref, Path(dev), lab_check=False, destroy_data_on=(dev,)) == 0
+    finally:
+        subprocess.run(["losetup", "-d", dev], check=True)
+    assert backing.read_bytes() == image.read_bytes()
 
 
 def test_flash_damage_reads_as_eio_and_replays_the_same_with_dm_dust(kernel, tmp_path):

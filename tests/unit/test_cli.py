@@ -77,7 +77,7 @@ def test_dask_without_a_scheduler_is_refused_before_the_run_directory_is_made(tm
 @pytest.mark.parametrize("setting,words", [
     ("bigfile.sise=1G", "unknown parameter 'sise' for study bigfile: choose from size"),
     ("bigfile.size=banana", "bad value 'banana' for bigfile.size: expected a size in bytes"),
-    ("powercut.cut_min=soon", "bad value 'soon' for powercut.cut_min: expected a number (s), "
+    ("powercut.cut_min=soon", "bad value 'soon' for powercut.cut_min: expected a number (s) of at least 0, "
                               "e.g. --set powercut.cut_min=0.5"),
     ("powercut.modes=sometimes", "expected a comma-separated list of values from sync, async"),
     ("powercut.mode=sync", "powercut.mode is set per case, from powercut.modes"),

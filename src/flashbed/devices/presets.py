@@ -116,8 +116,15 @@ def is_file_spec(name: str) -> bool:
 def preset_path(name: str) -> Path:
     if is_file_spec(name):
         p = Path(name)
-        if not p.is_file():
+        if p.is_dir():
+            raise FlashbedError(f"preset file {name} is a directory: give a preset file (e.g. ./mypart.toml)")
+        if p.is_block_device():
+            raise FlashbedError(f"{name} is a block device, not a preset file: `flashbed run --device {name}` runs "
+                                f"on a real device; here give a preset name or file")
+        if not p.exists():
             raise FlashbedError(f"preset file {name} does not exist")
+        if not p.is_file():
+            raise FlashbedError(f"preset file {name} is not a regular file: give a preset file (e.g. ./mypart.toml)")
         return p.resolve()
     p = presets_dir() / f"{name}.toml"
     if not p.exists():
@@ -138,7 +145,12 @@ def absolute_spec(spec: str) -> str:
 def load_spec(spec: str) -> Device:
     """'emmc-8g', 'emmc-8g@512M' (a capacity other than the preset's), or a
     preset file of one's own, './mypart.toml[@SIZE]'."""
-    name, _, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    name, at, size = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    if at and not size.strip():
+        raise FlashbedError(f"device {spec}: nothing after '@': give a size, e.g. {name}@512M, or drop the '@' "
+                            f"for the preset's own capacity")
+    if at and not name:
+        raise FlashbedError(f"device {spec}: no preset before '@': give one, e.g. emmc-8g{spec}")
     return load(name, parse_size(size) if size else None)
 
 
@@ -148,6 +160,10 @@ def load(name: str, capacity: int | None = None) -> Device:
         name = path.stem  # labels name cells and files: no directories in them
     try:
         data = tomllib.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise FlashbedError(f"{path}: not a preset file (not text): give a TOML preset file") from None
+    except OSError as e:
+        raise FlashbedError(f"{path}: cannot read it: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise FlashbedError(f"{path}: not valid TOML: {e}") from None
     if data.get("kind") == "nandsim":
@@ -163,6 +179,34 @@ def load(name: str, capacity: int | None = None) -> Device:
                   preset_capacity=int(own["capacity_bytes"]), info=info)
 
 
+# The fields of the presets read here (block presets: the emulator checks its own), checked as
+# strictly as the emulator checks those: an unknown or misspelt key, a wrong type or an
+# impossible geometry is one line, never a silent default.
+TOP_FIELDS = ("name", "kind", "description")
+GEOMETRY = ("capacity_bytes", "page_size", "erase_block_bytes")
+FILE_TABLES: dict[str, tuple[str, ...]] = {"geometry": GEOMETRY}
+NANDSIM_TABLES: dict[str, tuple[str, ...]] = {
+    "geometry": (*GEOMETRY, "oob_size", "cell"), "nandsim": ("id_bytes",), "ubi": ("vid_hdr_offset",),
+    "part": (), "timing": ()}  # () : any key ([part] is free text; [timing] is checked by parse_timing)
+CELLS = ("slc", "mlc", "tlc")
+
+
+def _check_fields(path: Path, data: dict, tables: dict[str, tuple[str, ...]]) -> None:
+    known = [*TOP_FIELDS, *tables]
+    for key, v in data.items():
+        if key not in known:
+            raise FlashbedError(f"{path}: field {key}: unknown field (known: {', '.join(known)})")
+        if key in tables:
+            if not isinstance(v, dict):
+                raise FlashbedError(f"{path}: [{key}] must be a table")
+            fields = tables[key]
+            for k in v:
+                if fields and k not in fields:
+                    raise FlashbedError(f"{path}: field [{key}].{k}: unknown field (known: {', '.join(fields)})")
+        elif not isinstance(v, str):
+            raise FlashbedError(f"{path}: field {key}: must be a string")
+
+
 def _need(path: Path, data: dict, table: str, key: str) -> Any:
     try:
         return data[table][key]
@@ -170,30 +214,56 @@ def _need(path: Path, data: dict, table: str, key: str) -> Any:
         raise FlashbedError(f"{path}: missing field [{table}].{key}") from None
 
 
+def _count(path: Path, table: str, key: str, v: Any, low: int = 1) -> int:
+    """A whole number field of at least `low`."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise FlashbedError(f"{path}: field [{table}].{key}: must be a whole number of at least {low}, not {v!r}")
+    return v
+
+
+def _geometry(path: Path, data: dict) -> tuple[int, int, int]:
+    """(capacity, page, erase block) of [geometry], checked: each positive, the erase block
+    a whole number of pages, the capacity a whole number of erase blocks."""
+    cap, page, eb = (_count(path, "geometry", k, _need(path, data, "geometry", k)) for k in GEOMETRY)
+    if eb % page:
+        raise FlashbedError(f"{path}: [geometry].erase_block_bytes ({eb}) must be a whole number of pages "
+                            f"({page} bytes)")
+    if cap % eb:
+        raise FlashbedError(f"{path}: [geometry].capacity_bytes ({cap}) must be a whole number of erase blocks "
+                            f"({format_size(eb)})")
+    return cap, page, eb
+
+
 def _plain_file(name: str, path: Path, data: dict, capacity: int | None) -> Device:
-    own = int(_need(path, data, "geometry", "capacity_bytes"))
+    _check_fields(path, data, FILE_TABLES)
+    own, page, eb = _geometry(path, data)
     cap = capacity or own
     info = {"name": name, "kind": "file", "capacity_bytes": cap, "description": data.get("description", ""),
-            "page_size": int(_need(path, data, "geometry", "page_size")),
-            "erase_block_bytes": int(_need(path, data, "geometry", "erase_block_bytes"))}
+            "page_size": page, "erase_block_bytes": eb}
     return Device(name=name, path=path, kind="block", capacity=cap, page_size=info["page_size"],
                   erase_block=info["erase_block_bytes"], preset_capacity=own, info=info)
 
 
 def _nandsim(name: str, path: Path, data: dict, capacity: int | None) -> Device:
-    def need(table: str, key: str) -> Any:
-        return _need(path, data, table, key)
-
-    ids = need("nandsim", "id_bytes")
+    _check_fields(path, data, NANDSIM_TABLES)
+    ids = _need(path, data, "nandsim", "id_bytes")
     if not (isinstance(ids, list) and 2 <= len(ids) <= 8 and all(isinstance(b, int) and 0 <= b < 256 for b in ids)):
         raise FlashbedError(f"{path}: [nandsim].id_bytes must be 2 to 8 byte values")
-    chip = int(need("geometry", "capacity_bytes"))
-    eb = int(need("geometry", "erase_block_bytes"))
-    page = int(need("geometry", "page_size"))
+    chip, page, eb = _geometry(path, data)
+    geo = data["geometry"]
+    if "oob_size" in geo:
+        _count(path, "geometry", "oob_size", geo["oob_size"], low=0)
+    if geo.get("cell", "slc") not in CELLS:
+        raise FlashbedError(f"{path}: field [geometry].cell: must be one of {', '.join(CELLS)}")
+    if "vid_hdr_offset" in (data.get("ubi") or {}):
+        vid = _count(path, "ubi", "vid_hdr_offset", data["ubi"]["vid_hdr_offset"], low=0)
+        if vid >= eb:
+            raise FlashbedError(f"{path}: [ubi].vid_hdr_offset ({vid}) must lie inside an erase block ({eb})")
     cap = chip if capacity is None else capacity
     if cap % eb or not (0 < cap <= chip):
         raise FlashbedError(f"device {name}: capacity {format_size(cap)} must be a multiple of the "
-                            f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}")
+                            f"{format_size(eb)} erase block and at most the chip's {format_size(chip)}: e.g. "
+                            f"{name}@{format_size(max(eb, min(chip, cap - cap % eb)))}")
     timing = parse_timing(path, data.get("timing"))
     info = {"name": name, "kind": "nandsim", "capacity_bytes": cap, "page_size": page,
             "erase_block_bytes": eb, "chip_bytes": chip, "cell": data["geometry"].get("cell", ""),

@@ -254,6 +254,14 @@ def _clear_scratch(scratch: Path) -> None:
     shutil.rmtree(scratch, ignore_errors=True)
 
 
+def clear_scratch(root: Path) -> None:
+    """Every cell's scratch directory under a run's `root`/scratch, and it (FUSE mounts let go)."""
+    if root.is_dir():
+        for d in root.iterdir():
+            _clear_scratch(d)
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def _is_dead_mount(path: Path) -> bool:
     try:
         path.stat()

@@ -31,8 +31,8 @@ class AppIO(Study):
 
     @dataclass(frozen=True)
     class Params:
-        sizes: tuple[int, ...] = param((1 << 20, 4 << 20), unit="bytes", help="file sizes")
-        record: int = param(4096, unit="bytes")
+        sizes: tuple[int, ...] = param((1 << 20, 4 << 20), unit="bytes", low=1, help="file sizes")
+        record: int = param(4096, unit="bytes", low=1)
 
     def runs(self, p):
         return [(s, f) for s in p.sizes for f in (False, True)]

@@ -120,20 +120,20 @@ class BadBlocks(Study):
 
     @dataclass(frozen=True)
     class Params:
-        iterations: int = param(5, help="runs per case, each with its own seeded faults")
-        files: int = param(8, help="files written before the faults")
-        file_size: int = param(1 * MiB, unit="bytes")
-        file_blocks: int = param(8, help="block devices: bad blocks under the files' data")
-        random_blocks: int = param(32, help="block devices: bad blocks anywhere in the used part")
+        iterations: int = param(5, low=1, help="runs per case, each with its own seeded faults")
+        files: int = param(8, low=1, help="files written before the faults")
+        file_size: int = param(1 * MiB, unit="bytes", low=1)
+        file_blocks: int = param(8, low=0, help="block devices: bad blocks under the files' data")
+        random_blocks: int = param(32, low=0, help="block devices: bad blocks anywhere in the used part")
         raw_cases: tuple[str, ...] = param(RAW_CASES, choices=RAW_CASES, help="raw NAND: fault kinds, one cell each")
         block_cases: tuple[str, ...] = param((DUST,), choices=BLOCK_CASES,
                                              help="block devices: fault kinds, one cell each")
-        read_corrupt: float = param(1.0, unit="%", help="block devices, flips: read requests with a byte changed")
-        nand_bad: int = param(8, help="raw NAND: bad or weak blocks (pages)")
-        nand_bitflips: int = param(4, help="raw NAND: nandsim's bit-flip rate parameter")
+        read_corrupt: float = param(1.0, unit="%", low=0, high=100, help="block devices, flips: read requests with a byte changed")
+        nand_bad: int = param(8, low=0, help="raw NAND: bad or weak blocks (pages)")
+        nand_bitflips: int = param(4, low=0, help="raw NAND: nandsim's bit-flip rate parameter")
         fault: str = param(DUST, choices=(*BLOCK_CASES, *RAW_CASES), per_case="raw_cases")
-        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or inspection")
-        fsck_timeout: float = param(300.0, unit="s")
+        step_timeout: float = param(120.0, unit="s", above=0, help="limit of a mount, unmount or inspection")
+        fsck_timeout: float = param(300.0, unit="s", above=0)
 
     def cases(self, params, device):
         if device.kind == "nandsim":

@@ -50,12 +50,13 @@ class Bandwidth(Study):
 
     @dataclass(frozen=True)
     class Params:
-        size: int = param(500 * 1000 * 1000, unit="bytes", help="the files' total size")
-        nrfiles: int = param(50, help="files the size is spread over")
-        runtime: int = param(120, unit="s", help="limit per job")
+        size: int = param(500 * 1000 * 1000, unit="bytes", low=1, help="the files' total size")
+        nrfiles: int = param(50, low=1, help="files the size is spread over")
+        runtime: int = param(120, unit="s", low=1, help="limit per job")
         rw: tuple[str, ...] = param(("randread", "randwrite", "read", "write"),
                                     choices=("randread", "randwrite", "read", "write", "randrw", "rw"))
-        bs: tuple[str, ...] = param(("4k", "4M"), help="block sizes, as fio takes them")
+        bs: tuple[str, ...] = param(("4k", "4M"), pattern=fio.BLOCK_SIZE, form=fio.BLOCK_SIZE_FORM,
+                                     help="block sizes, as fio takes them")
         direct: tuple[int, ...] = param((1, 0), choices=(0, 1), help="1: O_DIRECT, 0: buffered")
 
     def min_capacity(self, params):

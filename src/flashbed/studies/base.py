@@ -172,6 +172,12 @@ class Study:
     def min_capacity(self, params: Any) -> int:
         return 0
 
+    def capacity_reason(self, params: Any) -> str:
+        """The settings min_capacity follows, as --set would give them (the sizes of its files)."""
+        ks = P.kinds(self.Params)
+        return ", ".join(f"{self.name}.{k}={P.text(getattr(params, k), kind.unit)}" for k, kind in ks.items()
+                         if kind.unit in ("bytes", "MB") and not kind.per_case and getattr(params, k) is not None)
+
     def vcpus(self, params: Any) -> int | None:
         """The guest vCPUs a case runs on when the case itself sets them (a scaling case);
         None: the run's (--cpus)."""

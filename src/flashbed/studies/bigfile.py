@@ -28,7 +28,7 @@ class BigFile(Study):
 
     @dataclass(frozen=True)
     class Params:
-        size: int = param(4 << 30, unit="bytes", help="the file (the USB-stick study wrote 4 GB)")
+        size: int = param(4 << 30, unit="bytes", low=1, help="the file (the USB-stick study wrote 4 GB)")
 
     def min_capacity(self, params):
         return int(params.size * 1.25)

@@ -27,10 +27,10 @@ class Boot(Study):
 
     @dataclass(frozen=True)
     class Params:
-        mb: int = param(15, unit="MB", help="the root filesystem tree")
+        mb: int = param(15, unit="MB", low=1, help="the root filesystem tree")
         # what an image's compressor finds: a real root filesystem compresses about 2:1
         # (binaries, libraries and text); random bytes would make every compressor useless
-        text: int = param(70, unit="%", help="share of the tree that is text-like (compressible), "
+        text: int = param(70, unit="%", low=0, high=100, help="share of the tree that is text-like (compressible), "
                                              "the rest random bytes")
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:

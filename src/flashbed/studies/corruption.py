@@ -157,23 +157,23 @@ class Corruption(Study):
 
     @dataclass(frozen=True)
     class Params:
-        iterations: int = param(15, help="runs per case (the reference study ran 15)")
+        iterations: int = param(15, low=1, help="runs per case (the reference study ran 15)")
         modes: tuple[str, ...] = param(MODES, choices=MODES, help="after: corrupt every write after "
                                        "corrupt_after s; alternate: 1 s on, 1 s off")
         features: tuple[str, ...] = param(tuple(FEATURES), choices=tuple(FEATURES),
                                           help="corrupt: byte 0 of each written bio becomes 0; drop: writes vanish")
-        corrupt_after: float = param(10, unit="s")
-        tail: float = param(3, unit="s", help="workload time after the corruption starts (after)")
-        alternate_seconds: float = param(5, unit="s", help="workload time (alternate)")
-        round_seconds: float = param(1.0, unit="s", help="at most one rewrite round per this")
-        big_mb: int = param(30, unit="MB", help="the one big file")
-        many_count: int = param(30, help="the many small files")
-        many_mb: int = param(1, unit="MB", help="each small file")
+        corrupt_after: float = param(10, unit="s", low=0)
+        tail: float = param(3, unit="s", above=0, help="workload time after the corruption starts (after)")
+        alternate_seconds: float = param(5, unit="s", above=0, help="workload time (alternate)")
+        round_seconds: float = param(1.0, unit="s", above=0, help="at most one rewrite round per this")
+        big_mb: int = param(30, unit="MB", low=1, help="the one big file")
+        many_count: int = param(30, low=1, help="the many small files")
+        many_mb: int = param(1, unit="MB", low=1, help="each small file")
         mode: str = param("after", choices=MODES, per_case="modes")
         workload: str = param("", per_case="workloads")
         feature: str = param("corrupt", choices=tuple(FEATURES), per_case="features")
-        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or inspection")
-        fsck_timeout: float = param(300.0, unit="s")
+        step_timeout: float = param(120.0, unit="s", above=0, help="limit of a mount, unmount or inspection")
+        fsck_timeout: float = param(300.0, unit="s", above=0)
 
     def cases(self, params, device):
         out = []

@@ -44,7 +44,7 @@ class Cpu(Study):
 
     @dataclass(frozen=True)
     class Params:
-        size: int = param(256 << 20, unit="bytes", help="written, then read back")
+        size: int = param(256 << 20, unit="bytes", low=1, help="written, then read back")
 
     def min_capacity(self, params):
         return int(params.size * 1.25)

@@ -6,6 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+# a block size as fio reads it and as case labels show it (4k, 64k, 4M, 512): checked where
+# it is given, so a typo is refused before a lab boots rather than failing its job
+BLOCK_SIZE = r"[1-9][0-9]*(?:[kKmM](?:i?B)?)?"
+BLOCK_SIZE_FORM = "a block size fio takes (4k, 64k, 4M or bytes)"
+
 
 def job_file(path: Path, jobs: dict[str, dict[str, Any]], global_opts: dict[str, Any]) -> None:
     lines = ["[global]"] + [f"{k}={v}" for k, v in global_opts.items()]

@@ -45,8 +45,8 @@ class Mount(Study):
 
     @dataclass(frozen=True)
     class Params:
-        fills: tuple[int, ...] = param((0, 25, 50, 75), unit="%", help="fill levels, one cell each")
-        fill: int = param(0, unit="%", per_case="fills")
+        fills: tuple[int, ...] = param((0, 25, 50, 75), unit="%", low=0, high=100, help="fill levels, one cell each")
+        fill: int = param(0, unit="%", low=0, high=100, per_case="fills")
 
     def cases(self, params, device):
         return [Case(f"fill{pct}", replace(params, fill=pct)) for pct in params.fills]

@@ -24,8 +24,8 @@ class Overwrite(Study):
 
     @dataclass(frozen=True)
     class Params:
-        mb: tuple[int, ...] = param((1, 5), unit="MB", help="file sizes n")
-        unit: int = param(1024, unit="bytes", help="overwrite unit")
+        mb: tuple[int, ...] = param((1, 5), unit="MB", low=1, help="file sizes n")
+        unit: int = param(1024, unit="bytes", low=1, help="overwrite unit")
 
     def runs(self, p):
         return [(n, f) for n in p.mb for f in (False, True)]

@@ -2,15 +2,20 @@
 values checked once at the edge.
 
 A study declares its parameters as a dataclass `Params` of `param(...)` fields
-(type, default, unit, allowed values). Profiles and `--set STUDY.KEY=VALUE` only
-override fields; `check(study, Params, values)` turns their loosely typed values
-(a profile's Python values, or the CLI's text, sizes already made bytes) into a
+(type, default, unit, allowed values or range). Profiles and `--set STUDY.KEY=VALUE`
+only override fields; `check(study, Params, values)` turns their loosely typed values
+(a profile's Python values, or the CLI's text, each read by its field's kind) into a
 Params, or says in one line what is wrong and what would be right.
+
+Every number declares its range (`low`, `high`, or `above` for an open lower end):
+a value outside it, NaN or infinity is refused where it is given, before a lab boots.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import types
 import typing
 from typing import Any
@@ -18,11 +23,17 @@ from typing import Any
 from ..errors import FlashbedError
 
 
-def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", per_case: str = "") -> Any:
+def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", per_case: str = "",
+          low: float | None = None, high: float | None = None, above: float | None = None,
+          pattern: str = "", form: str = "") -> Any:
     """A parameter field: its default, unit ("bytes" makes it a size: 256M), allowed values.
-    `per_case` names the list field a case takes it from (the study's cases() sets it)."""
+    A number's range: `low` <= value <= `high` (either may be None: unbounded), or `above`
+    < value. A word without choices may take a `pattern` (a regular expression the whole
+    value matches), described to the user as `form`. `per_case` names the list field a
+    case takes it from (the study's cases() sets it)."""
     return dataclasses.field(default=default, metadata={"unit": unit, "choices": tuple(choices), "help": help,
-                                                        "per_case": per_case})
+                                                        "per_case": per_case, "low": low, "high": high,
+                                                        "above": above, "pattern": pattern, "form": form})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,17 +46,48 @@ class Kind:
     unit: str = ""
     choices: tuple = ()
     per_case: str = ""  # set by the study per case, from this list field
+    low: float | None = None  # a number's range (inclusive); None: unbounded
+    high: float | None = None
+    above: float | None = None  # an open lower end: value > above
+    pattern: str = ""  # a word's form, as a regular expression
+    form: str = ""  # ... and as the user reads it
+
+    @property
+    def numeric(self) -> bool:
+        return self.base in (int, float) and not self.choices
 
     def describe(self) -> str:
         if self.choices:
             one = "one of " + ", ".join(map(str, self.choices))
+        elif self.form:
+            one = self.form
         elif self.unit == "bytes":
             one = "a size in bytes (K/M/G suffixes allowed)"
         else:
             one = {int: "a whole number", float: "a number", bool: "true or false", str: "a word"}[self.base]
         if self.unit and self.unit != "bytes":
             one += f" ({self.unit})"
+        one += self._range_text()
         return f"a comma-separated list of {_plural(one)}" if self.many else one
+
+    def _range_text(self) -> str:
+        def t(x: float) -> str:
+            return _text(int(x) if float(x).is_integer() else x, self.unit)
+        if self.above is not None:
+            return f" above {t(self.above)}" + (f" and at most {t(self.high)}" if self.high is not None else "")
+        if self.low is not None and self.high is not None:
+            return f" from {t(self.low)} to {t(self.high)}"
+        if self.low is not None:
+            return f" of at least {t(self.low)}"
+        if self.high is not None:
+            return f" of at most {t(self.high)}"
+        return ""
+
+    def in_range(self, v: float) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        return not ((self.low is not None and v < self.low) or (self.high is not None and v > self.high)
+                    or (self.above is not None and v <= self.above))
 
     def example(self, default: Any) -> str:
         if self.choices:
@@ -61,6 +103,7 @@ class Kind:
 
 def _plural(s: str) -> str:
     for a, b in (("a whole number", "whole numbers"), ("a number", "numbers"), ("a word", "words"),
+                 ("a block size", "block sizes"),
                  ("a size in bytes", "sizes in bytes"), ("one of", "values from")):
         if s.startswith(a):
             return b + s[len(a):]
@@ -87,8 +130,9 @@ def kinds(cls: type) -> dict[str, Kind]:
             optional, t = True, args[0]
         if typing.get_origin(t) is tuple:
             many, t = True, typing.get_args(t)[0]
-        out[f.name] = Kind(t, many, optional, f.metadata.get("unit", ""), f.metadata.get("choices", ()),
-                           f.metadata.get("per_case", ""))
+        md = f.metadata
+        out[f.name] = Kind(t, many, optional, md.get("unit", ""), md.get("choices", ()), md.get("per_case", ""),
+                           md.get("low"), md.get("high"), md.get("above"), md.get("pattern", ""), md.get("form", ""))
     return out
 
 
@@ -126,8 +170,8 @@ def _one(kind: Kind, v: Any) -> Any:
         if isinstance(v, (int, float)):
             out = v  # an int stays an int: stored results show the value as given
         elif isinstance(v, str):
-            try:
-                out = float(v)
+            try:  # "60" stays the whole number it reads as, as a profile's 60 does
+                out = int(v.strip()) if re.fullmatch(r"\s*[+-]?\d+\s*", v) else float(v)
             except ValueError:
                 raise BadValue from None
         else:
@@ -136,7 +180,11 @@ def _one(kind: Kind, v: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
             raise BadValue
         out = str(v)
+        if kind.pattern and not re.fullmatch(kind.pattern, out):
+            raise BadValue
     if kind.choices and out not in kind.choices:
+        raise BadValue
+    if kind.numeric and not kind.in_range(out):
         raise BadValue
     return out
 
@@ -150,7 +198,9 @@ def convert(kind: Kind, v: Any) -> Any:
     if not kind.many:
         return _one(kind, v)
     if isinstance(v, str):
-        v = [x for x in (s.strip() for s in v.split(",")) if x]
+        v = [s.strip() for s in v.split(",")]
+        if not all(v):  # "4k," or ",": a value left out, not nothing
+            raise BadValue
     elif not isinstance(v, (list, tuple)):
         v = [v]
     if not v:
@@ -180,6 +230,24 @@ def check(study: str, cls: type, values: dict[str, Any], *, edge: bool = False) 
             raise FlashbedError(f"bad value '{shown}' for {study}.{key}: expected {k.describe()}, "
                                 f"e.g. --set {study}.{key}={k.example(defaults[key])}") from None
     return cls(**out)
+
+
+def setting(study: str, key: str, text: str) -> Any:
+    """The value of a `--set STUDY.KEY=TEXT`, read by the field's kind and checked (one line
+    if the study, key or value is wrong), in the form a run's request stores: a list when
+    the text is one, sizes as bytes."""
+    from . import STUDIES
+    if study not in STUDIES:
+        raise FlashbedError(f"--set for unknown study '{study}': choose from {', '.join(STUDIES)}")
+    v = getattr(STUDIES[study].params_at_edge({key: text}), key)
+    if isinstance(v, tuple):
+        return list(v) if "," in text or len(v) != 1 else v[0]
+    return v
+
+
+def text(v: Any, unit: str) -> str:
+    """A value (or a tuple of them) as --set takes it."""
+    return ",".join(_text(x, unit) for x in v) if isinstance(v, tuple) else _text(v, unit)
 
 
 def as_json(p: Any) -> dict[str, Any]:

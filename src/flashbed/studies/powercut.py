@@ -296,18 +296,18 @@ class PowerCut(Study):
     @dataclass(frozen=True)
     class Params:
         modes: tuple[str, ...] = param(MODES, choices=MODES, help="mount modes, one cell each")
-        cut_min: float = param(0.5, unit="s", help="earliest cut after the workload starts")
-        cut_max: float = param(3.0, unit="s", help="latest cut")
-        max_file: int = param(1 << 20, unit="bytes", help="largest file the workload writes")
-        max_files: int = param(64, help="files the workload keeps")
-        nand_cut_min: int = param(4, help="raw NAND (UBIFS): earliest cut, in UBI header writes")
-        nand_cut_max: int = param(120, help="raw NAND (UBIFS): latest cut")
-        iterations: int = param(226, help="power cuts per case (the reference study ran 226)")
+        cut_min: float = param(0.5, unit="s", low=0, help="earliest cut after the workload starts")
+        cut_max: float = param(3.0, unit="s", above=0, help="latest cut")
+        max_file: int = param(1 << 20, unit="bytes", low=1, help="largest file the workload writes")
+        max_files: int = param(64, low=1, help="files the workload keeps")
+        nand_cut_min: int = param(4, low=0, help="raw NAND (UBIFS): earliest cut, in UBI header writes")
+        nand_cut_max: int = param(120, low=1, help="raw NAND (UBIFS): latest cut")
+        iterations: int = param(226, low=1, help="power cuts per case (the reference study ran 226)")
         mode: str = param("async", choices=MODES, per_case="modes")
-        max_bytes: int | None = param(None, unit="bytes", help="live data the workload keeps "
+        max_bytes: int | None = param(None, unit="bytes", low=1, help="live data the workload keeps "
                                                                 "(default: an eighth of the device)")
-        step_timeout: float = param(120.0, unit="s", help="limit of a mount, unmount or check")
-        fsck_timeout: float = param(300.0, unit="s")
+        step_timeout: float = param(120.0, unit="s", above=0, help="limit of a mount, unmount or check")
+        fsck_timeout: float = param(300.0, unit="s", above=0)
         sabotage: bool = param(False, help="corrupt one acknowledged file on purpose (tests the verifier)")
 
     def cases(self, params, device):

@@ -27,9 +27,9 @@ class SmallFiles(Study):
 
     @dataclass(frozen=True)
     class Params:
-        dirs: int = param(1019)
-        files: int = param(4499)
-        mean_bytes: int = param(2048, unit="bytes", help="mean file size")
+        dirs: int = param(1019, low=1)
+        files: int = param(4499, low=1)
+        mean_bytes: int = param(2048, unit="bytes", low=1, help="mean file size")
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params

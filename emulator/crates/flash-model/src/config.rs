@@ -460,6 +460,13 @@ pub fn parse_preset(
     if cell == CellType::Mlc && ppb % 2 != 0 {
         return Err(nand.err("pages_per_block", format!("{ppb} is odd; an MLC block holds two pages per wordline")));
     }
+    // SLC and MLC erase blocks are power-of-two page counts on real parts (a block of 63
+    // pages would put every erase unit the host aligns to off its boundary); TLC parts
+    // also come in whole wordlines of three pages (e.g. 384)
+    if !ppb.is_power_of_two() && (cell != CellType::Tlc || ppb % 3 != 0) {
+        let want = if cell == CellType::Tlc { "a power of two or a multiple of 3" } else { "a power of two" };
+        return Err(nand.err("pages_per_block", format!("{ppb} is not {want} (e.g. 64, 128, 256)")));
+    }
     let planes = nand.int_in("planes", 1, 1, 64)? as u32;
     let endurance = nand.req_int_in("endurance", 1, 10_000_000)? as u32;
     let rber_fresh = nand.float_in("rber_fresh", 0.0, 0.0, 0.01)?;
@@ -761,6 +768,9 @@ cache = "64K"
         assert!(block(&bad, None).err().unwrap().0.contains("`ftl.cache`"));
         let e = block("not toml [", None).err().unwrap();
         assert!(e.0.contains("not valid TOML") && !e.0.contains('\n'), "{e}");
+        let bad = SMALL_PAGE.replace("pages_per_block = 64", "pages_per_block = 63");
+        let e = block(&bad, None).err().unwrap();
+        assert!(e.0.contains("`nand.pages_per_block`") && e.0.contains("not a power of two"), "{e}");
     }
 
     #[test]
