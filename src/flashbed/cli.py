@@ -448,7 +448,8 @@ def _stored_request(store):
                         req.fs, req.devices, req.studies, req.kernels) for x in t)
                     and all(isinstance(v, dict) for v in req.overrides.values())
                     and all(isinstance(t, tuple) for t in (req.fs, req.devices, req.studies, req.kernels))
-                    and isinstance(req.profile, str) and isinstance(req.pace, str)):
+                    and isinstance(req.profile, str) and isinstance(req.pace, str)
+                    and isinstance(req.target, str)):
                 bad = "a field of the wrong type"
             else:
                 return req
