@@ -850,6 +850,36 @@ cache = "64K"
     }
 
     #[test]
+    fn slc_buffer_keys_are_checked() {
+        let mlc = SMALL_PAGE.replace("cell = \"slc\"", "cell = \"mlc\"").replace("program_us = [200]", "program_us = [300, 900]");
+        let on = mlc
+            .replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150")
+            .replace("cache = \"64K\"", "cache = \"64K\"\nslc_cache = \"1M\"\nslc_idle_ms = 5");
+        let c = block(&on, None).unwrap();
+        let off = block(&mlc, None).unwrap();
+        // whole SLC-mode superblocks (half an MLC one each) on top of the data rows
+        assert_eq!(c.slc_sbs(), 4);
+        assert_eq!(c.ftl.slc_cache_bytes, 1 << 20);
+        assert_eq!(c.geo.data_rows, off.geo.data_rows + 4);
+        assert_eq!((c.timing.slc_program_ns, c.ftl.slc_idle_ns), (150_000, 5_000_000));
+        assert_eq!((off.ftl.slc_cache_bytes, off.slc_sbs(), off.timing.slc_program_ns), (0, 0, 0));
+        let cases = [
+            (on.replace("slc_program_us = 150\n", ""), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),
+            (mlc.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: needs `ftl.slc_cache`"),
+            (mlc.replace("cache = \"64K\"", "cache = \"64K\"\nslc_idle_ms = 5"), "`ftl.slc_idle_ms`: needs `ftl.slc_cache`"),
+            (on.replace("slc_cache = \"1M\"", "slc_cache = \"lots\""), "`ftl.slc_cache`: `lots` is not a size"),
+            (on.replace("slc_idle_ms = 5", "slc_idle_ms = -1"), "`ftl.slc_idle_ms`: -1 is out of range"),
+            (on.replace("type = \"page\"", "type = \"hybrid\""), "`ftl.slc_cache`: applies to the page FTL only"),
+            (SMALL_PAGE.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: applies to mlc and tlc"),
+            (on.replace("slc_cache = \"1M\"", "slc_cache = \"64M\""), "too small for the"),
+        ];
+        for (text, want) in cases {
+            let e = block(&text, None).err().unwrap_or_else(|| panic!("accepted: {want}"));
+            assert!(e.0.contains(want) && !e.0.contains('\n'), "{e} (wanted {want})");
+        }
+    }
+
+    #[test]
     fn nandsim_presets_are_recognised() {
         let p = parse_preset("name = \"nand-slc\"\nkind = \"nandsim\"\n[whatever]\nx=1\n", "n.toml", "n", None).unwrap();
         match p {

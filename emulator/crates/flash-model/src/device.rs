@@ -606,6 +606,7 @@ impl Device {
                 "meta_programs": st.meta_programs,
                 "host_page_programs": fs.host_programs,
                 "gc_page_programs": fs.gc_programs,
+                "fold_page_programs": fs.fold_programs,
                 "erases": st.erases,
                 "program_failures": st.program_failures,
                 "erase_failures": st.erase_failures,

@@ -564,6 +564,11 @@ impl PageFtl {
             let block = self.sbt.member(victim, i % self.planes);
             let page = i / self.planes;
             let mut buf = std::mem::take(&mut self.scratch);
+            if buf.len() < self.page_size as usize {
+                // a GC nested in a fold (its write point needed a free
+                // superblock) holds the scratch page
+                buf = vec![0; self.page_size as usize];
+            }
             let (out, e) = m.read(block, page, 0, if keeps { Some(&mut buf[..]) } else { None }, t);
             tc = tc.max(e);
             for u in 0..self.upp {
