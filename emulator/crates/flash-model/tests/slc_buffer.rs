@@ -114,6 +114,22 @@ fn the_buffer_drains_when_the_device_idles() {
     d.ftl.check(&d.media).unwrap();
 }
 
+#[test]
+fn a_request_during_idle_folding_waits_for_one_step_not_a_whole_fold() {
+    let mut d = null_device(&preset(true), None, 1);
+    let (t, _) = stream(&mut d, 0, 0, 6 * MIB);
+    let mut b = vec![0u8; 4096];
+    // idle long enough to start folding (10 ms), not to fold a whole
+    // buffer superblock (2 MiB, ~300 ms): the read arrives mid-fold and
+    // waits for the step under way (a page read and an array page program,
+    // ~2 ms), not for the rest of the fold
+    let arrive = t + 10_000_000 + 50_000_000;
+    let done = d.read(arrive, 0, &mut b).unwrap();
+    assert!(done - arrive < 5_000_000, "waited {} us", (done - arrive) / 1000);
+    assert!(d.stats_json()["nand"]["fold_page_programs"].as_u64().unwrap() > 10, "no folding while idle");
+    d.ftl.check(&d.media).unwrap();
+}
+
 fn slc_blocks(d: &Device) -> Vec<u32> {
     let first = d.cfg.geo.data_rows - d.cfg.slc_sbs();
     let sbt = d.ftl.sbt();

@@ -81,6 +81,8 @@ pub struct PageFtl {
     slc_free: Vec<u32>,
     /// Full buffer superblocks, oldest first: the fold order.
     slc_closed: VecDeque<u32>,
+    /// The fold under way: (superblock, next slot, its wear when begun).
+    fold_cur: Option<(u32, u32, u32)>,
     urgent: Vec<u32>,
     /// Units whose data GC found uncorrectable: reads fail until rewritten.
     lost: HashSet<u32>,
@@ -131,6 +133,7 @@ impl PageFtl {
             slc_idx,
             slc_free: Vec::new(),
             slc_closed: VecDeque::new(),
+            fold_cur: None,
             urgent: Vec::new(),
             lost,
             journal: Vec::new(),
@@ -176,6 +179,7 @@ impl PageFtl {
         self.free.clear();
         self.slc_free.clear();
         self.slc_closed.clear();
+        self.fold_cur = None;
         self.urgent.clear();
         self.host = None;
         self.gc = None;
@@ -247,26 +251,92 @@ impl PageFtl {
         }
     }
 
-    /// Folds the oldest full buffer superblock into the array. False when
-    /// there is none.
+    /// Folds buffer superblocks until one is free again (the foreground
+    /// fold, a partly folded one first). False when there is nothing to fold.
     fn fold_once(&mut self, m: &mut Media, t: u64) -> bool {
-        while let Some(sb) = self.slc_closed.pop_front() {
-            if self.state[sb as usize] != CLOSED {
-                // evacuated by GC (a bad block) since it closed
+        let free = self.slc_free.len();
+        while self.slc_free.len() == free {
+            if !self.fold_step(m, t) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One step of folding the oldest full buffer superblock into the array:
+    /// its valid units are read and appended to the fold write point until
+    /// that programs an array page (so nothing is left buffered between
+    /// steps, when host writes may change the mapping); the last step makes
+    /// the mapping durable and erases the buffer superblock. A host request
+    /// arriving meanwhile waits for one step, not for a whole superblock.
+    /// False when there is nothing to fold.
+    fn fold_step(&mut self, m: &mut Media, t: u64) -> bool {
+        let (sb, mut k, wear) = match self.fold_cur.take() {
+            // still the superblock the fold began on (not evacuated by GC
+            // and reused since)
+            Some((sb, k, w)) if self.state[sb as usize] == CLOSED && self.sb_wear(m, sb) == w => (sb, k, w),
+            _ => loop {
+                let Some(sb) = self.slc_closed.pop_front() else { return false };
+                if self.state[sb as usize] == CLOSED {
+                    break (sb, 0, self.sb_wear(m, sb));
+                }
+            },
+        };
+        let keeps = m.keeps_data();
+        let unit = self.unit as usize;
+        let mut buf = std::mem::take(&mut self.scratch);
+        if buf.len() < self.page_size as usize {
+            buf = vec![0; self.page_size as usize];
+        }
+        let mut loaded = u32::MAX;
+        let mut tc = t;
+        let base = sb * self.sps;
+        while k < self.sps {
+            let lpn = self.p2l[(base + k) as usize];
+            if lpn == NONE {
+                k += 1;
                 continue;
             }
-            let before = self.st.gc_programs;
-            let ok = self.evacuate(m, sb, Stream::Fold, t).is_some();
-            // evacuate counts relocations as GC programs; these are folds
-            let moved = self.st.gc_programs - before;
-            self.st.gc_programs = before;
-            self.st.fold_programs += moved;
-            if ok {
-                self.st.folds += 1;
+            let i = k / self.upp;
+            let u = k % self.upp;
+            if loaded != i {
+                let block = self.sbt.member(sb, i % self.planes);
+                let (out, e) = m.read(block, i / self.planes, 0, if keeps { Some(&mut buf[..]) } else { None }, t);
+                tc = tc.max(e);
+                if out == ReadOutcome::Uncorrectable {
+                    for x in 0..self.upp {
+                        let l = self.p2l[(base + i * self.upp + x) as usize];
+                        if l != NONE {
+                            self.lost.insert(l);
+                        }
+                    }
+                }
+                loaded = i;
             }
-            return ok;
+            let data = if keeps { Some(&buf[u as usize * unit..(u as usize + 1) * unit]) } else { None };
+            if self.append(m, Stream::Fold, lpn, data, tc).is_err() {
+                self.scratch = buf;
+                return false;
+            }
+            k += 1;
+            if self.fold.as_ref().map_or(true, |w| w.lpns.is_empty()) {
+                // an array page was programmed: the step ends here
+                self.scratch = buf;
+                self.fold_cur = Some((sb, k, wear));
+                return true;
+            }
         }
-        false
+        self.scratch = buf;
+        let Ok(e) = self.pad(m, Stream::Fold, tc) else { return false };
+        if self.valid[sb as usize] != 0 {
+            // units of it were still buffered elsewhere; go round again
+            self.fold_cur = Some((sb, 0, wear));
+            return true;
+        }
+        let d = self.commit(m, e.max(tc));
+        self.release(m, sb, d);
+        self.st.folds += 1;
+        true
     }
 
     #[inline]
@@ -430,7 +500,8 @@ impl PageFtl {
                             self.st.host_programs += 1;
                             self.st.slc_programs += 1;
                         }
-                        Stream::Gc | Stream::Fold => self.st.gc_programs += 1,
+                        Stream::Gc => self.st.gc_programs += 1,
+                        Stream::Fold => self.st.fold_programs += 1,
                     }
                     wp.lpns.clear();
                     wp.data.clear();
@@ -598,6 +669,13 @@ impl PageFtl {
         // mapped now; the victim must be empty before it is erased.
         debug_assert_eq!(self.valid[victim as usize], 0, "victim still holds data");
         let d = self.commit(m, tc);
+        Some(self.release(m, victim, d))
+    }
+
+    /// Erases an emptied superblock once the mapping is durable (at `d`)
+    /// and returns it to its free pool (or retires it). Returns when the
+    /// erase ends.
+    fn release(&mut self, m: &mut Media, victim: u32, d: u64) -> u64 {
         let mut end = d;
         let mut retired = false;
         for p in 0..self.planes {
@@ -629,7 +707,7 @@ impl PageFtl {
                 self.free.push(victim);
             }
         }
-        Some(end)
+        end
     }
 
     fn find_buffered(&self, lpn: u32) -> Option<(Stream, usize)> {
@@ -868,10 +946,11 @@ impl Ftl for PageFtl {
     }
 
     fn idle(&mut self, m: &mut Media, from: u64, until: u64) -> u64 {
-        // A fold is not interrupted: one that starts before the host's next
-        // request delays it.
+        // Fold a step at a time while the device stays idle: a step under
+        // way when the host's next request arrives delays it (NAND
+        // operations are not interrupted).
         let mut t = from;
-        while t < until && self.fold_once(m, t) {
+        while t < until && self.fold_step(m, t) {
             t = t.max(m.tl.drained());
         }
         t
