@@ -80,7 +80,7 @@ def test_io_flush_discard_lock_cut_restart(spec_for):
         assert s["host"]["discards"] == 2
         assert s["host"]["flushes"] >= 1
         n = s["nand"]
-        assert n["page_programs"] == n["host_page_programs"] + n["gc_page_programs"]
+        assert n["page_programs"] == n["host_page_programs"] + n["gc_page_programs"] + n["fold_page_programs"]
         assert sum(s["erase_counts"]) == n["erases"]
         assert s["write_amplification"] > 0
         assert s["latency_us"]["all"]["count"] == s["host"]["reads"] + s["host"]["writes"] + s["host"]["flushes"] + s["host"]["discards"]

@@ -54,6 +54,29 @@ def test_a_bad_field_in_ones_own_preset_is_one_line_naming_file_and_field(own_pa
     assert err.count("\n") == 1 and words in err and str(own_part) in err and "Traceback" not in err
 
 
+@pytest.mark.emulator
+def test_the_slc_buffer_is_shown_and_its_keys_checked(tmp_path, capsys):
+    _emulator()
+    dev = presets.load_spec("emmc-8g@512M")
+    slc = dev.slc_buffer
+    assert slc is not None and slc.bytes > 0 and slc.program_us > 0 and slc.idle_ms >= 0
+    assert presets.load("lexar-c10-16g").slc_buffer is None and presets.load("samsung-evo-plus-32g").slc_buffer is None
+    assert main(["devices", "show", "emmc-8g"]) == 0
+    out = capsys.readouterr().out
+    assert f"slc buffer {presets.format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page)" in out
+    own = tmp_path / "mine.toml"
+    text = (presets.presets_dir() / "emmc-8g.toml").read_text()
+    for edit, words in (((r"slc_program_us = ", "#slc_program_us = "), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),
+                        (("slc_idle_ms = ", "slc_idle_ms = -"), "`ftl.slc_idle_ms`"),
+                        (('slc_cache = "', 'slc_cache = "lots'), "`ftl.slc_cache`"),
+                        (('type = "page"', 'type = "hybrid"'), "`ftl.slc_cache`: applies to the page FTL only")):
+        assert edit[0] in text
+        own.write_text(text.replace(*edit, 1))
+        assert main(["devices", "show", str(own)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
+
+
 def test_renamed_and_unknown_presets_say_what_to_use(capsys):
     for argv, words in ((["devices", "show", "usb-stick"], "stick-1au-inorder"),
                         (["devices", "show", "sd-class10@1G"], "lexar-c10-16g"),

@@ -43,6 +43,17 @@ def format_size(n: int) -> str:
 
 
 @dataclass(frozen=True)
+class SlcBuffer:
+    """An SLC-mode write buffer in front of the MLC/TLC array (page FTL):
+    host data lands there, and is folded into the array when the device has
+    been idle `idle_ms`, or in the foreground when the buffer is full."""
+
+    bytes: int
+    program_us: float  # page program time in SLC mode
+    idle_ms: float
+
+
+@dataclass(frozen=True)
 class Device:
     """A device preset at a given capacity, with the geometry studies need."""
 
@@ -86,6 +97,14 @@ class Device:
         """The rates the preset reproduces, with their method, span and sources
         ([published]); zero for a figure nobody published."""
         return dict(self.info.get("declared") or {})
+
+    @property
+    def slc_buffer(self) -> SlcBuffer | None:
+        """The SLC-mode write buffer, if the preset has one (`ftl.slc_cache`)."""
+        n = int(self.info.get("slc_cache_bytes") or 0)
+        if not n:
+            return None
+        return SlcBuffer(bytes=n, program_us=float(self.info["slc_program_us"]), idle_ms=float(self.info["slc_idle_ms"]))
 
     @property
     def nand_timing(self) -> NandTiming | None:

@@ -59,4 +59,9 @@ def _geometry(dev: Device) -> list[str]:
             ftl += f", {i.get('open_aus')} open AUs" + (", in-order appends only" if i.get("sequential_log") else "")
         ftl += f", cell {i.get('cell')}, {i.get('planes')} planes, write cache {format_size(i.get('cache_bytes', 0))}"
         out.append(ftl)
+    slc = dev.slc_buffer
+    if slc:
+        out.append(f"  slc buffer {format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page), folded "
+                   f"into the array after {slc.idle_ms:g} ms idle or when full (writes beyond it run at the "
+                   f"array's sustained rate)")
     return out

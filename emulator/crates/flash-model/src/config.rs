@@ -111,6 +111,9 @@ pub struct Timing {
     /// the controller.
     pub read_overhead_ns: u64,
     pub write_overhead_ns: u64,
+    /// Program time of a page in SLC mode (the SLC write buffer's pages;
+    /// see `FtlParams::slc_cache_bytes`); 0 when there is no buffer.
+    pub slc_program_ns: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +143,13 @@ pub struct FtlParams {
     /// from the data block; a backward write closes the AU), as in the
     /// cheapest cards and sticks.
     pub sequential_log: bool,
+    /// Page FTL: bytes of SLC-mode write buffer in front of the MLC/TLC
+    /// array (0: none). Host data lands there first and is folded into the
+    /// array later, in the background when the device is idle, in the
+    /// foreground when the buffer is full.
+    pub slc_cache_bytes: u64,
+    /// Idle time after which the controller starts folding the buffer.
+    pub slc_idle_ns: u64,
 }
 
 /// The rates a preset reproduces: `[published]`, measurements of the named
@@ -198,6 +208,14 @@ impl DeviceConfig {
     pub fn erase_unit_bytes(&self) -> u64 {
         self.geo.sb_bytes()
     }
+    /// Bytes a superblock holds in SLC mode: one bit per cell.
+    pub fn slc_sb_bytes(&self) -> u64 {
+        self.geo.sb_bytes() / self.geo.cell.bits() as u64
+    }
+    /// Superblocks set aside as the SLC write buffer.
+    pub fn slc_sbs(&self) -> u32 {
+        self.ftl.slc_cache_bytes.div_ceil(self.slc_sb_bytes()) as u32
+    }
 
     /// JSON description used by `flashbed-emu describe` and READY.
     pub fn describe(&self) -> serde_json::Value {
@@ -221,6 +239,9 @@ impl DeviceConfig {
             "open_aus": if self.ftl.kind == FtlKind::Hybrid { Some(self.ftl.open_aus) } else { None },
             "sequential_log": self.ftl.kind == FtlKind::Hybrid && self.ftl.sequential_log,
             "cache_bytes": self.ftl.cache_bytes,
+            "slc_cache_bytes": self.ftl.slc_cache_bytes,
+            "slc_program_us": self.timing.slc_program_ns as f64 / 1000.0,
+            "slc_idle_ms": self.ftl.slc_idle_ns as f64 / 1e6,
             "endurance": self.rel.endurance,
             "declared": {
                 "seq_read_mb_s": self.declared.seq_read_mb_s,
@@ -414,6 +435,10 @@ impl<'a> Fields<'a> {
     }
 }
 
+fn t_err_path(file: &str, path: &str, msg: &str) -> ConfigError {
+    ConfigError(format!("preset {file}: field `{path}`: {msg}"))
+}
+
 fn us_to_ns(us: f64) -> u64 {
     (us * 1000.0).round() as u64
 }
@@ -522,6 +547,15 @@ pub fn parse_preset(
     }
     let erase_ns = us_to_ns(t.req_float_in("erase_us", 0.0, 1e7)?);
     let bus = t.float_in("bus_mb_s", 0.0, 0.0, 1e5)?;
+    let slc_program = t.float("slc_program_us")?;
+    if let Some(v) = slc_program {
+        if !(1.0..=1e6).contains(&v) {
+            return Err(t.err("slc_program_us", format!("{v} is out of range [1, 1000000]")));
+        }
+        if cell == CellType::Slc {
+            return Err(t.err("slc_program_us", "applies to mlc and tlc parts (an slc part has no SLC mode)"));
+        }
+    }
     t.finish()?;
     nand.finish()?;
 
@@ -555,6 +589,24 @@ pub fn parse_preset(
     let sequential_log = f.boolean("sequential_log", false)?;
     if sequential_log && kind != FtlKind::Hybrid {
         return Err(f.err("sequential_log", "applies to the hybrid FTL only"));
+    }
+    let slc_cache_bytes = f.size("slc_cache")?.unwrap_or(0);
+    let slc_idle_ns = us_to_ns(f.float_in("slc_idle_ms", 0.0, 0.0, 1e5)? * 1000.0);
+    if f.table.contains_key("slc_idle_ms") && slc_cache_bytes == 0 {
+        return Err(f.err("slc_idle_ms", "needs `ftl.slc_cache` (the buffer it flushes)"));
+    }
+    if slc_cache_bytes > 0 {
+        if kind != FtlKind::Page {
+            return Err(f.err("slc_cache", "applies to the page FTL only"));
+        }
+        if cell == CellType::Slc {
+            return Err(f.err("slc_cache", "needs an mlc or tlc part (an slc part has no faster mode)"));
+        }
+        if slc_program.is_none() {
+            return Err(f.err("slc_cache", "needs `nand.timing.slc_program_us` (the page program time in SLC mode)"));
+        }
+    } else if slc_program.is_some() {
+        return Err(t_err_path(file, "nand.timing.slc_program_us", "needs `ftl.slc_cache` (the buffer programmed in SLC mode)"));
     }
     f.finish()?;
 
@@ -639,6 +691,17 @@ pub fn parse_preset(
             logical_sbs + open_aus as u64 + ((logical_sbs as f64 * over_provisioning).ceil() as u64).max(1)
         }
     };
+    // The SLC buffer's superblocks come on top of the data rows (and their
+    // share of spares): a static buffer, so the MLC over-provisioning GC
+    // works with is what the preset says.
+    let slc_sb_bytes = sb_bytes / cell.bits() as u64;
+    let slc_rows = slc_cache_bytes.div_ceil(slc_sb_bytes);
+    if slc_cache_bytes > 0 && slc_rows * slc_sb_bytes > capacity / 2 {
+        return Err(ConfigError(format!(
+            "{cap_field}: capacity {requested} is too small for the {slc_cache_bytes}-byte SLC buffer of preset {name} (at most half the capacity)"
+        )));
+    }
+    let data_rows = data_rows + slc_rows;
     let spare_rows = (data_rows as f64 * (spare_ratio + factory_bad_ratio)).ceil() as u64;
     if (data_rows + spare_rows) * planes as u64 > u32::MAX as u64 / 2 {
         return Err(ConfigError(format!("{cap_field}: capacity {requested} needs too many blocks for this geometry")));
@@ -662,6 +725,7 @@ pub fn parse_preset(
             host_bytes_per_s: mb_s(host),
             read_overhead_ns,
             write_overhead_ns,
+            slc_program_ns: slc_program.map_or(0, us_to_ns),
         },
         rel: Reliability {
             endurance,
@@ -684,6 +748,8 @@ pub fn parse_preset(
             wear_level_threshold,
             open_aus,
             sequential_log,
+            slc_cache_bytes: slc_rows * slc_sb_bytes,
+            slc_idle_ns,
         },
         declared,
         part,
@@ -791,6 +857,36 @@ cache = "64K"
         assert!(block(&both, None).err().unwrap().0.contains("`declared`"));
         let bad = text.replace("model = \"X 16 GB\"", "model = 16");
         assert!(block(&bad, None).err().unwrap().0.contains("`part.model`"));
+    }
+
+    #[test]
+    fn slc_buffer_keys_are_checked() {
+        let mlc = SMALL_PAGE.replace("cell = \"slc\"", "cell = \"mlc\"").replace("program_us = [200]", "program_us = [300, 900]");
+        let on = mlc
+            .replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150")
+            .replace("cache = \"64K\"", "cache = \"64K\"\nslc_cache = \"1M\"\nslc_idle_ms = 5");
+        let c = block(&on, None).unwrap();
+        let off = block(&mlc, None).unwrap();
+        // whole SLC-mode superblocks (half an MLC one each) on top of the data rows
+        assert_eq!(c.slc_sbs(), 4);
+        assert_eq!(c.ftl.slc_cache_bytes, 1 << 20);
+        assert_eq!(c.geo.data_rows, off.geo.data_rows + 4);
+        assert_eq!((c.timing.slc_program_ns, c.ftl.slc_idle_ns), (150_000, 5_000_000));
+        assert_eq!((off.ftl.slc_cache_bytes, off.slc_sbs(), off.timing.slc_program_ns), (0, 0, 0));
+        let cases = [
+            (on.replace("slc_program_us = 150\n", ""), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),
+            (mlc.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: needs `ftl.slc_cache`"),
+            (mlc.replace("cache = \"64K\"", "cache = \"64K\"\nslc_idle_ms = 5"), "`ftl.slc_idle_ms`: needs `ftl.slc_cache`"),
+            (on.replace("slc_cache = \"1M\"", "slc_cache = \"lots\""), "`ftl.slc_cache`: `lots` is not a size"),
+            (on.replace("slc_idle_ms = 5", "slc_idle_ms = -1"), "`ftl.slc_idle_ms`: -1 is out of range"),
+            (on.replace("type = \"page\"", "type = \"hybrid\""), "`ftl.slc_cache`: applies to the page FTL only"),
+            (SMALL_PAGE.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: applies to mlc and tlc"),
+            (on.replace("slc_cache = \"1M\"", "slc_cache = \"64M\""), "too small for the"),
+        ];
+        for (text, want) in cases {
+            let e = block(&text, None).err().unwrap_or_else(|| panic!("accepted: {want}"));
+            assert!(e.0.contains(want) && !e.0.contains('\n'), "{e} (wanted {want})");
+        }
     }
 
     #[test]

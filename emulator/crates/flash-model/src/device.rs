@@ -129,6 +129,13 @@ impl Device {
         }
         self.ftl.prune(t);
         self.media.prune_log(t);
+        if self.cfg.ftl.slc_cache_bytes > 0 {
+            // background work once the device has been idle long enough
+            let from = self.media.tl.drained() + self.cfg.ftl.slc_idle_ns;
+            if t > from {
+                self.ftl.idle(&mut self.media, from, t);
+            }
+        }
         Ok(())
     }
 
@@ -566,7 +573,11 @@ impl Device {
         let grown: Vec<u32> = (0..n.blocks.len() as u32).filter(|&b| n.blocks[b as usize].flags & BLOCK_GROWN_BAD != 0).collect();
         let nand_bytes = (st.page_programs + st.meta_programs) * ps;
         let wa = if self.host.write_bytes > 0 { Some(nand_bytes as f64 / self.host.write_bytes as f64) } else { None };
-        let ftl_wa = if fs.host_programs > 0 { Some((fs.host_programs + fs.gc_programs) as f64 / fs.host_programs as f64) } else { None };
+        let ftl_wa = if fs.host_programs > 0 {
+            Some((fs.host_programs + fs.gc_programs + fs.fold_programs) as f64 / fs.host_programs as f64)
+        } else {
+            None
+        };
         let lat_all = &self.lat.all;
         json!({
             // Flat headline figures (the nested sections below have them all).
@@ -595,6 +606,7 @@ impl Device {
                 "meta_programs": st.meta_programs,
                 "host_page_programs": fs.host_programs,
                 "gc_page_programs": fs.gc_programs,
+                "fold_page_programs": fs.fold_programs,
                 "erases": st.erases,
                 "program_failures": st.program_failures,
                 "erase_failures": st.erase_failures,
@@ -633,6 +645,12 @@ impl Device {
             "busy_ns": self.busy_ns(),
             "device_time_ns": self.clock,
             "cache": { "bytes": self.cfg.ftl.cache_bytes, "dirty_bytes": self.cache.len() as u64 * self.unit },
+            "slc": {
+                "bytes": self.cfg.ftl.slc_cache_bytes,
+                "page_programs": fs.slc_programs,
+                "folds": fs.folds,
+                "fold_page_programs": fs.fold_programs,
+            },
         })
     }
 }

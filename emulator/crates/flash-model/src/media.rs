@@ -83,9 +83,15 @@ impl Media {
 
     /// Programs one page. Returns the outcome and the (start, end) times.
     pub fn program(&mut self, block: u32, page: u32, data: Option<&[u8]>, t: u64) -> (Result<(), NandError>, u64, u64) {
+        self.program_mode(block, page, data, t, false)
+    }
+
+    /// Programs one page, in SLC mode if `slc` (a lower page of a block kept
+    /// in SLC mode: one bit per cell, `slc_program_ns`, no upper page shares
+    /// its wordline).
+    pub fn program_mode(&mut self, block: u32, page: u32, data: Option<&[u8]>, t: u64, slc: bool) -> (Result<(), NandError>, u64, u64) {
         let plane = self.nand.plane_of(block);
-        let pt = self.nand.page_type(page);
-        let prog_ns = self.tl.t.program_ns[pt];
+        let prog_ns = if slc { self.tl.t.slc_program_ns } else { self.tl.t.program_ns[self.nand.page_type(page)] };
         let (s, e) = self.tl.program(plane, t, self.page_size, prog_ns);
         let r = self.nand.program(block, page);
         self.st.page_programs += 1;

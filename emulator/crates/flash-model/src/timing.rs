@@ -124,6 +124,7 @@ mod tests {
             host_bytes_per_s: 0,
             read_overhead_ns: 0,
             write_overhead_ns: 0,
+            slc_program_ns: 0,
         }
     }
 

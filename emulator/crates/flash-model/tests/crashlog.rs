@@ -331,6 +331,12 @@ proptest! {
     }
 
     #[test]
+    fn page_mlc_slc_buffer(ops in prop::collection::vec(op(512, 4096), 1..200), seed in 0..1000u64, cuts in prop::collection::vec(0..10_000usize, 3)) {
+        // idle folds in every gap: the fold's moves and erases meet the cuts
+        check(&unprotected(&page_mlc_slc(0.0)), &ops, seed, &cuts)?;
+    }
+
+    #[test]
     fn hybrid_unprotected(ops in prop::collection::vec(op(64, 4096), 1..150), seed in 0..1000u64, cuts in prop::collection::vec(0..10_000usize, 3)) {
         check(&unprotected(HYBRID), &ops, seed, &cuts)?;
     }

@@ -274,7 +274,10 @@ fn stats_add_up() {
     assert_eq!(s["host"]["reads"], 20);
     assert_eq!(s["host"]["flushes"], 10);
     let n = &s["nand"];
-    assert_eq!(n["page_programs"].as_u64().unwrap(), n["host_page_programs"].as_u64().unwrap() + n["gc_page_programs"].as_u64().unwrap());
+    assert_eq!(
+        n["page_programs"].as_u64().unwrap(),
+        n["host_page_programs"].as_u64().unwrap() + n["gc_page_programs"].as_u64().unwrap() + n["fold_page_programs"].as_u64().unwrap()
+    );
     let ec: u64 = s["erase_counts"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum();
     assert_eq!(ec, n["erases"].as_u64().unwrap());
     let wa = s["write_amplification"].as_f64().unwrap();

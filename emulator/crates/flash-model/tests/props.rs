@@ -93,6 +93,7 @@ fn run(text: &str, ops: &[Op], seed: u64) -> Result<(), TestCaseError> {
     prop_assert_eq!(
         n["page_programs"].as_u64().unwrap(),
         n["host_page_programs"].as_u64().unwrap() + n["gc_page_programs"].as_u64().unwrap()
+            + n["fold_page_programs"].as_u64().unwrap()
     );
     let ec: u64 = s["erase_counts"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).sum();
     prop_assert_eq!(ec, n["erases"].as_u64().unwrap());
@@ -114,6 +115,11 @@ proptest! {
     #[test]
     fn page_ftl_mlc_subpage_units(ops in prop::collection::vec(op(512), 1..400), seed in 0..1000u64) {
         run(PAGE_MLC, &ops, seed)?;
+    }
+
+    #[test]
+    fn page_ftl_mlc_slc_buffer(ops in prop::collection::vec(op(512), 1..400), seed in 0..1000u64) {
+        run(&page_mlc_slc(0.0), &ops, seed)?;
     }
 
     #[test]

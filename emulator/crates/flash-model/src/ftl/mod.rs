@@ -38,6 +38,12 @@ pub struct FtlStats {
     pub merges_switch: u64,
     pub merges_partial: u64,
     pub merges_full: u64,
+    /// Page FTL with an SLC buffer: host pages programmed in SLC mode (also
+    /// counted in `host_programs`), buffer superblocks folded into the array
+    /// and the array pages the folds programmed.
+    pub slc_programs: u64,
+    pub folds: u64,
+    pub fold_programs: u64,
 }
 
 pub trait Ftl: Send {
@@ -64,6 +70,12 @@ pub trait Ftl: Send {
     fn save(&self, w: &mut Writer);
     /// Internal consistency check (tests).
     fn check(&self, m: &Media) -> Result<(), String>;
+    /// The device has been idle since `from` (nothing issued after it) and
+    /// the next request arrives at `until`: background work (the SLC
+    /// buffer's fold) may run in between. Returns when it ends.
+    fn idle(&mut self, _m: &mut Media, from: u64, _until: u64) -> u64 {
+        from
+    }
     /// Over-provisioning greedy GC effectively works with (page FTL).
     fn effective_op(&self) -> Option<f64> {
         None

@@ -8,6 +8,17 @@
 //! metadata page) on flush, every `journal_interval` updates, and before any
 //! erase (so the durable mapping never points into an erased block). A power
 //! cut undoes the journal back to the last durable commit.
+//!
+//! SLC write buffer (`ftl.slc_cache`, off by default): the last superblocks
+//! are kept in SLC mode (lower pages only, `slc_program_ns`). Host data lands
+//! there; the oldest full buffer superblock is folded into the MLC/TLC array
+//! (its valid units read and programmed through the fold write point, the
+//! mapping committed, the buffer block erased) in the background once the
+//! device has been idle for `slc_idle_ns`, and in the foreground when a host
+//! write finds the buffer full: then every buffer block the host fills costs
+//! a fold, and the host sees the array's sustained rate. Data in the buffer
+//! is ordinary mapped data: durable once programmed and committed, like any
+//! other page.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -40,6 +51,10 @@ struct Wp {
 enum Stream {
     Host,
     Gc,
+    /// Host data into the SLC buffer.
+    Slc,
+    /// Buffer contents folded into the array.
+    Fold,
 }
 
 pub struct PageFtl {
@@ -57,6 +72,17 @@ pub struct PageFtl {
     free: Vec<u32>,
     host: Option<Wp>,
     gc: Option<Wp>,
+    slc: Option<Wp>,
+    fold: Option<Wp>,
+    /// First superblock of the SLC buffer (`sbs()` when there is none).
+    slc_first: u32,
+    /// Superblock page indexes programmable in SLC mode (lower pages).
+    slc_idx: Vec<u32>,
+    slc_free: Vec<u32>,
+    /// Full buffer superblocks, oldest first: the fold order.
+    slc_closed: VecDeque<u32>,
+    /// The fold under way: (superblock, next slot, its wear when begun).
+    fold_cur: Option<(u32, u32, u32)>,
     urgent: Vec<u32>,
     /// Units whose data GC found uncorrectable: reads fail until rewritten.
     lost: HashSet<u32>,
@@ -85,6 +111,9 @@ impl PageFtl {
         let upp = g.page_size / cfg.unit_bytes();
         let sps = g.sb_pages() * upp;
         let nsb = sbt.sbs();
+        let slc_first = nsb - cfg.slc_sbs();
+        let nand = &m.nand;
+        let slc_idx: Vec<u32> = (0..g.sb_pages()).filter(|&i| nand.page_type(i / g.planes) == 0).collect();
         let mut f = PageFtl {
             planes: g.planes,
             sb_pages: g.sb_pages(),
@@ -98,6 +127,13 @@ impl PageFtl {
             free: Vec::new(),
             host: None,
             gc: None,
+            slc: None,
+            fold: None,
+            slc_first,
+            slc_idx,
+            slc_free: Vec::new(),
+            slc_closed: VecDeque::new(),
+            fold_cur: None,
             urgent: Vec::new(),
             lost,
             journal: Vec::new(),
@@ -141,23 +177,166 @@ impl PageFtl {
             }
         }
         self.free.clear();
+        self.slc_free.clear();
+        self.slc_closed.clear();
+        self.fold_cur = None;
         self.urgent.clear();
         self.host = None;
         self.gc = None;
+        self.slc = None;
+        self.fold = None;
         for sb in 0..self.sbt.sbs() {
             let members: Vec<u32> = (0..self.planes).map(|p| self.sbt.member(sb, p)).collect();
             self.state[sb as usize] = if self.sbt.retired[sb as usize] {
                 RETIRED
             } else if members.iter().all(|&b| m.nand.is_clean(b)) && self.valid[sb as usize] == 0 {
-                self.free.push(sb);
+                if self.is_slc(sb) {
+                    self.slc_free.push(sb);
+                } else {
+                    self.free.push(sb);
+                }
                 FREE
             } else {
+                if self.is_slc(sb) {
+                    self.slc_closed.push_back(sb);
+                }
                 CLOSED
             };
             if self.state[sb as usize] != RETIRED && members.iter().any(|&b| m.nand.is_bad(b)) {
                 self.urgent.push(sb);
             }
         }
+    }
+
+    #[inline]
+    fn is_slc(&self, sb: u32) -> bool {
+        sb >= self.slc_first
+    }
+
+    fn slc_on(&self) -> bool {
+        self.slc_first < self.sbt.sbs()
+    }
+
+    /// Pages a write point of this stream fills before its superblock closes.
+    fn wp_pages(&self, stream: Stream) -> u32 {
+        if stream == Stream::Slc {
+            self.slc_idx.len() as u32
+        } else {
+            self.sb_pages
+        }
+    }
+
+    /// A free buffer superblock for the SLC write point, folding the oldest
+    /// full one first if there is none (the foreground fold).
+    fn open_slc_sb(&mut self, m: &mut Media, t: u64) -> Result<u32, FtlError> {
+        loop {
+            if self.slc_free.is_empty() && !self.fold_once(m, t) {
+                // Nothing left to fold: the buffer is unusable (bad blocks).
+                self.read_only = true;
+                return Err(FtlError::ReadOnly);
+            }
+            let Some(sb) = self.slc_free.pop() else { continue };
+            let mut ok = true;
+            for p in 0..self.planes {
+                if m.nand.is_bad(self.sbt.member(sb, p)) && !self.sbt.replace(sb, p) {
+                    ok = false;
+                }
+            }
+            if !ok {
+                self.retire(sb);
+                continue;
+            }
+            self.state[sb as usize] = OPEN;
+            return Ok(sb);
+        }
+    }
+
+    /// Folds buffer superblocks until one is free again (the foreground
+    /// fold, a partly folded one first). False when there is nothing to fold.
+    fn fold_once(&mut self, m: &mut Media, t: u64) -> bool {
+        let free = self.slc_free.len();
+        while self.slc_free.len() == free {
+            if !self.fold_step(m, t) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// One step of folding the oldest full buffer superblock into the array:
+    /// its valid units are read and appended to the fold write point until
+    /// that programs an array page (so nothing is left buffered between
+    /// steps, when host writes may change the mapping); the last step makes
+    /// the mapping durable and erases the buffer superblock. A host request
+    /// arriving meanwhile waits for one step, not for a whole superblock.
+    /// False when there is nothing to fold.
+    fn fold_step(&mut self, m: &mut Media, t: u64) -> bool {
+        let (sb, mut k, wear) = match self.fold_cur.take() {
+            // still the superblock the fold began on (not evacuated by GC
+            // and reused since)
+            Some((sb, k, w)) if self.state[sb as usize] == CLOSED && self.sb_wear(m, sb) == w => (sb, k, w),
+            _ => loop {
+                let Some(sb) = self.slc_closed.pop_front() else { return false };
+                if self.state[sb as usize] == CLOSED {
+                    break (sb, 0, self.sb_wear(m, sb));
+                }
+            },
+        };
+        let keeps = m.keeps_data();
+        let unit = self.unit as usize;
+        let mut buf = std::mem::take(&mut self.scratch);
+        if buf.len() < self.page_size as usize {
+            buf = vec![0; self.page_size as usize];
+        }
+        let mut loaded = u32::MAX;
+        let mut tc = t;
+        let base = sb * self.sps;
+        while k < self.sps {
+            let lpn = self.p2l[(base + k) as usize];
+            if lpn == NONE {
+                k += 1;
+                continue;
+            }
+            let i = k / self.upp;
+            let u = k % self.upp;
+            if loaded != i {
+                let block = self.sbt.member(sb, i % self.planes);
+                let (out, e) = m.read(block, i / self.planes, 0, if keeps { Some(&mut buf[..]) } else { None }, t);
+                tc = tc.max(e);
+                if out == ReadOutcome::Uncorrectable {
+                    for x in 0..self.upp {
+                        let l = self.p2l[(base + i * self.upp + x) as usize];
+                        if l != NONE {
+                            self.lost.insert(l);
+                        }
+                    }
+                }
+                loaded = i;
+            }
+            let data = if keeps { Some(&buf[u as usize * unit..(u as usize + 1) * unit]) } else { None };
+            if self.append(m, Stream::Fold, lpn, data, tc).is_err() {
+                self.scratch = buf;
+                return false;
+            }
+            k += 1;
+            if self.fold.as_ref().map_or(true, |w| w.lpns.is_empty()) {
+                // an array page was programmed: the step ends here
+                self.scratch = buf;
+                self.fold_cur = Some((sb, k, wear));
+                return true;
+            }
+        }
+        self.scratch = buf;
+        let Ok(e) = self.pad(m, Stream::Fold, tc) else { return false };
+        if self.valid[sb as usize] != 0 {
+            // units of it were still buffered elsewhere; go round again
+            self.fold_cur = Some((sb, 0, wear));
+            return true;
+        }
+        let d = self.commit(m, e.max(tc));
+        self.release(m, sb, d);
+        self.st.folds += 1;
+        true
     }
 
     #[inline]
@@ -205,7 +384,10 @@ impl PageFtl {
     /// Takes the least-worn free superblock (dynamic wear levelling). Host
     /// allocations first let GC refill the free pool.
     fn open_sb(&mut self, m: &mut Media, stream: Stream, t: u64) -> Result<u32, FtlError> {
-        if stream == Stream::Host {
+        if stream == Stream::Slc {
+            return self.open_slc_sb(m, t);
+        }
+        if stream == Stream::Host || stream == Stream::Fold {
             while self.free.len() < GC_LOW {
                 if !self.gc_once(m, t) {
                     break;
@@ -251,6 +433,8 @@ impl PageFtl {
         match stream {
             Stream::Host => &mut self.host,
             Stream::Gc => &mut self.gc,
+            Stream::Slc => &mut self.slc,
+            Stream::Fold => &mut self.fold,
         }
     }
 
@@ -290,11 +474,12 @@ impl PageFtl {
             if m.keeps_data() {
                 wp.data.resize(self.page_size as usize, 0);
             }
-            let i = wp.next;
+            let slc = stream == Stream::Slc;
+            let i = if slc { self.slc_idx[wp.next as usize] } else { wp.next };
             let block = self.sbt.member(wp.sb, i % self.planes);
             let page = i / self.planes;
             let data = if m.keeps_data() { Some(&wp.data[..]) } else { None };
-            let (r, s, e) = m.program(block, page, data, t);
+            let (r, s, e) = m.program_mode(block, page, data, t, slc);
             match r {
                 Ok(()) => {
                     for u in 0..wp.lpns.len() as u32 {
@@ -304,19 +489,28 @@ impl PageFtl {
                             self.map(lpn, sl);
                             if m.trace.is_some() {
                                 let ppn = m.nand.ppn(block, page);
-                                m.trace.as_deref_mut().unwrap().map(lpn, ppn, stream == Stream::Host);
+                                let host = matches!(stream, Stream::Host | Stream::Slc);
+                                m.trace.as_deref_mut().unwrap().map(lpn, ppn, host);
                             }
                         }
                     }
                     match stream {
                         Stream::Host => self.st.host_programs += 1,
+                        Stream::Slc => {
+                            self.st.host_programs += 1;
+                            self.st.slc_programs += 1;
+                        }
                         Stream::Gc => self.st.gc_programs += 1,
+                        Stream::Fold => self.st.fold_programs += 1,
                     }
                     wp.lpns.clear();
                     wp.data.clear();
                     wp.next += 1;
-                    if wp.next == self.sb_pages {
+                    if wp.next == self.wp_pages(stream) {
                         self.state[wp.sb as usize] = CLOSED;
+                        if slc {
+                            self.slc_closed.push_back(wp.sb);
+                        }
                     } else {
                         *self.wp_mut(stream) = Some(wp);
                     }
@@ -362,7 +556,9 @@ impl PageFtl {
         }
         if self.erases_since_wl >= WL_CHECK {
             self.erases_since_wl = 0;
-            let live = (0..self.sbt.sbs()).filter(|&s| self.state[s as usize] != RETIRED);
+            // the SLC buffer's blocks cycle by design (and wear less in SLC
+            // mode): static levelling is for the array
+            let live = (0..self.slc_first).filter(|&s| self.state[s as usize] != RETIRED);
             let (mut lo, mut hi) = (u32::MAX, 0);
             for sb in live {
                 let w = self.sb_wear(m, sb);
@@ -372,7 +568,7 @@ impl PageFtl {
             if hi.saturating_sub(lo) > self.wl_threshold {
                 // Static wear levelling: the coldest closed superblock holds
                 // data that never changes; moving it lets that block age too.
-                let cold = (0..self.sbt.sbs())
+                let cold = (0..self.slc_first)
                     .filter(|&s| self.state[s as usize] == CLOSED)
                     .min_by_key(|&s| self.sb_wear(m, s));
                 if let Some(c) = cold {
@@ -386,7 +582,7 @@ impl PageFtl {
         }
         let mut best = None;
         let mut best_valid = self.sps;
-        for sb in 0..self.sbt.sbs() {
+        for sb in 0..self.slc_first {
             if self.state[sb as usize] == CLOSED && self.valid[sb as usize] < best_valid {
                 best_valid = self.valid[sb as usize];
                 best = Some(sb);
@@ -414,6 +610,21 @@ impl PageFtl {
                 self.state[w.sb as usize] = CLOSED;
             }
         }
+        match self.evacuate(m, victim, Stream::Gc, tc) {
+            Some(end) => {
+                self.st.gc_runs += 1;
+                self.st.gc_time_ns += end.saturating_sub(t);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Moves a closed superblock's valid units through `stream`'s write
+    /// point, makes the mapping durable, erases the superblock and returns it
+    /// to its free pool. Returns when the erase ends.
+    fn evacuate(&mut self, m: &mut Media, victim: u32, stream: Stream, t: u64) -> Option<u64> {
+        let mut tc = t;
         let unit = self.unit as usize;
         let keeps = m.keeps_data();
         for i in 0..self.sb_pages {
@@ -424,6 +635,11 @@ impl PageFtl {
             let block = self.sbt.member(victim, i % self.planes);
             let page = i / self.planes;
             let mut buf = std::mem::take(&mut self.scratch);
+            if buf.len() < self.page_size as usize {
+                // a GC nested in a fold (its write point needed a free
+                // superblock) holds the scratch page
+                buf = vec![0; self.page_size as usize];
+            }
             let (out, e) = m.read(block, page, 0, if keeps { Some(&mut buf[..]) } else { None }, t);
             tc = tc.max(e);
             for u in 0..self.upp {
@@ -432,11 +648,11 @@ impl PageFtl {
                     continue;
                 }
                 let data = if keeps { Some(&buf[u as usize * unit..(u as usize + 1) * unit]) } else { None };
-                match self.append(m, Stream::Gc, lpn, data, e) {
+                match self.append(m, stream, lpn, data, e) {
                     Ok((_, pe)) => tc = tc.max(pe),
                     Err(_) => {
                         self.scratch = buf;
-                        return false;
+                        return None;
                     }
                 }
                 if out == ReadOutcome::Uncorrectable {
@@ -445,14 +661,21 @@ impl PageFtl {
             }
             self.scratch = buf;
         }
-        match self.pad(m, Stream::Gc, tc) {
+        match self.pad(m, stream, tc) {
             Ok(e) => tc = tc.max(e),
-            Err(_) => return false,
+            Err(_) => return None,
         }
-        // Units still buffered were moved into the GC stream's page and are
+        // Units still buffered were moved into the stream's page and are
         // mapped now; the victim must be empty before it is erased.
         debug_assert_eq!(self.valid[victim as usize], 0, "victim still holds data");
         let d = self.commit(m, tc);
+        Some(self.release(m, victim, d))
+    }
+
+    /// Erases an emptied superblock once the mapping is durable (at `d`)
+    /// and returns it to its free pool (or retires it). Returns when the
+    /// erase ends.
+    fn release(&mut self, m: &mut Media, victim: u32, d: u64) -> u64 {
         let mut end = d;
         let mut retired = false;
         for p in 0..self.planes {
@@ -478,15 +701,17 @@ impl PageFtl {
             self.retire(victim);
         } else {
             self.state[victim as usize] = FREE;
-            self.free.push(victim);
+            if self.is_slc(victim) {
+                self.slc_free.push(victim);
+            } else {
+                self.free.push(victim);
+            }
         }
-        self.st.gc_runs += 1;
-        self.st.gc_time_ns += end.saturating_sub(t);
-        true
+        end
     }
 
     fn find_buffered(&self, lpn: u32) -> Option<(Stream, usize)> {
-        for (stream, wp) in [(Stream::Host, &self.host), (Stream::Gc, &self.gc)] {
+        for (stream, wp) in [(Stream::Host, &self.host), (Stream::Gc, &self.gc), (Stream::Slc, &self.slc), (Stream::Fold, &self.fold)] {
             if let Some(w) = wp {
                 if let Some(i) = w.lpns.iter().rposition(|&l| l == lpn) {
                     return Some((stream, i));
@@ -502,7 +727,13 @@ impl Ftl for PageFtl {
         if let Some((stream, i)) = self.find_buffered(lpn) {
             if let Some(b) = buf {
                 let unit = self.unit as usize;
-                let w = if stream == Stream::Host { self.host.as_ref() } else { self.gc.as_ref() }.unwrap();
+                let w = match stream {
+                    Stream::Host => self.host.as_ref(),
+                    Stream::Gc => self.gc.as_ref(),
+                    Stream::Slc => self.slc.as_ref(),
+                    Stream::Fold => self.fold.as_ref(),
+                }
+                .unwrap();
                 if w.data.len() >= (i + 1) * unit {
                     b.copy_from_slice(&w.data[i * unit..(i + 1) * unit]);
                 } else {
@@ -530,7 +761,8 @@ impl Ftl for PageFtl {
         if self.read_only {
             return Err(FtlError::ReadOnly);
         }
-        let r = self.append(m, Stream::Host, lpn, data, t)?;
+        let stream = if self.slc_on() { Stream::Slc } else { Stream::Host };
+        let r = self.append(m, stream, lpn, data, t)?;
         if self.since_commit >= self.journal_interval {
             self.commit(m, r.1);
         }
@@ -563,6 +795,13 @@ impl Ftl for PageFtl {
         }
         if let Ok(x) = self.pad(m, Stream::Gc, t) {
             e = e.max(x);
+        }
+        if self.slc_on() {
+            for stream in [Stream::Slc, Stream::Fold] {
+                if let Ok(x) = self.pad(m, stream, t) {
+                    e = e.max(x);
+                }
+            }
         }
         if self.since_commit == 0 && self.commits.is_empty() {
             return e.max(m.tl.drained());
@@ -598,14 +837,14 @@ impl Ftl for PageFtl {
         m.nand.mark_bad(block);
         if let Some(i) = self.sbt.members.iter().position(|&b| b == block) {
             let sb = i as u32 / self.planes;
-            for wp in [&mut self.host, &mut self.gc] {
+            for wp in [&mut self.host, &mut self.gc, &mut self.slc, &mut self.fold] {
                 if wp.as_ref().map_or(false, |w| w.sb == sb) {
                     // Buffered units stay; they go to a new superblock.
                     let w = wp.as_mut().unwrap();
                     if w.lpns.is_empty() {
                         *wp = None;
                     } else {
-                        w.next = self.sb_pages; // forces a move on the next program
+                        w.next = u32::MAX; // forces a move on the next program
                     }
                 }
             }
@@ -620,9 +859,8 @@ impl Ftl for PageFtl {
             }
         }
         // Superblocks whose write point was forced past the end reopen.
-        for stream in [Stream::Host, Stream::Gc] {
-            let sbp = self.sb_pages;
-            let full = self.wp_mut(stream).as_ref().map_or(false, |w| w.next >= sbp);
+        for stream in [Stream::Host, Stream::Gc, Stream::Slc, Stream::Fold] {
+            let full = self.wp_mut(stream).as_ref().map_or(false, |w| w.next == u32::MAX);
             if full {
                 let mut w = self.wp_mut(stream).take().unwrap();
                 match self.open_sb(m, stream, 0) {
@@ -694,7 +932,7 @@ impl Ftl for PageFtl {
         if valid != self.valid {
             return Err("valid counts disagree with the mapping".into());
         }
-        for &sb in &self.free {
+        for &sb in self.free.iter().chain(self.slc_free.iter()) {
             if self.valid[sb as usize] != 0 || self.state[sb as usize] != FREE {
                 return Err(format!("free superblock {sb} is not empty"));
             }
@@ -707,8 +945,19 @@ impl Ftl for PageFtl {
         Ok(())
     }
 
+    fn idle(&mut self, m: &mut Media, from: u64, until: u64) -> u64 {
+        // Fold a step at a time while the device stays idle: a step under
+        // way when the host's next request arrives delays it (NAND
+        // operations are not interrupted).
+        let mut t = from;
+        while t < until && self.fold_step(m, t) {
+            t = t.max(m.tl.drained());
+        }
+        t
+    }
+
     fn effective_op(&self) -> Option<f64> {
-        let usable = self.state.iter().filter(|&&s| s != RETIRED).count() as f64 - GC_LOW as f64 - 1.0;
+        let usable = self.state[..self.slc_first as usize].iter().filter(|&&s| s != RETIRED).count() as f64 - GC_LOW as f64 - 1.0;
         Some(usable * self.sps as f64 / self.l2p.len() as f64 - 1.0)
     }
 }

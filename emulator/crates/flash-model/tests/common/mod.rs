@@ -188,3 +188,10 @@ impl Versions {
         Ok(t)
     }
 }
+
+/// `PAGE_MLC` with an SLC-mode write buffer of two superblocks (256 KiB).
+pub fn page_mlc_slc(idle_ms: f64) -> String {
+    PAGE_MLC
+        .replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 250")
+        .replace("journal_interval = 16", &format!("journal_interval = 16\nslc_cache = \"256K\"\nslc_idle_ms = {idle_ms}"))
+}

@@ -1,0 +1,194 @@
+//! The SLC-mode write buffer of the page FTL: host writes land in it at SLC
+//! speed while it has room, run at the array's sustained (fold-bound) rate
+//! once it is full, it drains when the device idles, and what it holds is
+//! durable like any other programmed, committed page.
+
+mod common;
+use common::*;
+use flash_model::Device;
+
+const MIB: u64 = 1 << 20;
+
+/// One 16 KiB-page MLC plane, 64 pages a block (1 MiB), a 4 MiB buffer.
+fn preset(slc: bool) -> String {
+    let text = r#"
+name = "slc-buffer"
+[nand]
+cell = "mlc"
+page_size = 16384
+pages_per_block = 64
+planes = 1
+endurance = 3000
+protect_paired_pages = true
+[nand.timing]
+read_us = 60
+program_us = [600, 2600]
+erase_us = 3500
+bus_mb_s = 200
+[ftl]
+type = "page"
+capacity = "64M"
+over_provisioning = 0.07
+map_unit = 4096
+cache = "512K"
+"#
+    .to_string();
+    if slc {
+        text.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 300")
+            .replace("cache = \"512K\"", "cache = \"512K\"\nslc_cache = \"4M\"\nslc_idle_ms = 10")
+    } else {
+        text
+    }
+}
+
+/// Writes `len` bytes from `off` in 1 MiB requests at queue depth 1 from
+/// `t`; returns (end, MB/s).
+fn stream(d: &mut Device, t: u64, off: u64, len: u64) -> (u64, f64) {
+    let buf = vec![0x5au8; MIB as usize];
+    let mut now = t;
+    let mut a = off;
+    while a < off + len {
+        now = d.write(now, a, &buf).unwrap();
+        a += MIB;
+    }
+    (now, len as f64 / ((now - t) as f64 / 1e9) / 1e6)
+}
+
+fn stat(d: &Device, key: &str) -> u64 {
+    d.stats_json()["slc"][key].as_u64().unwrap()
+}
+
+/// The array's sustained rate with a full buffer, from the part's times:
+/// each 16 KiB page is programmed in SLC mode, read back and programmed
+/// into the array (lower and upper pages alternate), on one plane.
+fn fold_bound_mb_s() -> f64 {
+    let xfer = 16384.0 / 200e6 * 1e9;
+    let per_page_ns = (300e3 + xfer) + (60e3 + xfer) + ((600e3 + 2600e3) / 2.0 + xfer);
+    16384.0 / per_page_ns * 1e3
+}
+
+#[test]
+fn writes_fill_the_buffer_fast_then_run_at_the_sustained_rate() {
+    let mut d = null_device(&preset(true), None, 1);
+    let (t, burst) = stream(&mut d, 0, 0, 3 * MIB);
+    let (_, sustained) = stream(&mut d, t, 3 * MIB, 24 * MIB);
+    let bound = fold_bound_mb_s();
+    // in the buffer: SLC programs, well above the array's rate
+    assert!(burst > 2.0 * sustained, "burst {burst:.1} MB/s vs sustained {sustained:.1} MB/s");
+    // past it: every page programmed twice and read once, the fold's bound
+    // (less the buffer blocks' erases)
+    assert!(sustained <= bound * 1.02 && sustained > bound * 0.85, "sustained {sustained:.2} MB/s vs fold bound {bound:.2}");
+    assert!(stat(&d, "folds") > 0);
+    d.ftl.check(&d.media).unwrap();
+}
+
+#[test]
+fn without_a_buffer_the_array_rate_is_unchanged() {
+    let mut d = null_device(&preset(false), None, 1);
+    let (_, rate) = stream(&mut d, 0, 0, 24 * MIB);
+    assert_eq!(stat(&d, "page_programs"), 0);
+    assert_eq!(stat(&d, "bytes"), 0);
+    // straight to MLC: faster than through a full buffer, slower than SLC
+    let mut s = null_device(&preset(true), None, 1);
+    let (t, _) = stream(&mut s, 0, 0, 8 * MIB);
+    let (_, through_full) = stream(&mut s, t, 8 * MIB, 16 * MIB);
+    assert!(rate > 1.1 * through_full, "direct {rate:.2} vs through a full buffer {through_full:.2}");
+}
+
+#[test]
+fn the_buffer_drains_when_the_device_idles() {
+    let mut d = null_device(&preset(true), None, 1);
+    let (t, _) = stream(&mut d, 0, 0, 8 * MIB);
+    let (t, full) = stream(&mut d, t, 8 * MIB, 2 * MIB);
+    let folds = stat(&d, "folds");
+    // a short pause (below the idle time) folds nothing
+    let mut b = vec![0u8; 4096];
+    let t = d.read(t + 5_000_000, 0, &mut b).unwrap();
+    assert_eq!(stat(&d, "folds"), folds);
+    // two seconds of idleness: the buffer is folded away, and the next burst
+    // runs at SLC speed again
+    let t = d.read(t + 2_000_000_000, 0, &mut b).unwrap();
+    assert!(stat(&d, "folds") > folds, "no fold while idle");
+    let (_, again) = stream(&mut d, t, 10 * MIB, 2 * MIB);
+    assert!(again > 2.0 * full, "after idling {again:.1} MB/s vs full buffer {full:.1} MB/s");
+    d.ftl.check(&d.media).unwrap();
+}
+
+#[test]
+fn a_request_during_idle_folding_waits_for_one_step_not_a_whole_fold() {
+    let mut d = null_device(&preset(true), None, 1);
+    let (t, _) = stream(&mut d, 0, 0, 6 * MIB);
+    let mut b = vec![0u8; 4096];
+    // idle long enough to start folding (10 ms), not to fold a whole
+    // buffer superblock (2 MiB, ~300 ms): the read arrives mid-fold and
+    // waits for the step under way (a page read and an array page program,
+    // ~2 ms), not for the rest of the fold
+    let arrive = t + 10_000_000 + 50_000_000;
+    let done = d.read(arrive, 0, &mut b).unwrap();
+    assert!(done - arrive < 5_000_000, "waited {} us", (done - arrive) / 1000);
+    assert!(d.stats_json()["nand"]["fold_page_programs"].as_u64().unwrap() > 10, "no folding while idle");
+    d.ftl.check(&d.media).unwrap();
+}
+
+fn slc_blocks(d: &Device) -> Vec<u32> {
+    let first = d.cfg.geo.data_rows - d.cfg.slc_sbs();
+    let sbt = d.ftl.sbt();
+    (first..d.cfg.geo.data_rows).flat_map(|sb| (0..sbt.planes).map(move |p| sbt.member(sb, p))).collect()
+}
+
+#[test]
+fn data_in_the_buffer_is_durable_once_programmed_and_flushed() {
+    let mut d = mem_device(&page_mlc_slc(1000.0), 2);
+    let u = 4096usize;
+    let mut b = vec![0u8; u];
+    let mut t = 0;
+    for a in 0..6u64 {
+        pattern(&mut b, a, 1);
+        t = d.write(t, a * u as u64, &b).unwrap();
+    }
+    let t = d.flush(t).unwrap();
+    // it is in the buffer, on lower pages only (SLC mode)
+    let (blk, pg) = d.locate(0).unwrap();
+    assert!(slc_blocks(&d).contains(&blk), "block {blk} is not a buffer block");
+    assert_eq!(d.media.nand.page_type(pg), 0);
+    d.power_cut(t);
+    d.restart();
+    let t = d.clock;
+    for a in 0..6u64 {
+        d.read(t, a * u as u64, &mut b).unwrap();
+        assert_eq!(decode(&b, a), Some(1), "unit {a}");
+    }
+    d.ftl.check(&d.media).unwrap();
+}
+
+#[test]
+fn a_cut_during_a_fold_loses_nothing_flushed() {
+    // cut at several moments of a fold triggered by idleness
+    for frac in [1u64, 3, 5, 7, 9] {
+        let mut d = mem_device(&page_mlc_slc(1.0), 3);
+        let u = 4096u64;
+        let units = 2 * 128 * 1024 / u; // both buffer superblocks, then more
+        let mut b = vec![0u8; u as usize];
+        let mut t = 0;
+        for a in 0..units + 8 {
+            pattern(&mut b, a, 1);
+            t = d.write(t, a * u, &b).unwrap();
+        }
+        let t = d.flush(t).unwrap();
+        let folds = stat(&d, "folds");
+        // an idle gap: the device folds, then the next request arrives
+        let later = t + 1_000_000_000;
+        d.read(later, 0, &mut b).unwrap();
+        assert!(stat(&d, "folds") > folds);
+        let end = d.media.tl.drained();
+        let idle_from = t + 1_000_000;
+        d.power_cut(idle_from + (end - idle_from) * frac / 10);
+        d.restart();
+        let t = d.clock;
+        for a in 0..units + 8 {
+            d.read(t, a * u, &mut b).unwrap();
+            assert_eq!(decode(&b, a), Some(1), "unit {a} after a cut at {frac}/10 of the fold");
+        }
+        d.ftl.check(&d.media).unwrap();
+    }
+}
