@@ -27,6 +27,7 @@ from pathlib import Path
 
 from flashbed.devices.emulator import Emulator, EmulatorSpec
 from flashbed.lab import uml
+from flashbed.lab.target import BlockDevice, BootSpec, Step
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,14 +150,14 @@ def main() -> int:
 
         py = '/usr/bin/python3 -S -I "$FLASHBED_RUN/guest.py" "$FLASHBED_RUN"'  # the run directory, in the guest
         steps = (
-            uml.Step("mkfs", "mkfs.ext4 -q -F /dev/ubda", timeout=120),
-            uml.Step("mark", host="mark", args={"label": "workload"}),
-            uml.Step("work", f"{py} work {args.files}", timeout=300),
-            uml.Step("states", host="states", timeout=120),
-            uml.Step("check", f"{py} check", timeout=3600),
+            Step("mkfs", "mkfs.ext4 -q -F /dev/ubda", timeout=120),
+            Step("mark", host="mark", args={"label": "workload"}),
+            Step("work", f"{py} work {args.files}", timeout=300),
+            Step("states", host="states", timeout=120),
+            Step("check", f"{py} check", timeout=3600),
         )
-        disks = (uml.BlockDevice(Path(emu.device_path), shared=True),)
-        res = uml.boot(uml.BootSpec(run_dir=run, steps=steps, disks=disks, timeout=4000), host=host)
+        disks = (BlockDevice(Path(emu.device_path), shared=True),)
+        res = uml.boot(BootSpec(run_dir=run, steps=steps, disks=disks, timeout=4000), host=host)
         for s in res.steps:
             print(f"{s.name}: {s.status} in {s.seconds:.2f} s {s.stdout.strip()[:200]} {s.stderr.strip()[-300:]}")
         if not res.ok:

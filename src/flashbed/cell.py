@@ -17,8 +17,7 @@ from typing import Any, Callable
 from .devices.session import open_session
 from .errors import FlashbedError
 from .lab.guest.protocol import Call
-from .lab.labs import Lab, LabFactory
-from .lab.uml import BootResult, BootSpec
+from .lab.target import BootResult, BootSpec, Lab, LabFactory
 from .results import CellResult
 from .status import CellStatus
 from .store import RunStore

@@ -405,6 +405,7 @@ def _kernel(args: argparse.Namespace) -> int:
 
 def _lab(args: argparse.Namespace) -> int:
     from .lab import kernel, smoke, uml
+    from .lab.target import BootSpec, Step
     choice = kernel.choose(args.kernel)  # a bad name fails before anything is built
     if args.lab_cmd == "smoke":
         names = args.fs or list(fscat.CATALOGUE)
@@ -430,8 +431,8 @@ def _lab(args: argparse.Namespace) -> int:
                     with contextlib.ExitStack() as stack:
                         if mode == "unpinned":
                             stack.enter_context(cpus.unpinned())
-                        r = uml.boot(uml.BootSpec(run_dir=Path(tmp) / f"b{i}-{mode}", steps=(uml.Step("noop", "true"),),
-                                                  timeout=60), kern)
+                        r = uml.boot(BootSpec(run_dir=Path(tmp) / f"b{i}-{mode}", steps=(Step("noop", "true"),),
+                                             timeout=60), kern)
                     if not r.ok or r.boot_seconds is None:
                         raise FlashbedError(f"boot {i} failed: {r.status} {r.error} (console: {r.console_log})")
                     ready[mode].append(r.boot_seconds)

@@ -23,7 +23,7 @@ from . import filesystems as fscat
 from .cell import cell_task
 from .errors import FlashbedError
 from .executors import Executor
-from .lab.labs import LabFactory
+from .lab.target import LabFactory
 from .plan import Plan
 from .progress import Progress
 from .results import CellResult

@@ -1,7 +1,9 @@
 """Boot the real lab kernel."""
 import pytest
 
-from flashbed.lab.uml import BlockDevice, BootSpec, Step, boot
+from flashbed.lab.target import BlockDevice, BootSpec, Step
+
+from flashbed.lab.uml import boot
 
 pytestmark = pytest.mark.lab
 

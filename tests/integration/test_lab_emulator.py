@@ -5,7 +5,8 @@ import pytest
 
 from flashbed.devices import presets
 from flashbed.devices.session import open_session
-from flashbed.lab.uml import BootSpec, Step, boot
+from flashbed.lab.target import BootSpec, Step
+from flashbed.lab.uml import boot
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 

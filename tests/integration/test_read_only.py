@@ -5,7 +5,8 @@ import pytest
 
 from flashbed import filesystems as fscat
 from flashbed import variants
-from flashbed.lab.uml import BlockDevice, BootSpec, Step, boot
+from flashbed.lab.target import BlockDevice, BootSpec, Step
+from flashbed.lab.uml import boot
 from flashbed.studies.base import MNT, TOOL
 
 pytestmark = pytest.mark.lab

@@ -1,7 +1,9 @@
 import pytest
 from pathlib import Path
 
-from flashbed.lab.uml import INIT, BlockDevice, BootSpec, Nandsim, Step, kernel_cmdline
+from flashbed.lab.target import INIT, BlockDevice, BootSpec, Nandsim, Step
+
+from flashbed.lab.uml import kernel_cmdline
 
 
 def test_cmdline_root_is_readonly_host_and_init_is_ours(tmp_path):
@@ -25,11 +27,11 @@ def test_nandsim_geometry_goes_on_the_cmdline(tmp_path):
 
 
 def test_no_lab_starts_once_flashbed_is_stopping(tmp_path, monkeypatch):
-    from flashbed.lab import uml
-    monkeypatch.setattr(uml, "_STOPPING", __import__("threading").Event())
-    uml.kill_all()
-    with pytest.raises(uml.Stopping):
-        uml.boot(uml.BootSpec(run_dir=tmp_path, steps=(uml.Step("noop", "true"),)))
+    from flashbed.lab import target, uml
+    monkeypatch.setattr(target, "_STOPPING", __import__("threading").Event())
+    target.kill_all()
+    with pytest.raises(target.Stopping):
+        uml.boot(BootSpec(run_dir=tmp_path, steps=(Step("noop", "true"),)))
 
 
 def _info(name: str, mode: str, max_cpus: int):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import FlashbedError
 from ..lab import uml
+from ..lab.target import GUEST_DIR, BootSpec, Step
 from ..lab.kernel import ensure_kernel
 
 GUEST = r"""
@@ -44,9 +45,9 @@ def bench(calls: int, out=sys.stdout) -> dict:
     kernel = ensure_kernel()
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-hc-") as tmp:
         (Path(tmp) / "hc.py").write_text(GUEST)
-        cmd = (f"/usr/bin/python3 -S -I \"$FLASHBED_RUN/hc.py\" {shlex.quote(str(uml.GUEST_DIR))} "
+        cmd = (f"/usr/bin/python3 -S -I \"$FLASHBED_RUN/hc.py\" {shlex.quote(str(GUEST_DIR))} "
                f"\"$FLASHBED_RUN\" {calls}")
-        res = uml.boot(uml.BootSpec(run_dir=Path(tmp), steps=(uml.Step("calls", cmd, timeout=600),), timeout=700),
+        res = uml.boot(BootSpec(run_dir=Path(tmp), steps=(Step("calls", cmd, timeout=600),), timeout=700),
                        kernel, host=lambda call, args: {})
         s = res.step("calls")
         if not res.ok or s is None:

@@ -37,7 +37,8 @@ from ..errors import FlashbedError
 from ..lab import kernel as kernels
 from ..lab.kernel import KernelInfo
 from ..lab.labexec import request_summary
-from ..lab.uml import BootResult, BootSpec, Step, boot
+from ..lab.target import BootResult, BootSpec, Step
+from ..lab.uml import boot
 from ..status import StepStatus
 from ..studies import fio
 

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..lab.uml import BlockDevice, Nandsim, stopping
+from ..lab.target import BlockDevice, Nandsim, stopping
 from .presets import Device
 from .realdev import claimed
 

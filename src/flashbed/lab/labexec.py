@@ -15,7 +15,8 @@ from typing import Any
 
 from ..errors import FlashbedError
 from .kernel import ensure_kernel
-from .uml import BlockDevice, BootSpec, Step, boot
+from .target import BlockDevice, BootSpec, Step
+from .uml import boot
 
 
 def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, disks: list[Path] | None = None,

@@ -1,4 +1,4 @@
-"""The seam below a cell: a Lab boots a BootSpec and returns a BootResult.
+"""The UML lab's factories (the Lab and LabFactory protocols are in target.py).
 
     UmlLab      the real lab: a user-mode Linux kernel (uml.boot)
     ReplayLab   recorded guest results of real runs, served without a kernel (replay.py)
@@ -13,35 +13,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
-from .uml import BootResult, BootSpec, HostHandler, boot
-
-
-class Lab(Protocol):
-    """Boots the lab once with a spec's steps; never raises for what happens in the guest."""
-
-    @property
-    def release(self) -> str:
-        """The lab kernel's release (a result's provenance)."""
-        ...
-
-    def boot(self, spec: BootSpec, host: HostHandler | None = None,
-             kill: threading.Event | None = None) -> BootResult:
-        ...
-
-
-class LabFactory(Protocol):
-    def __call__(self, cell: Any) -> Lab:
-        """The lab cell `cell` (a CellSpec) runs in."""
-        ...
-
-    def describe(self) -> dict[str, Any]:
-        """The kernels as a run's manifest records them: {"kernel": ..., "kernels": {label: ...}}
-        (manifest_kernels)."""
-        ...
+from .target import BootResult, BootSpec, HostHandler
+from .uml import boot
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
-from .labs import LabFactory
-from .uml import BootResult, BootSpec, HostHandler, StepResult
+from .target import BootResult, BootSpec, HostHandler, LabFactory, StepResult
 
 KEEP_BYTES = 2 << 20  # files larger than this are not kept (images)
 CONSOLE_TAIL = 16 << 10  # bytes kept of a console log

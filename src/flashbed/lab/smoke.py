@@ -20,8 +20,8 @@ from .. import variants
 from ..executors import LocalExecutor
 from ..progress import Progress
 from .kernel import ensure_kernel
-from .labs import Lab, UmlLab
-from .uml import AGENT, BlockDevice, BootResult, BootSpec, Nandsim, Step
+from .labs import UmlLab
+from .target import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"

@@ -14,46 +14,32 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..status import BootStatus, StepStatus
+from ..status import BootStatus
 from .dirwatch import DirWatch
-from .guest.protocol import HostAnswer, HostCall, Step, steps_file
+from .guest.protocol import HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
+from .target import AGENT, INIT, BootResult, BootSpec, HostHandler, StepResult, Stopping, on_stop, stopping
 
-GUEST_DIR = Path(__file__).resolve().parent / "guest"
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
-INIT = GUEST_DIR / "init.sh"
-AGENT = GUEST_DIR / "agent.py"
 
 
-# every lab running in this process, so Ctrl-C can stop them all
+# every lab running in this process, so Ctrl-C can stop them all (target.kill_all)
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
-# set by kill_all(): no new lab starts in this process (a cell of many boots
-# would otherwise boot its next lab right after its current one was killed)
-_STOPPING = threading.Event()
 
 
-class Stopping(FlashbedError):
-    """flashbed is stopping (Ctrl-C): no more labs."""
-
-
-def stopping() -> bool:
-    """Whether kill_all() was called: no new lab will start."""
-    return _STOPPING.is_set()
-
-
-def kill_all() -> None:
-    _STOPPING.set()
+def _kill_live() -> None:
     with _LIVE_LOCK:
         procs = list(_LIVE)
     for p in procs:
         _kill(p)
+
+
+on_stop(_kill_live)
 
 
 def _die_with_parent() -> None:
@@ -61,96 +47,6 @@ def _die_with_parent() -> None:
     # writing into the log directory of a cell the next run redoes
     import ctypes
     ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-HostHandler = Callable[[str, dict], Any]
-
-
-@dataclass(frozen=True)
-class BlockDevice:
-    """A host file the guest sees as /dev/ubd<letter>."""
-
-    path: Path
-    # ubd takes an F_SETLK lock on its file unless shared; a FUSE-served device
-    # whose server does not need the lock can use it
-    shared: bool = False
-    discard: bool = True
-    # a host block device measured itself: opened O_DIRECT (lab patch 0005), never
-    # probed for a COW header
-    direct: bool = False
-
-
-@dataclass(frozen=True)
-class Nandsim:
-    """Raw NAND in the guest through the kernel's nandsim (/dev/mtd0).
-
-    id_bytes select the geometry (the chip's READ ID answer); the remaining
-    fields are nandsim module parameters.
-    """
-
-    id_bytes: tuple[int, ...]
-    # store pages in a file in the guest instead of RAM (large chips)
-    cache_file: str | None = None
-    parts: tuple[int, ...] = ()  # partition sizes in erase blocks
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def cmdline(self) -> list[str]:
-        args = ["nandsim.id_bytes=" + ",".join(f"0x{b:02x}" for b in self.id_bytes)]
-        if self.cache_file:
-            args.append(f"nandsim.cache_file={self.cache_file}")
-        if self.parts:
-            args.append("nandsim.parts=" + ",".join(str(p) for p in self.parts))
-        args += [f"nandsim.{k}={v}" for k, v in self.extra.items()]
-        return args
-
-
-@dataclass(frozen=True)
-class BootSpec:
-    run_dir: Path
-    steps: tuple[Step, ...]
-    disks: tuple[BlockDevice, ...] = ()
-    nandsim: Nandsim | None = None
-    mem_mb: int = 768
-    timeout: float = 600.0
-    cpus: int = 1  # guest vCPUs; the lab leases as many host CPUs
-
-
-@dataclass
-class StepResult:
-    name: str
-    cmd: str
-    status: StepStatus
-    rc: int | None
-    seconds: float
-    stdout: str
-    stderr: str
-
-    def __post_init__(self) -> None:
-        self.status = StepStatus(self.status)
-
-
-@dataclass
-class BootResult:
-    """What one boot of the lab produced."""
-
-    status: BootStatus
-    steps: list[StepResult]
-    boot_seconds: float | None  # spawn to agent ready (host clock)
-    total_seconds: float
-    console_log: str
-    exit_code: int | None
-    kernel_release: str
-    error: str = ""
-
-    def __post_init__(self) -> None:
-        self.status = BootStatus(self.status)
-
-    def step(self, name: str) -> StepResult | None:
-        return next((s for s in self.steps if s.name == name), None)
-
-    @property
-    def ok(self) -> bool:
-        return self.status.ok
 
 
 def _no_nandsim() -> list[str]:
@@ -197,7 +93,7 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
     CPUs, one per vCPU (see flashbed.cpus), starting with the one of the calling
     thread's device if it has one.
     """
-    if _STOPPING.is_set():
+    if stopping():
         raise Stopping("flashbed is stopping: no new lab")
     kernel = kernel or ensure_kernel()
     check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, spec.cpus)

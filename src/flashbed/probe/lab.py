@@ -17,7 +17,8 @@ from ..devices.presets import Device, format_size
 from ..devices.session import DeviceSession, open_session
 from ..errors import FlashbedError
 from ..lab.kernel import KernelInfo, ensure_kernel
-from ..lab.uml import BootResult, BootSpec, Step, boot
+from ..lab.target import BootResult, BootSpec, Step
+from ..lab.uml import boot
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb

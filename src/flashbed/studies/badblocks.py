@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
-from ..lab.uml import GUEST_DIR, BootResult, Nandsim, Step
+from ..lab.target import GUEST_DIR, BootResult, Nandsim, Step
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json

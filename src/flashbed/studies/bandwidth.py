@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from ..lab.uml import BootResult, Step
+from ..lab.target import BootResult, Step
 from . import fio
 from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
     stats_take, tree_on_device, umount

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
-from ..lab.uml import AGENT, BootResult, Nandsim, Step
+from ..lab.target import AGENT, BootResult, Nandsim, Step
 from ..results import CellKey, Measurement
 from ..status import CellStatus
 from ..variants import FsVariant

@@ -35,7 +35,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.uml import GUEST_DIR, BootResult, Step
+from ..lab.target import GUEST_DIR, BootResult, Step
 from ..results import Measurement
 from ..status import CellStatus, FileState, IterationOutcome
 from ..variants import FsVariant

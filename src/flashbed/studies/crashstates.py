@@ -56,7 +56,7 @@ from typing import Any
 from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
-from ..lab.uml import GUEST_DIR, BootResult, Step
+from ..lab.target import GUEST_DIR, BootResult, Step
 from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant

@@ -75,7 +75,7 @@ from typing import Any
 from .. import filesystems as fscat
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
-from ..lab.uml import GUEST_DIR, BootResult, Step
+from ..lab.target import GUEST_DIR, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
