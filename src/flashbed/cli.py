@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--fs", action="append", help="filesystem (repeatable; default: all)")
     sm.add_argument("--out", type=Path, help="directory for logs and smoke.json")
     sm.add_argument("--jobs", type=int, help="lab kernels at once (default: cores)")
+    _clock_option(sm)
     _kernel_option(sm)
     bb = lsub.add_parser("bench-boot", help="benchmark: boot to agent-ready and halt")
     bb.add_argument("--boots", type=int, default=7)
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--device", help="a device preset served as runs serve it (e.g. emmc-8g@256M): "
                     "/dev/ubda, or raw NAND through nandsim")
     ex.add_argument("--pace", default="real", choices=["real", "none"], help="emulator clock, with --device")
+    _clock_option(ex)
     _kernel_option(ex)
     ex.add_argument("--cpus", type=int, default=1, help="guest vCPUs (7.3 only; leases as many host CPUs)")
     ex.add_argument("--timeout", type=float, default=300)
@@ -113,6 +115,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="comma-separated: lab (boot, syscall, cached read, python start), device (emmc-8g), "
                          "powercut")
     bl.add_argument("--cycles", type=int, default=10, help="power-cut cycles per kernel")
+    bck = bsub.add_parser("clock", help="the same fio jobs in real and virtual time, against the device model's "
+                          "own timing, with wall-clock seconds per figure")
+    bck.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
+    bck.add_argument("--runs", type=int, default=3, help="runs per clock, interleaved (medians printed)")
+    bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
+    bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -138,6 +146,12 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("runs", nargs="+", metavar="RUN")
     rep.add_argument("--out", type=Path)
     return p
+
+
+def _clock_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel flavour of the lab "
+                   "kernel, each block request completing when the emulator's model says (devices the emulator "
+                   "serves; others run in real time)")
 
 
 def _kernel_option(p: argparse.ArgumentParser) -> None:
@@ -224,6 +238,16 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.ops < 1:
                 raise FlashbedError("--ops must be at least 1")
             crashstates.bench(args.device, list(_split([args.fs])), args.workload, args.ops, args.pace, args.seed)
+            return 0
+        if args.bench_cmd == "clock":
+            from .bench import clock as clock_bench
+            from .devices import presets
+            if args.runs < 1 or args.runtime <= 0:
+                raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            dev = presets.load_spec(args.device)
+            if dev.backend != "emulator" or dev.kind != "block":
+                raise FlashbedError(f"bench clock measures an emulated block device, not {args.device}")
+            clock_bench.bench(args.device, args.runs, args.runtime, args.hog)
             return 0
         if args.bench_cmd == "hostcall":
             from .bench import hostcall
@@ -408,14 +432,19 @@ def _lab(args: argparse.Namespace) -> int:
     from .lab.target import BootSpec, Step
     choice = kernel.choose(args.kernel)  # a bad name fails before anything is built
     if args.lab_cmd == "smoke":
+        from .lab import clock
+        clk = clock.parse(args.clock)
+        if clk.time_travel:
+            choice.spec.time_travel_flavour()  # one line if this kernel has none
         names = args.fs or list(fscat.CATALOGUE)
         for n in names:
             fscat.get(n)
         out = args.out or Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
-        results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label)
+        results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
         smoke.print_table(results)
-        used = kernel.ensure_kernel(choice.label)  # built by now: only names it
-        print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode; logs and smoke.json: {out}")
+        used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it
+        print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode, {clk.value} time; "
+              f"logs and smoke.json: {out}")
         return 0 if all(r.passed for r in results) else 1
     if args.lab_cmd == "bench-boot":
         if args.boots < 1:
@@ -453,8 +482,15 @@ def _lab(args: argparse.Namespace) -> int:
         choice.check_cpus(args.cpus)
         from . import cpus
         cpus.check_count(args.cpus)  # the host's side, before any build
+        from .lab import clock
+        clk = clock.parse(args.clock)
+        if clk.time_travel:
+            choice.spec.time_travel_flavour()  # one line if this kernel has none
+            if args.cpus > 1:
+                raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): "
+                                    f"drop --cpus {args.cpus} or use --clock real")
         return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
-                           timeout=args.timeout, pace=args.pace)
+                           timeout=args.timeout, pace=args.pace, clock=clk)
     raise AssertionError(args.lab_cmd)
 
 
