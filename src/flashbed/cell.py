@@ -40,7 +40,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    pace = spec.pace
+    # virtual time replaces the emulator's pacing (lab/clock.py)
+    pace = "virtual" if spec.clock == "virtual" else spec.pace
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
     phases: dict[str, dict[str, Any]] = {}
@@ -50,7 +51,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                  "capacity_bytes": spec.device.capacity, "kernel": lab.release,
                  # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
-                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace})
+                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace, "clock": spec.clock})
     if real:  # what the device is, from sysfs (model, serial, sizes, transport)
         prov["real_device"] = spec.device.info["identity"]
     try:
@@ -59,14 +60,21 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
             kill = threading.Event()
             since: dict[str, float] = {}  # phase -> when its statistics were reset
 
+            def clock_now() -> float:
+                # a phase's time: the host's wall clock, or in virtual time the device's own
+                # (the guest's; wall-clock time there is only the lab's cost of computing it)
+                if pace == "virtual":
+                    return ((dev.stats() or {}).get("device_ns") or 0) / 1e9
+                return time.monotonic()
+
             def host(call: str, args: dict) -> Any:
                 if call == Call.RESET_STATS:
                     reply = dev.reset_stats()
-                    since[args.get("phase", "workload")] = time.monotonic()
+                    since[args.get("phase", "workload")] = clock_now()
                     return reply
                 if call == Call.STATS:
                     phase = args.get("phase", "workload")
-                    wall = time.monotonic() - since.pop(phase) if phase in since else None
+                    wall = clock_now() - since.pop(phase) if phase in since else None
                     snap = dev.stats()
                     if snap is not None:
                         if wall is not None:

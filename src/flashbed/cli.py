@@ -87,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
                    "7.3:ptrace (repeatable or comma-separated: cells of each)")
     r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
                    "many host CPUs); a scaling case sets its own")
+    r.add_argument("--clock", action="append", help="real (default) or virtual: the lab's clock (repeatable or "
+                   "comma-separated: cells of each). Virtual: the time-travel lab kernel, each request of an "
+                   "emulated device completing when its model says; nandsim and real devices run in real time")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -299,15 +302,15 @@ def _scalar(text: str, parse_size):
 def _run(args: argparse.Namespace) -> int:
     from .execute import execute
     from .executors import make_executor
-    from .lab import kernel
+    from .lab import clock, kernel
     from .lab.labs import UmlLabs
-    from .plan import PlanRequest, make_plan, run_kernels
+    from .plan import PlanRequest, clock_notes, make_plan, run_kernels
     from .store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus") if getattr(args, o)]
+                             "cpus", "clock") if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -332,16 +335,17 @@ def _run(args: argparse.Namespace) -> int:
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace=args.pace or "auto", kernels=kernel.labels(_split(args.kernel)),
-                          cpus=args.cpus if args.cpus is not None else 1)
+                          cpus=args.cpus if args.cpus is not None else 1, clocks=clock.labels(_split(args.clock)))
         store = RunStore(args.out or Path("runs") / req.run_id())
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
-    for line in ([note] if note else []) + plan.skipped_lines():
+    for line in ([note] if note else []) + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
-    infos = [kernel.ensure_kernel(k) for k in plan.kernels]
+    flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
+    infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
     for line in _build_changes(store, infos):
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()
@@ -366,7 +370,8 @@ def _recorded_kernels(store) -> tuple[str, ...] | None:
     from .lab.kernel import recorded_label
     man = store.manifest()
     kernels = man.get("kernels") or {"": man.get("kernel") or {}}
-    labels = tuple(label for p in kernels.values() if (label := recorded_label(p)))
+    # a kernel's time-travel flavour (virtual time) is the same label's other build
+    labels = tuple(dict.fromkeys(label for p in kernels.values() if (label := recorded_label(p))))
     return labels or None
 
 
@@ -377,10 +382,11 @@ def _build_changes(store, infos) -> list[str]:
         return []
     from .lab.kernel import recorded_label
     man = store.manifest()
-    before = {recorded_label(p): p for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
+    before = {(recorded_label(p), bool(p.get("flavour"))): p
+              for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
     out = []
     for info in infos:
-        old = before.get(info.label) or {}
+        old = before.get((info.label, info.time_travel)) or {}
         if old.get("key") and old["key"] != info.key:
             out.append(f"lab kernel {info.label}: this run's cells so far ran on build {old['key']} (patches "
                        f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "

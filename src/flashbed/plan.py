@@ -12,7 +12,7 @@ from . import cpus, profiles, variants
 from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
-from .lab import kernel
+from .lab import clock, kernel
 from .results import CellKey
 from .studies import STUDIES
 from .studies.base import CellSpec
@@ -44,6 +44,9 @@ class PlanRequest:
     # run was made on, and the run is finished on that one (see run_kernels)
     kernels: tuple[str, ...] = ()
     cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
+    # the lab's clocks (lab/clock.py: real, virtual), cells of each; (): real time, which is
+    # not part of the identity (runs from before the clock axis keep their ids)
+    clocks: tuple[str, ...] = ()
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -54,7 +57,8 @@ class PlanRequest:
         studies = self.studies or tuple(prof["studies"])
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
-                           kernels=tuple(self.kernels), cpus=self.cpus)
+                           kernels=tuple(self.kernels), cpus=self.cpus,
+                           clocks=() if set(self.clocks) <= {"real"} else tuple(self.clocks))
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request)."""
@@ -66,7 +70,7 @@ class PlanRequest:
         """Same request, same id: rerunning a command resumes its run."""
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
-        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1)):
+        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("clocks", ())):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -185,6 +189,13 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     choices = [kernel.choose(k) for k in kernel.labels(r.kernels or kernels or (kernel.DEFAULT_KERNEL,))]
     for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
         choice.check_cpus(r.cpus)
+    clocks = [clock.parse(c) for c in (r.clocks or ("real",))]
+    if clock.Clock.VIRTUAL in clocks:
+        for choice in choices:
+            choice.spec.time_travel_flavour()  # one line if a kernel has no virtual-time flavour
+        if r.cpus > 1:
+            raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): drop --cpus "
+                                f"{r.cpus} or use --clock real")
     cpus.check_count(r.cpus)
     several = len(choices) > 1
     for s in r.studies:
@@ -229,15 +240,18 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                             f"has {format_size(dev.capacity)}: {bigger} or a smaller profile")
                     own = study.vcpus(params)
                     for rep in range(r.repeat):
-                        for choice in choices:
+                        for choice, clk in ((ch, c) for ch in choices for c in clocks):
                             n = own or r.cpus
-                            why = _cannot_run(choice, n)
+                            why = _cannot_run(choice, n) or (VIRTUAL_UP if clk.time_travel and n > 1 else "")
                             if why:
                                 skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
                                 continue
-                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "")
+                            runs_on, _ = clock.effective(clk, dev.backend)
+                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
+                                          clk.value if len(clocks) > 1 else "")
                             cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
-                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n))
+                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n,
+                                                  clock=runs_on.value))
         if not placed:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
@@ -250,6 +264,16 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together"
                             + (f" ({left_out[0]})" if left_out else ""))
     return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped)
+
+
+VIRTUAL_UP = "virtual time runs one vCPU (the time-travel kernel has no SMP)"
+
+
+def clock_notes(plan: "Plan") -> list[str]:
+    """One line per device that runs in real time although the run asks for virtual time."""
+    if "virtual" not in (plan.request.clocks or ()):
+        return []
+    return [note for d in plan.devices.values() if (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
 
 
 def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:

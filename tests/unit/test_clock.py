@@ -90,3 +90,46 @@ def test_guest_time_limits_are_off_in_virtual_time(monkeypatch):
     assert guestlib.limit(30.0) is None
     monkeypatch.setattr(guestlib, "_VIRTUAL", [False])
     assert guestlib.limit(30.0) == 30.0
+
+
+def test_one_clock_keeps_todays_ids_and_both_clocks_key_their_cells():
+    from flashbed.plan import PlanRequest, make_plan
+    base = dict(fs=("ext4",), devices=("emmc-8g@256M",), studies=("mkfs",))
+    today = make_plan(PlanRequest(**base))
+    for clocks in (("real",), ("virtual",)):
+        plan = make_plan(PlanRequest(**base, clocks=clocks))
+        assert [c.key.id for c in plan.cells] == [c.key.id for c in today.cells]
+        assert {c.clock for c in plan.cells} == {clocks[0]}
+    assert PlanRequest(**base, clocks=("real",)).run_id() == PlanRequest(**base).run_id()
+    assert PlanRequest(**base, clocks=("virtual",)).run_id() != PlanRequest(**base).run_id()
+    both = make_plan(PlanRequest(**base, clocks=("real", "virtual")))
+    assert sorted(c.key.id for c in both.cells) == ["emmc-8g@256M/clock-real/ext4/mkfs/r0",
+                                                   "emmc-8g@256M/clock-virtual/ext4/mkfs/r0"]
+
+
+def test_virtual_time_on_nandsim_runs_in_real_time_and_says_so():
+    from flashbed.plan import PlanRequest, clock_notes, make_plan
+    plan = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("mkfs",), clocks=("virtual",)))
+    assert {c.clock for c in plan.cells} == {"real"}
+    notes = clock_notes(plan)
+    assert len(notes) == 1 and "nandsim device runs in real time" in notes[0]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["run", "--clock", "lunar", "--study", "mkfs"], "--clock 'lunar' must be real or virtual"),
+    (["run", "--clock", "virtual", "--kernel", "6.12", "--study", "mkfs"], "lab kernel 6.12 has no virtual-time"),
+    (["run", "--clock", "virtual", "--cpus", "2", "--study", "mkfs"], "--clock virtual runs one vCPU"),
+])
+def test_bad_run_clock_is_one_line(argv, words, capsys, tmp_path):
+    assert main(argv + ["--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+
+
+def test_a_cell_file_of_one_clock_is_as_before_and_one_of_two_reads_back():
+    import json
+    from flashbed.results import CellKey, CellResult
+    one = CellResult(key=CellKey("emmc-8g", "ext4", "bigfile"), status="ok")
+    assert "clock" not in one.to_json()["key"]
+    two = CellResult(key=CellKey("emmc-8g", "ext4", "bigfile", clock="virtual"), status="ok")
+    assert CellResult.from_json(json.loads(json.dumps(two.to_json()))).key == two.key
