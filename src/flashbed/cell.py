@@ -41,13 +41,15 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
+    # virtual time replaces the emulator's pacing (lab/clock.py)
+    pace = "virtual" if spec.clock == "virtual" else spec.pace
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
-    prov = _provenance(spec, lab, provenance)
+    prov = _provenance(spec, lab, provenance, pace)
     try:
         # the lab opens the device as its boots see it (a replay opens none)
-        with lab.open_session(spec.device, scratch, seed=spec.seed, pace=spec.pace) as dev:
-            host = CellHost(dev, on_boot)
+        with lab.open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
+            host = CellHost(dev, on_boot, virtual=pace == "virtual")
             steps_per_boot = study.boots(spec, logs)
             boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
@@ -89,14 +91,14 @@ def _unexpected(spec: CellSpec, logs: Path, e: Exception, started: float, prov: 
     return _error(spec, f"{type(e).__name__}: {e} (traceback in {logs / 'error.txt'})", started, prov)
 
 
-def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[str, Any]:
+def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None, pace: str) -> dict[str, Any]:
     prov = dict(base or {})
     real = spec.device.backend in ("real", "board")  # a device of its own, not a preset
     prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
                  "capacity_bytes": spec.device.capacity, "kernel": lab.release,
                  # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
-                 "params": as_json(spec.params), "seed": spec.seed, "pace": spec.pace})
+                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace, "clock": spec.clock})
     if real:  # what the device is, from sysfs (model, serial, sizes, transport; a board's uname and model)
         prov["real_device"] = spec.device.info["identity"]
     return prov
@@ -106,8 +108,9 @@ class CellHost:
     """The host's side of one cell's guest calls (lab.target.HostHandler): one handler per
     Call, over the cell's device session and what it can do (its capabilities)."""
 
-    def __init__(self, dev: DeviceSession, on_part: OnPart | None = None):
+    def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, virtual: bool = False):
         self.dev = dev
+        self.virtual = virtual  # virtual time: a phase lasts the device's own time, not the host's
         self.on_part = on_part
         self.phases: dict[str, dict[str, Any]] = {}  # each workload phase's device statistics
         self.kill = threading.Event()  # set: the lab is killed at once (a power cut, a stuck crash state)
@@ -147,14 +150,14 @@ class CellHost:
         if not session_has(self.dev, DeviceStats):
             return None
         reply = self.dev.reset_stats()
-        self._since[args.get("phase", "workload")] = time.monotonic()
+        self._since[args.get("phase", "workload")] = self._now()
         return reply
 
     def stats(self, args: dict) -> Any:
         if not session_has(self.dev, DeviceStats):
             return None
         phase = args.get("phase", "workload")
-        wall = time.monotonic() - self._since.pop(phase) if phase in self._since else None
+        wall = self._now() - self._since.pop(phase) if phase in self._since else None
         snap = self.dev.stats()
         if snap is not None:
             if wall is not None:
@@ -163,6 +166,13 @@ class CellHost:
                 snap["wall_seconds"] = round(wall, 6)
             self.phases[phase] = snap
         return snap
+
+    def _now(self) -> float:
+        # a phase's time: the host's wall clock, or in virtual time the device's own
+        # (the guest's; wall-clock time there is only the lab's cost of computing it)
+        if self.virtual:
+            return ((self.dev.stats() or {}).get("device_ns") or 0) / 1e9
+        return time.monotonic()
 
     # -- power --
     def cut_power(self, args: dict | None = None) -> None:

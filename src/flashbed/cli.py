@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     sm.add_argument("--fs", action="append", help="filesystem (repeatable; default: all)")
     sm.add_argument("--out", type=Path, help="directory for logs and smoke.json")
     sm.add_argument("--jobs", type=int, help="lab kernels at once (default: cores)")
+    _clock_option(sm)
     _kernel_option(sm)
     bb = lsub.add_parser("bench-boot", help="benchmark: boot to agent-ready and halt")
     bb.add_argument("--boots", type=int, default=7)
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     ex.add_argument("--device", help="a device preset served as runs serve it (e.g. emmc-8g@256M): "
                     "/dev/ubda, or raw NAND through nandsim")
     ex.add_argument("--pace", default="real", choices=["real", "none"], help="emulator clock, with --device")
+    _clock_option(ex)
     _kernel_option(ex)
     ex.add_argument("--cpus", type=int, default=1, help="guest vCPUs (7.3 only; leases as many host CPUs)")
     ex.add_argument("--timeout", type=float, default=300)
@@ -114,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
                    "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
     r.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
     r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
+    r.add_argument("--clock", action="append", help="real (default) or virtual: the lab's clock (repeatable or "
+                   "comma-separated: cells of each). Virtual: the time-travel lab kernel, each request of an "
+                   "emulated device completing when its model says; nandsim and real devices run in real time")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -142,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
                     help="comma-separated: lab (boot, syscall, cached read, python start), device (emmc-8g), "
                          "powercut")
     bl.add_argument("--cycles", type=int, default=10, help="power-cut cycles per kernel")
+    bck = bsub.add_parser("clock", help="the same fio jobs in real and virtual time, against the device model's "
+                          "own timing, with wall-clock seconds per figure")
+    bck.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
+    bck.add_argument("--runs", type=int, default=3, help="runs per clock, interleaved (medians printed)")
+    bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
+    bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -171,6 +182,12 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("runs", nargs="+", metavar="RUN")
     rep.add_argument("--out", type=Path)
     return p
+
+
+def _clock_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel flavour of the lab "
+                   "kernel, each block request completing when the emulator's model says (devices the emulator "
+                   "serves; others run in real time)")
 
 
 def _kernel_option(p: argparse.ArgumentParser) -> None:
@@ -268,6 +285,16 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise FlashbedError("--ops must be at least 1")
             crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed)
             return 0
+        if args.bench_cmd == "clock":
+            from .bench import clock as clock_bench
+            from .devices import presets
+            if args.runs < 1 or args.runtime <= 0:
+                raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            dev = presets.load_spec(args.device)
+            if dev.backend != "emulator" or dev.kind != "block":
+                raise FlashbedError(f"bench clock measures an emulated block device, not {args.device}")
+            clock_bench.bench(args.device, args.runs, args.runtime, args.hog)
+            return 0
         if args.bench_cmd == "hostcall":
             from .bench import hostcall
             if args.calls < 1:
@@ -319,15 +346,15 @@ def _overrides(items: list[str]) -> dict[str, dict]:
 def _run(args: argparse.Namespace) -> int:
     from .execute import execute
     from .executors import make_executor
-    from .lab import kernel
+    from .lab import clock, kernel
     from .lab.labs import UmlLabs
-    from .plan import PlanRequest, make_plan, run_kernels
+    from .plan import PlanRequest, clock_notes, make_plan, run_kernels
     from .store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus", "target") if getattr(args, o) is not None]
+                             "cpus", "target", "clock") if getattr(args, o) is not None]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -359,7 +386,8 @@ def _run(args: argparse.Namespace) -> int:
                           seed=args.seed if args.seed is not None else 1, overrides=overrides,
                           pace="auto" if args.pace is None else args.pace,
                           kernels=kernel.labels(_split(args.kernel, "kernel")),
-                          cpus=args.cpus if args.cpus is not None else 1, target=target)
+                          cpus=args.cpus if args.cpus is not None else 1, target=target,
+                          clocks=clock.labels(_split(args.clock, "clock")))
         store = RunStore(args.out or Path("runs") / req.run_id())
     if req.target:
         return _run_board(args, req, store)
@@ -370,9 +398,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
-    for line in ([note] if note else []) + plan.skipped_lines():
+    for line in ([note] if note else []) + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
-    infos = [kernel.ensure_kernel(k) for k in plan.kernels]
+    flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
+    infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
     for line in _build_changes(store, infos):
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()
@@ -466,7 +495,8 @@ def _recorded_kernels(store) -> tuple[str, ...] | None:
     from .lab.kernel import recorded_label
     man = store.manifest()
     kernels = man.get("kernels") or {"": man.get("kernel") or {}}
-    labels = tuple(label for p in kernels.values() if (label := recorded_label(p)))
+    # a kernel's time-travel flavour (virtual time) is the same label's other build
+    labels = tuple(dict.fromkeys(label for p in kernels.values() if (label := recorded_label(p))))
     return labels or None
 
 
@@ -477,10 +507,11 @@ def _build_changes(store, infos) -> list[str]:
         return []
     from .lab.kernel import recorded_label
     man = store.manifest()
-    before = {recorded_label(p): p for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
+    before = {(recorded_label(p), bool(p.get("flavour"))): p
+              for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
     out = []
     for info in infos:
-        old = before.get(info.label) or {}
+        old = before.get((info.label, info.time_travel)) or {}
         if old.get("key") and old["key"] != info.key:
             out.append(f"lab kernel {info.label}: this run's cells so far ran on build {old['key']} (patches "
                        f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "
@@ -532,14 +563,19 @@ def _lab(args: argparse.Namespace) -> int:
     from .lab.target import BootSpec, Step
     choice = kernel.choose(args.kernel)  # a bad name fails before anything is built
     if args.lab_cmd == "smoke":
+        from .lab import clock
+        clk = clock.parse(args.clock)
+        if clk.time_travel:
+            choice.spec.time_travel_flavour()  # one line if this kernel has none
         names = args.fs or list(fscat.CATALOGUE)
         for n in names:
             fscat.get(n)
         out = args.out or Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
-        results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label)
+        results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
         smoke.print_table(results)
-        used = kernel.ensure_kernel(choice.label)  # built by now: only names it
-        print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode; logs and smoke.json: {out}")
+        used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it
+        print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode, {clk.value} time; "
+              f"logs and smoke.json: {out}")
         return 0 if all(r.passed for r in results) else 1
     if args.lab_cmd == "bench-boot":
         if args.boots < 1:
@@ -579,8 +615,15 @@ def _lab(args: argparse.Namespace) -> int:
         choice.check_cpus(args.cpus)
         from . import cpus
         cpus.check_count(args.cpus)  # the host's side, before any build
+        from .lab import clock
+        clk = clock.parse(args.clock)
+        if clk.time_travel:
+            choice.spec.time_travel_flavour()  # one line if this kernel has none
+            if args.cpus > 1:
+                raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): "
+                                    f"drop --cpus {args.cpus} or use --clock real")
         return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
-                           timeout=args.timeout, pace=args.pace)
+                           timeout=args.timeout, pace=args.pace, clock=clk)
     raise AssertionError(args.lab_cmd)
 
 

@@ -13,7 +13,7 @@ from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .devices.session import session_class
-from .lab import kernel
+from .lab import clock, kernel
 from .lab.target import PowerSwitch, WriteLog, session_has
 from .results import CellKey
 from .studies import STUDIES
@@ -47,6 +47,9 @@ class PlanRequest:
     kernels: tuple[str, ...] = ()
     cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
     target: str = ""  # a board (ssh://USER@HOST[:PORT]) whose own devices `devices` are; "": the lab
+# the lab's clocks (lab/clock.py: real, virtual), cells of each; (): real time, which is
+    # not part of the identity (runs from before the clock axis keep their ids)
+    clocks: tuple[str, ...] = ()
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -57,7 +60,8 @@ class PlanRequest:
         studies = self.studies or tuple(prof["studies"])
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
-                           kernels=tuple(self.kernels), cpus=self.cpus, target=self.target)
+                           kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
+                           clocks=() if set(self.clocks) <= {"real"} else tuple(self.clocks))
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request)."""
@@ -69,7 +73,7 @@ class PlanRequest:
         """Same request, same id: rerunning a command resumes its run."""
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
-        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", "")):
+        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ())):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -202,6 +206,15 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
             choice.check_cpus(r.cpus)
         cpus.check_count(r.cpus)
+    clocks = [clock.parse(c) for c in (r.clocks or ("real",))]
+    if clock.Clock.VIRTUAL in clocks:
+        if board is not None:
+            raise FlashbedError("--clock virtual is the lab's: a board keeps its own time: drop --clock")
+        for choice in choices:
+            choice.spec.time_travel_flavour()  # one line if a kernel has no virtual-time flavour
+        if r.cpus > 1:
+            raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): drop --cpus "
+                                f"{r.cpus} or use --clock real")
     several = len(choices) > 1
     for s in r.studies:
         if s not in STUDIES:
@@ -251,15 +264,18 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                             f"{format_size(dev.capacity)}: {bigger}, or smaller files")
                     own = study.vcpus(params)
                     for rep in range(r.repeat):
-                        for choice in choices:
+                        for choice, clk in ((ch, c) for ch in choices for c in clocks):
                             n = own or r.cpus
-                            why = _cannot_run(choice, n)
+                            why = _cannot_run(choice, n) or (VIRTUAL_UP if clk.time_travel and n > 1 else "")
                             if why:
                                 skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
                                 continue
-                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "")
+                            runs_on, _ = clock.effective(clk, dev.backend)
+                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
+                                          clk.value if len(clocks) > 1 else "")
                             cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
-                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n))
+                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n,
+                                                  clock=runs_on.value))
         if board is not None and placed:
             lacks = board.lacking({parsed[spec][0].base.fstype})
             if lacks:
@@ -307,6 +323,16 @@ def _check_board(r: PlanRequest, board: Any) -> None:
 def _round_up(n: int, unit: int = 1 << 20) -> int:
     """A size as a user gives it: whole MiB, rounded up."""
     return -(-n // unit) * unit
+
+
+VIRTUAL_UP = "virtual time runs one vCPU (the time-travel kernel has no SMP)"
+
+
+def clock_notes(plan: "Plan") -> list[str]:
+    """One line per device that runs in real time although the run asks for virtual time."""
+    if "virtual" not in (plan.request.clocks or ()):
+        return []
+    return [note for d in plan.devices.values() if (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
 
 
 def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:

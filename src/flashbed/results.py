@@ -30,10 +30,13 @@ class CellKey:
     # the lab kernel's label (7.3, 6.12, 7.3:ptrace) when the run has several, else "": a run
     # of one kernel keeps the ids it had before the kernel axis (the manifest names its kernel)
     kernel: str = ""
+    # the lab's clock (real, virtual) when the run has both, else "": likewise
+    clock: str = ""
 
     @property
     def id(self) -> str:
-        parts = [self.device] + ([f"kernel-{self.kernel}"] if self.kernel else []) + [self.fs, self.study]
+        parts = [self.device] + ([f"kernel-{self.kernel}"] if self.kernel else []) \
+            + ([f"clock-{self.clock}"] if self.clock else []) + [self.fs, self.study]
         parts += ([self.case] if self.case else []) + [f"r{self.repeat}"]
         return "/".join(parts)
 
@@ -82,6 +85,8 @@ class CellResult:
         d = asdict(self)
         if not self.key.kernel:
             del d["key"]["kernel"]  # one kernel: the cell file as it was before the kernel axis
+        if not self.key.clock:
+            del d["key"]["clock"]  # one clock: likewise, as before the clock axis
         d["id"] = self.key.id
         return d
 

@@ -187,3 +187,40 @@ def test_real_pacing_follows_the_model(spec_for):
     min_model = pages / describe(spec.preset)["planes"] * 600e-6
     assert wall >= min_model * 0.9, f"{wall:.3f} s < modelled {min_model:.3f} s"
     assert s["busy_ns"] / 1e9 >= min_model * 0.9
+
+
+def test_virtual_pace_serves_a_clock_file_that_answers_each_submit(spec_for):
+    """--pace virtual: `clock` beside the device takes the guest's submit time (8 bytes
+    LE at offset 0) and answers the guest time its requests complete at; no sleeps."""
+    emu = Emulator(spec_for("emmc-8g", 64 * MiB, pace="virtual")).start()
+    clock_path = Path(emu.device_path).parent / "clock"
+    dev = os.open(emu.device_path, os.O_RDWR)
+    clk = os.open(clock_path, os.O_RDWR)
+    try:
+        def request(guest_ns: int, io) -> int:
+            os.pwrite(clk, struct.pack("<Q", guest_ns), 0)
+            io()
+            return struct.unpack("<Q", os.pread(clk, 8, 0))[0]
+
+        started = time.monotonic()
+        done = request(1_000_000, lambda: os.pwrite(dev, pattern(1, 4 * MiB), 0))
+        wall = time.monotonic() - started
+        # 4 MiB over the preset's 25 MB/s host bus: at least 160 ms of device time
+        assert done - 1_000_000 >= 160_000_000, done
+        assert wall < (done - 1_000_000) / 1e9, f"{wall:.3f}s of wall time: it slept"
+        # submitted after the device went idle: an isolated 4 KiB read's latency
+        later = done + 50_000_000
+        read_done = request(later, lambda: os.pread(dev, 4096, 8 * MiB))
+        assert 0 < read_done - later < 5_000_000, read_done - later
+        with pytest.raises(OSError):
+            os.pwrite(clk, b"1234", 0)  # a submit time is 8 bytes, whole
+        assert emu.stats()["pace"] == "virtual" and emu.stats()["device_ns"] > 0
+    finally:
+        os.close(clk)
+        os.close(dev)
+        emu.stop()
+    emu2 = Emulator(spec_for("emmc-8g", 64 * MiB, pace="real")).start()
+    try:
+        assert not (Path(emu2.device_path).parent / "clock").exists(), "a real-time emulator serves no clock"
+    finally:
+        emu2.stop()

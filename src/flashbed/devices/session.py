@@ -167,7 +167,7 @@ class EmulatorSession(_PacedModel, _Session):
 
     def disks(self) -> tuple[BlockDevice, ...]:
         # the FUSE server is the only user of its file; ubd's lock is not needed
-        return (BlockDevice(Path(self.emu.device_path), shared=True),)
+        return (BlockDevice(Path(self.emu.device_path), shared=True, model_clock=self.pace == "virtual"),)
 
     def reset_stats(self) -> dict | None:
         self.emu.reset_stats()

@@ -36,6 +36,9 @@ from . import debsource
 HERE = Path(__file__).resolve().parent
 CONFIG_DIR = HERE / "config"
 CONFIG_FRAGMENT = CONFIG_DIR / "lab.config"
+# the time-travel flavour's fragment, on top of a kernel's own (virtual time: --clock virtual)
+TIME_TRAVEL_FRAGMENT = CONFIG_DIR / "timetravel.config"
+TIME_TRAVEL = "timetravel"
 PATCH_DIR = HERE / "patches"
 # bump when the build procedure itself changes in a way that changes the binary
 RECIPE_VERSION = "2"
@@ -67,11 +70,34 @@ class KernelSpec:
     suite: str | None = None
     # compile steps of a full build, for the first build's ETA
     object_estimate: int = 1200
+    # has a time-travel flavour (virtual time): its ubd patch builds on this kernel
+    time_travel_ok: bool = False
+    # the flavour this spec builds: None (the kernel as configured) or TIME_TRAVEL,
+    # a uniprocessor kernel with UML's time-travel support from the same recipe
+    flavour: str | None = None
 
     @property
     def fragments(self) -> tuple[Path, ...]:
         own = CONFIG_DIR / f"{self.name}.config"
-        return (CONFIG_FRAGMENT, own) if own.exists() else (CONFIG_FRAGMENT,)
+        base = (CONFIG_FRAGMENT, own) if own.exists() else (CONFIG_FRAGMENT,)
+        return base + (TIME_TRAVEL_FRAGMENT,) if self.flavour == TIME_TRAVEL else base
+
+    @property
+    def time_travel(self) -> bool:
+        return self.flavour == TIME_TRAVEL
+
+    def time_travel_flavour(self) -> "KernelSpec":
+        """This kernel's time-travel flavour: one clear line if it has none."""
+        if not self.time_travel_ok:
+            with_tt = " or ".join(n for n, s in KERNELS.items() if s.time_travel_ok)
+            raise FlashbedError(f"lab kernel {self.name} has no virtual-time flavour: use --kernel {with_tt} "
+                                f"or --clock real")
+        return dataclasses.replace(self, flavour=TIME_TRAVEL)
+
+    @property
+    def patch_name(self) -> str:
+        """How a patch's `Lab-kernels:` line names this build: `7.3`, `7.3+timetravel`."""
+        return f"{self.name}+{self.flavour}" if self.flavour else self.name
 
     @property
     def default_mode(self) -> BootMode:
@@ -79,7 +105,8 @@ class KernelSpec:
 
     def patch_files(self) -> list[Path]:
         """Every patch of the directory that applies to this kernel, in order."""
-        return [p for p in sorted(PATCH_DIR.glob("*.patch")) if self.name in _patch_kernels(p)]
+        return [p for p in sorted(PATCH_DIR.glob("*.patch"))
+                if self.name in (ks := _patch_kernels(p)) or (self.flavour and self.patch_name in ks)]
 
     def max_cpus(self) -> int:
         """Guest vCPUs this kernel can run (CONFIG_NR_CPUS; 1 without SMP)."""
@@ -90,14 +117,16 @@ class KernelSpec:
 KERNELS: dict[str, KernelSpec] = {
     "6.12": KernelSpec(name="6.12", package="linux-source-6.12", modes=(BootMode.PTRACE,), object_estimate=1160),
     "7.3": KernelSpec(name="7.3", package="linux-source-7.3", modes=(BootMode.SECCOMP, BootMode.PTRACE),
-                      pinned_version="7.3.4-1~bpo13+1", suite="trixie-backports", object_estimate=1230),
+                      pinned_version="7.3.4-1~bpo13+1", suite="trixie-backports", object_estimate=1230,
+                      time_travel_ok=True),
 }
 # seccomp against ptrace on 7.3, and 7.3 against 6.12: `flashbed bench lab`
 DEFAULT_KERNEL = "7.3"
 
 
 def _patch_kernels(patch: Path) -> tuple[str, ...]:
-    """The kernels a patch is for: its description's `Lab-kernels:` line, else all."""
+    """The kernels a patch is for: its description's `Lab-kernels:` line, else all.
+    `7.3` is every flavour of 7.3; `7.3+timetravel` its time-travel flavour only."""
     for line in patch.read_text(errors="replace").splitlines():
         if line.startswith(("--- ", "diff ")):
             break
@@ -215,6 +244,8 @@ class KernelInfo:
     max_cpus: int
     build_seconds: float
     built_at: str
+    # the flavour built ("" the kernel as configured; "timetravel": virtual time)
+    flavour: str = ""
 
     @staticmethod
     def load(path: Path) -> "KernelInfo":
@@ -227,9 +258,16 @@ class KernelInfo:
 
     def provenance(self) -> dict[str, object]:
         """What a result says about the kernel that produced it."""
-        return {"name": self.name, "release": self.release, "source_package": self.source_package,
-                "source_version": self.source_version, "patches": self.patches, "boot_mode": self.boot_mode,
-                "key": self.key}
+        prov: dict[str, object] = {"name": self.name, "release": self.release,
+                                   "source_package": self.source_package, "source_version": self.source_version,
+                                   "patches": self.patches, "boot_mode": self.boot_mode, "key": self.key}
+        if self.flavour:
+            prov["flavour"] = self.flavour
+        return prov
+
+    @property
+    def time_travel(self) -> bool:
+        return self.flavour == TIME_TRAVEL
 
 
 def installed_version(spec: KernelSpec) -> str:
@@ -313,6 +351,8 @@ def cache_key(version: str, spec: KernelSpec | None = None) -> str:
     spec = spec or KERNELS[DEFAULT_KERNEL]
     h = hashlib.sha256()
     h.update(f"recipe {RECIPE_VERSION}\nsource {spec.package} {version}\n".encode())
+    if spec.flavour:  # absent for the plain build, so its key is as before
+        h.update(f"flavour {spec.flavour}\n".encode())
     for f in spec.fragments:
         h.update(f.name.encode())
         h.update(f.read_bytes())
@@ -330,20 +370,25 @@ def _with_mode(info: KernelInfo, choice: KernelChoice) -> KernelInfo:
     return dataclasses.replace(info, boot_mode=choice.mode.value)
 
 
-def cached_kernel(name: str | None = None) -> KernelInfo | None:
+def _flavoured(spec: KernelSpec, time_travel: bool) -> KernelSpec:
+    return spec.time_travel_flavour() if time_travel else spec
+
+
+def cached_kernel(name: str | None = None, time_travel: bool = False) -> KernelInfo | None:
     """The kernel for the current source/config/patches, if already built."""
     choice = choose(name)
-    info = kernel_root() / cache_key(source_version(choice.spec), choice.spec) / "info.json"
+    spec = _flavoured(choice.spec, time_travel)
+    info = kernel_root() / cache_key(source_version(spec), spec) / "info.json"
     if info.exists() and Path(KernelInfo.load(info).path).exists():
         return _with_mode(KernelInfo.load(info), choice)
     return None
 
 
-def ensure_kernel(name: str | None = None, log: Log = _stderr) -> KernelInfo:
+def ensure_kernel(name: str | None = None, log: Log = _stderr, time_travel: bool = False) -> KernelInfo:
     """Return the cached lab kernel `name` (NAME[:MODE], default the default
-    kernel), building it first if needed."""
+    kernel), building it first if needed; `time_travel`: its time-travel flavour."""
     choice = choose(name)
-    spec = choice.spec
+    spec = _flavoured(choice.spec, time_travel)
     version = source_version(spec)
     key = cache_key(version, spec)
     out = kernel_root() / key
@@ -382,7 +427,8 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
     work.mkdir()
     log_file = out / "build.log"
     log_file.write_text("")
-    log(f"kernel {spec.name}: building {spec.package} {version} for ARCH=um (key {key}); log: {log_file}")
+    what = f" ({spec.flavour} flavour)" if spec.flavour else ""
+    log(f"kernel {spec.name}: building {spec.package} {version}{what} for ARCH=um (key {key}); log: {log_file}")
     tarball = source_tarball(spec, log)
 
     log(f"kernel {spec.name}: extracting source")
@@ -423,7 +469,7 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
         path=str(binary), key=key, name=spec.name, source_package=spec.package, source_version=version,
         release=release, patches=[p.name for p in spec.patch_files()], boot_mode=spec.default_mode.value,
         max_cpus=spec.max_cpus(), build_seconds=round(time.monotonic() - started, 1),
-        built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), flavour=spec.flavour or "",
     )
     tmp = out / "info.json.tmp"
     tmp.write_text(json.dumps(asdict(info), indent=2))

@@ -2,7 +2,8 @@
 
 With --device the lab gets a device served as a run serves it (the emulator
 through FUSE, a plain file, or nandsim); the emulator's request counts and
-request-size histogram are printed at the end.
+request-size histogram are printed at the end. --clock virtual boots the
+time-travel flavour of the kernel with the emulator in virtual time.
 """
 
 from __future__ import annotations
@@ -14,14 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
+from .clock import Clock, effective
+from .clock import pace as clock_pace
 from .kernel import ensure_kernel
 from .target import BlockDevice, BootSpec, Step
 from .uml import boot
 
 
 def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, disks: list[Path] | None = None,
-        timeout: float = 300, pace: str = "real", out=sys.stdout, err=sys.stderr) -> int:
-    kern = ensure_kernel(kernel)
+        timeout: float = 300, pace: str = "real", out=sys.stdout, err=sys.stderr,
+        clock: Clock = Clock.REAL) -> int:
+    if device is not None:
+        from ..devices import presets
+        clock, note = effective(clock, presets.load_spec(device).backend)
+        if note:
+            print(f"note: {note}", file=err)
+    kern = ensure_kernel(kernel, time_travel=clock.time_travel)
+    pace = clock_pace(clock, pace)
     steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
     extra = tuple(BlockDevice(d) for d in disks or ())
     with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp:
@@ -33,11 +43,13 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, 
         else:
             r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, pace, kern)
         for s in r.steps:
+            # s.seconds: guest time (device time in virtual time)
             print(f"$ {s.cmd}  [{s.status}, rc {s.rc}, {s.seconds:.3f}s]", file=out)
             out.write(s.stdout)
             err.write(s.stderr)
         if stats is not None:
             print(f"device {device}: " + json.dumps(stats), file=err)
+        print(f"clock {clock.value}: lab wall-clock {r.total_seconds:.2f}s", file=err)
         if not r.ok:
             print(Path(r.console_log).read_text()[-4000:], file=err)
             raise FlashbedError(f"lab: {r.status}: {r.error}")

@@ -55,25 +55,32 @@ class UmlLabs:
     def __init__(self, *kernels: KernelInfo):
         if not kernels:
             raise ValueError("UmlLabs needs at least one kernel")
-        self.kernels: dict[str, KernelInfo] = {k.label: k for k in kernels}
+        # by label and flavour: a cell in virtual time runs the label's time-travel build
+        self.kernels: dict[tuple[str, bool], KernelInfo] = {(k.label, k.time_travel): k for k in kernels}
 
     def __call__(self, cell: Any) -> UmlLab:
-        label = getattr(cell, "kernel", "") or next(iter(self.kernels))
-        want = self.kernels.get(label)
+        label = getattr(cell, "kernel", "") or next(iter(self.kernels))[0]
+        tt = getattr(cell, "clock", "real") == "virtual"
+        want = self.kernels.get((label, tt))
         if want is None:
-            raise FlashbedError(f"cell {cell.key.id} asks for lab kernel {label}; this run has "
-                                f"{', '.join(self.kernels)}")
-        return UmlLab(_local(label, want.key))
+            raise FlashbedError(f"cell {cell.key.id} asks for lab kernel {label}{' (time travel)' if tt else ''}; "
+                                f"this run has {', '.join(_name(k) for k in self.kernels.values())}")
+        return UmlLab(_local(label, want.key, tt))
 
     def describe(self) -> dict[str, Any]:
         return manifest_kernels(list(self.kernels.values()))
+
+
+def _name(k: KernelInfo) -> str:
+    """A kernel as a run's manifest names it: its label, `+timetravel` for that flavour."""
+    return f"{k.label}+{k.flavour}" if k.flavour else k.label
 
 
 def manifest_kernels(kernels: list[KernelInfo]) -> dict[str, Any]:
     """How a run's manifest records its lab kernels: `kernels` by label (provenance, label,
     vCPUs); `kernel`, the one kernel's provenance (as before the kernel axis), or with several
     their names and releases joined, for a reader that shows one line."""
-    by_label = {k.label: {**k.provenance(), "label": k.label, "max_cpus": k.max_cpus} for k in kernels}
+    by_label = {_name(k): {**k.provenance(), "label": k.label, "max_cpus": k.max_cpus} for k in kernels}
     if len(kernels) == 1:
         one: dict[str, Any] = kernels[0].provenance()
     else:
@@ -81,16 +88,16 @@ def manifest_kernels(kernels: list[KernelInfo]) -> dict[str, Any]:
     return {"kernel": one, "kernels": by_label}
 
 
-_RESOLVED: dict[str, KernelInfo] = {}
+_RESOLVED: dict[tuple[str, bool], KernelInfo] = {}
 _RESOLVED_LOCK = threading.Lock()
 
 
-def _local(label: str, key: str) -> KernelInfo:
+def _local(label: str, key: str, time_travel: bool = False) -> KernelInfo:
     """This machine's build of kernel `label` (built if missing), which must be build `key`."""
     with _RESOLVED_LOCK:
-        info = _RESOLVED.get(label)
+        info = _RESOLVED.get((label, time_travel))
         if info is None:
-            info = _RESOLVED[label] = ensure_kernel(label)
+            info = _RESOLVED[(label, time_travel)] = ensure_kernel(label, time_travel=time_travel)
     if info.key != key:
         raise FlashbedError(f"lab kernel {label} here is build {info.key}, the run's is {key}: run the same "
                             f"flashbed version on every worker")

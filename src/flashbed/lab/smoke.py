@@ -117,9 +117,12 @@ def _judge(name: str, res: BootResult) -> SmokeResult:
     )
 
 
-def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name: str | None = None) -> list[SmokeResult]:
+def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name: str | None = None,
+              time_travel: bool = False) -> list[SmokeResult]:
+    """`time_travel`: in virtual time (the kernel's time-travel flavour; the image
+    files' requests complete at once in guest time)."""
     fscat.check_host_tools(names)
-    kernel = ensure_kernel(kernel_name)
+    kernel = ensure_kernel(kernel_name, time_travel=time_travel)
     out.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(len(names), os.cpu_count() or 2)
     results: dict[str, SmokeResult] = {}

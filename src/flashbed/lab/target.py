@@ -106,6 +106,9 @@ class BlockDevice:
     # a host block device measured itself: opened O_DIRECT (lab patch 0005), never
     # probed for a COW header
     direct: bool = False
+    # served by the emulator in virtual time: requests complete when its model says,
+    # told through the `clock` file beside it (ubd 'v', lab patch 0006)
+    model_clock: bool = False
 
 
 @dataclass(frozen=True)

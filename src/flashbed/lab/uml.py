@@ -63,6 +63,10 @@ def _kernel_args(kernel: KernelInfo | None, cpus: int) -> list[str]:
         return []
     check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, cpus)
     args = ["seccomp=on"] if kernel.boot_mode == BootMode.SECCOMP.value else []
+    if kernel.time_travel:
+        # virtual time: guest CPU work costs no guest time; the guest agent reads
+        # flashbed.clock (its waits on the host are the host's to bound)
+        args += ["time-travel=inf-cpu", "flashbed.clock=virtual"]
     return args + ([f"ncpus={cpus}"] if cpus > 1 else [])
 
 
@@ -78,7 +82,8 @@ def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str
         f"flashbed.agent={AGENT}",
     ]
     for i, d in enumerate(spec.disks):
-        flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "")
+        flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "") \
+            + ("v" if d.model_clock else "")
         args.append(f"ubd{i}{flags}={d.path.resolve()}")
     args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
     # everything after "--" is the init's argv
@@ -100,6 +105,9 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
         raise Stopping("flashbed is stopping: no new lab")
     kernel = kernel or ensure_kernel()
     check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, spec.cpus)
+    if any(d.model_clock for d in spec.disks) and not kernel.time_travel:
+        raise FlashbedError("a device in virtual time needs the time-travel flavour of the lab kernel "
+                            "(ensure_kernel(..., time_travel=True))")
     with cpus.lease_set(spec.cpus) as held:
         return _boot(spec, kernel, host, kill, held)
 

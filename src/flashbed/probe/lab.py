@@ -96,28 +96,35 @@ def tool_versions() -> dict[str, str]:
 
 
 def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[str, dict],
-            timeout: float = 3600, model: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
+            timeout: float = 3600, model: dict[str, dict[str, float]] | None = None,
+            walls: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
     """fio jobs one after another on the raw device, in one lab boot of `session`.
 
     With `model` (an emulated device), each job's figures as the device model
     itself timed them (no lab in them) go there too, from the emulator's
     statistics around the job: mean modelled latency per request, and bytes
-    per second of the device's busy time."""
+    per second of the device's busy time. With `walls`, each job's wall-clock
+    seconds (host side, between the host calls around it) go there."""
     opts = {"ioengine": "libaio", "filename": DEV, "iodepth": 1, "direct": 1}
     work.mkdir(parents=True, exist_ok=True)
     steps = []
     stats: dict[str, dict] = {}
 
+    started: dict[str, float] = {}
+
     def host(call: str, args: dict):
         if call == "reset-stats":
+            started[args.get("job", "")] = time.monotonic()
             return session.reset_stats() if session_has(session, DeviceStats) else None
+        if walls is not None and args["job"] in started:
+            walls[args["job"]] = time.monotonic() - started[args["job"]]
         emu = getattr(session, "emu", None)  # only an emulated device has the model's own figures
         stats[args["job"]] = emu.stats() if emu is not None else {}
         return {}
 
     for name, job in jobs.items():
         fio.job_file(work / f"{name}.fio", {name: job}, opts)
-        steps += [Step(f"reset-{name}", host="reset-stats"),
+        steps += [Step(f"reset-{name}", host="reset-stats", args={"job": name}),
                   Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout),
                   Step(f"stats-{name}", host="stats", args={"job": name})]
     _boot(session, kernel, work, steps, host)

@@ -74,10 +74,10 @@ class Busy:
         return f"device busy {lo:.0f} %" if round(lo) == round(hi) else f"device busy {lo:.0f}–{hi:.0f} %"
 
 
-def target_label(device: str, kernel: str) -> str:
+def target_label(device: str, kernel: str, clock: str = "") -> str:
     """What the report shows results per: a device, or in a run of several lab kernels, a
-    device on one kernel (the cell key's kernel)."""
-    return f"{device} · kernel {kernel}" if kernel else device
+    device on one kernel (the cell key's kernel); in a run of both clocks, in one of them."""
+    return (f"{device} · kernel {kernel}" if kernel else device) + (f" · {clock} time" if clock else "")
 
 
 @dataclass(frozen=True)
@@ -442,10 +442,10 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
 
     key_cases: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, study) -> its cells' cases
     for r in results:
-        key_cases[(target_label(r.key.device, r.key.kernel), r.key.study)].add(r.key.case)
+        key_cases[(target_label(r.key.device, r.key.kernel, r.key.clock), r.key.study)].add(r.key.case)
     for r in sorted(results, key=lambda r: r.key.id):
         # from here on a cell's "device" is its target: with several kernels, the device on its kernel
-        k = replace(r.key, device=target_label(r.key.device, r.key.kernel))
+        k = replace(r.key, device=target_label(r.key.device, r.key.kernel, r.key.clock))
         data.targets[k.device] = (r.key.device, r.key.kernel)
         status[(k.device, k.fs, k.study)][r.status] += 1
         data.reproducers += catalog.reproducers(data.run_id, r)

@@ -42,6 +42,9 @@ class CellSpec:
     # the lab kernel's label (7.3, 6.12, 7.3:ptrace); "": the lab factory's only kernel
     kernel: str = ""
     cpus: int = 1  # guest vCPUs (the lab leases as many host CPUs)
+    # the lab's clock: "real", or "virtual" (the time-travel kernel; the emulator's
+    # model sets every request's guest time: lab/clock.py)
+    clock: str = "real"
 
 
 @dataclass

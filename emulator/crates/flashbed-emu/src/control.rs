@@ -81,7 +81,11 @@ impl Control {
                 let d = self.sh.lock();
                 let mut s = d.stats_json();
                 s["ok"] = json!(true);
-                s["pace"] = json!(if self.sh.pace == crate::shared::Pace::Real { "real" } else { "none" });
+                s["pace"] = json!(self.sh.pace.name());
+                // virtual time: the device's present (ns), the clock its busy time is measured on
+                if self.sh.pace == crate::shared::Pace::Virtual {
+                    s["device_ns"] = json!(self.sh.now(&d));
+                }
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
                 s["served"] = json!(self.sh.crash.served());
                 s["write_log"] = json!(flash_model::crashlog::recording(&d));

@@ -4,6 +4,12 @@
 //! PUNCH_HOLE / ZERO_RANGE a discard. POSIX locks are left to the kernel's
 //! local lock handling (the filesystem does not claim remote locking), so
 //! fcntl(F_SETLK) works as on any local file.
+//!
+//! In virtual time (`--pace virtual`) a second file, `clock`, is the lab
+//! kernel's channel to the device clock (its ubd 'v' flag): an 8-byte
+//! little-endian write at offset 0 is the guest's submit time (guest ns) of
+//! its next request; an 8-byte read at offset 0 returns the guest time at
+//! which the requests since then complete on the modelled device.
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -19,8 +25,10 @@ use crate::reqsize::Op;
 use crate::shared::Shared;
 
 pub const DEVICE_NAME: &str = "device";
+pub const CLOCK_NAME: &str = "clock";
 const ROOT: u64 = 1;
 const DEV: u64 = 2;
+const CLOCK: u64 = 3;
 const TTL: Duration = Duration::from_secs(1);
 
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -43,11 +51,15 @@ fn errno(e: IoError) -> i32 {
 }
 
 impl EmuFs {
+    fn virtual_time(&self) -> bool {
+        self.sh.pace == crate::shared::Pace::Virtual
+    }
+
     fn attr(&self, ino: u64) -> FileAttr {
-        let (kind, perm, size, nlink) = if ino == ROOT {
-            (FileType::Directory, 0o755, 0, 2)
-        } else {
-            (FileType::RegularFile, 0o644, self.sh.capacity, 1)
+        let (kind, perm, size, nlink) = match ino {
+            ROOT => (FileType::Directory, 0o755, 0, 2),
+            CLOCK => (FileType::RegularFile, 0o644, 8, 1),
+            _ => (FileType::RegularFile, 0o644, self.sh.capacity, 1),
         };
         FileAttr {
             ino,
@@ -80,6 +92,8 @@ impl Filesystem for EmuFs {
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         if parent == ROOT && name == DEVICE_NAME {
             reply.entry(&TTL, &self.attr(DEV), 0);
+        } else if parent == ROOT && name == CLOCK_NAME && self.virtual_time() {
+            reply.entry(&TTL, &self.attr(CLOCK), 0);
         } else {
             reply.error(libc::ENOENT);
         }
@@ -88,6 +102,7 @@ impl Filesystem for EmuFs {
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         match ino {
             ROOT | DEV => reply.attr(&TTL, &self.attr(ino)),
+            CLOCK if self.virtual_time() => reply.attr(&TTL, &self.attr(ino)),
             _ => reply.error(libc::ENOENT),
         }
     }
@@ -112,7 +127,7 @@ impl Filesystem for EmuFs {
     ) {
         // A device has a fixed size; timestamps and modes are not kept.
         if let Some(s) = size {
-            if ino != DEV || s != self.sh.capacity {
+            if !(ino == DEV && s == self.sh.capacity || ino == CLOCK && s == 8) {
                 reply.error(libc::EINVAL);
                 return;
             }
@@ -121,7 +136,7 @@ impl Filesystem for EmuFs {
     }
 
     fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        if ino == DEV {
+        if ino == DEV || ino == CLOCK && self.virtual_time() {
             reply.opened(0, FOPEN_DIRECT_IO);
         } else {
             reply.error(libc::EISDIR);
@@ -139,6 +154,13 @@ impl Filesystem for EmuFs {
         _lock: Option<u64>,
         reply: ReplyData,
     ) {
+        if ino == CLOCK && self.virtual_time() {
+            // the guest time at which the last submit's requests complete
+            let b = self.sh.completion().to_le_bytes();
+            let from = (offset.max(0) as usize).min(8);
+            reply.data(&b[from..(from + size as usize).min(8)]);
+            return;
+        }
         if ino != DEV || offset < 0 {
             reply.error(libc::EINVAL);
             return;
@@ -178,6 +200,17 @@ impl Filesystem for EmuFs {
         _lock: Option<u64>,
         reply: ReplyWrite,
     ) {
+        if ino == CLOCK && self.virtual_time() {
+            // the guest's submit time of its next request, whole or not at all
+            match <[u8; 8]>::try_from(data) {
+                Ok(b) if offset == 0 => {
+                    self.sh.submit(u64::from_le_bytes(b));
+                    reply.written(8);
+                }
+                _ => reply.error(libc::EINVAL),
+            }
+            return;
+        }
         if ino != DEV || offset < 0 {
             reply.error(libc::EINVAL);
             return;
@@ -279,7 +312,10 @@ impl Filesystem for EmuFs {
             reply.error(libc::ENOTDIR);
             return;
         }
-        let entries = [(ROOT, FileType::Directory, "."), (ROOT, FileType::Directory, ".."), (DEV, FileType::RegularFile, DEVICE_NAME)];
+        let mut entries = vec![(ROOT, FileType::Directory, "."), (ROOT, FileType::Directory, ".."), (DEV, FileType::RegularFile, DEVICE_NAME)];
+        if self.virtual_time() {
+            entries.push((CLOCK, FileType::RegularFile, CLOCK_NAME));
+        }
         for (i, (ino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
             if reply.add(*ino, (i + 1) as i64, *kind, name) {
                 break;

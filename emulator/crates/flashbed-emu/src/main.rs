@@ -1,7 +1,7 @@
 //! flashbed-emu: serves an emulated flash device as a file through FUSE.
 //!
 //!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
-//!                      [--capacity SIZE] [--pace real|none] [--seed N]
+//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N]
 //!   flashbed-emu describe --preset PATH [--capacity SIZE]
 //!   flashbed-emu presets-check FILE...
 //!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
@@ -28,7 +28,7 @@ use crate::control::{Control, Event};
 use crate::shared::{Pace, Shared};
 
 const USAGE: &str = "usage:
-  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none] [--seed N]
+  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N]
   flashbed-emu describe --preset PATH [--capacity SIZE]
   flashbed-emu presets-check FILE...
   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
@@ -243,7 +243,8 @@ fn serve(args: &[String]) {
     let pace = match o.get("pace").map(String::as_str).unwrap_or("real") {
         "real" => Pace::Real,
         "none" => Pace::None,
-        p => die(format!("--pace `{p}` must be real or none")),
+        "virtual" => Pace::Virtual,
+        p => die(format!("--pace `{p}` must be real, none or virtual")),
     };
     let seed: u64 = o.get("seed").map_or(1, |s| s.parse().unwrap_or_else(|_| die(format!("--seed `{s}` is not an integer"))));
     let mount = PathBuf::from(required(&o, "mount"));
@@ -276,7 +277,7 @@ fn serve(args: &[String]) {
         "erase_block_bytes": dev.cfg.erase_unit_bytes(),
         "preset": dev.cfg.name,
         "ftl": dev.cfg.ftl.kind.name(),
-        "pace": if pace == Pace::Real { "real" } else { "none" },
+        "pace": pace.name(),
         "pid": std::process::id(),
     });
     let capacity = dev.capacity();

@@ -13,6 +13,84 @@ pub enum Pace {
     Real,
     /// As fast as possible; modelled time is still accounted.
     None,
+    /// Virtual time: no sleeps; the host (a lab kernel in time-travel mode)
+    /// says through the clock file when each request is submitted in its own
+    /// time and learns when it completes (see `VirtualClock`).
+    Virtual,
+}
+
+impl Pace {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pace::Real => "real",
+            Pace::None => "none",
+            Pace::Virtual => "virtual",
+        }
+    }
+}
+
+/// The device clock of a virtual-time run, driven by the guest's submit
+/// times. The guest's clock and the device's differ by an offset fixed at the
+/// guest's first request (the device may have run before the guest booted:
+/// preconditioning, an earlier boot), and fixed again when the guest's time
+/// goes backwards (a new boot on the same device). A request arrives at
+/// max(the guest's submit time, the device clock): after the guest's idle
+/// time (idle on the device too, where the model's background work runs) and
+/// never before the device finished what it was told earlier.
+#[derive(Default, Debug)]
+pub struct VirtualClock {
+    /// device ns = guest ns + offset
+    offset: i128,
+    /// The guest's last submit time (guest ns); None before the first.
+    last_submit: Option<u64>,
+    /// The last submit time on the device's clock.
+    submitted: u64,
+    /// Latest completion (device ns) of a request since the last submit.
+    done: u64,
+}
+
+impl VirtualClock {
+    fn to_device(&self, guest: u64) -> u64 {
+        (guest as i128 + self.offset).max(0) as u64
+    }
+
+    fn to_guest(&self, device: u64) -> u64 {
+        (device as i128 - self.offset).max(0) as u64
+    }
+
+    /// The guest submits a request at `guest` ns; `clock` is the device's.
+    pub fn submit(&mut self, guest: u64, clock: u64) {
+        if self.last_submit.map_or(true, |last| guest < last) {
+            self.offset = clock as i128 - guest as i128;
+        }
+        self.last_submit = Some(guest);
+        self.submitted = self.to_device(guest);
+        self.done = self.submitted;
+    }
+
+    /// When a request of the last submit arrives on the device.
+    pub fn arrival(&self, clock: u64) -> u64 {
+        self.submitted.max(clock)
+    }
+
+    pub fn completed(&mut self, done: u64) {
+        self.done = self.done.max(done);
+    }
+
+    /// The guest time at which the last submit's requests are all complete.
+    pub fn completion(&self) -> u64 {
+        self.to_guest(self.done)
+    }
+
+    /// The device's present: its latest submit time (before the guest's
+    /// first request, the device clock).
+    pub fn present(&self, clock: u64) -> u64 {
+        if self.last_submit.is_some() {
+            self.submitted
+        } else {
+            clock
+        }
+    }
 }
 
 pub struct Shared {
@@ -33,6 +111,8 @@ pub struct Shared {
     oversleep: AtomicU64,
     /// Paced requests that slept (statistics, tests).
     pub sleeps: AtomicU64,
+    /// The device clock in virtual time (Pace::Virtual); locked only with `dev`.
+    pub vclock: Mutex<VirtualClock>,
 }
 
 /// How far ahead of its modelled completion a request may be acknowledged
@@ -67,6 +147,7 @@ impl Shared {
             sizes: Default::default(),
             oversleep: AtomicU64::new(OVERSLEEP_GUESS_NS),
             sleeps: AtomicU64::new(0),
+            vclock: Mutex::new(VirtualClock::default()),
         }
     }
 
@@ -74,13 +155,33 @@ impl Shared {
         self.dev.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn vclock(&self) -> MutexGuard<'_, VirtualClock> {
+        self.vclock.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The device's present: wall-clock time since start when paced, the
-    /// latest modelled completion otherwise.
+    /// latest modelled completion when not, the guest's latest submit time
+    /// (on the device clock) in virtual time.
     pub fn now(&self, d: &Device) -> u64 {
         match self.pace {
             Pace::Real => (self.start.elapsed().as_nanos() as u64).max(0),
             Pace::None => d.clock,
+            Pace::Virtual => self.vclock().present(d.clock),
         }
+    }
+
+    /// Virtual time: the guest submits its next request at `guest` ns (its
+    /// write to the clock file).
+    pub fn submit(&self, guest: u64) {
+        let d = self.lock();
+        self.vclock().submit(guest, d.clock);
+    }
+
+    /// Virtual time: the guest time at which the requests since the last
+    /// submit complete (its read of the clock file).
+    pub fn completion(&self) -> u64 {
+        let _d = self.lock();
+        self.vclock().completion()
     }
 
     /// When a power cut that comes now takes effect: now, but never before the
@@ -100,6 +201,14 @@ impl Shared {
         F: FnOnce(&mut Device, u64) -> Result<u64, IoError>,
     {
         let mut d = self.lock();
+        if self.pace == Pace::Virtual {
+            // no sleep: the guest waits out the completion in its own time
+            let t = self.vclock().arrival(d.clock);
+            let done = f(&mut d, t)?;
+            self.vclock().completed(done);
+            self.acked.fetch_max(done, Ordering::AcqRel);
+            return Ok(());
+        }
         let t = self.now(&d);
         let done = f(&mut d, t)?;
         if self.pace == Pace::None {
@@ -285,5 +394,99 @@ journal_interval = 64
             }
         }
         assert_eq!(lost, 0, "{lost} of 100 acknowledged flushes lost their data at a cut right after them");
+    }
+
+    /// One request in virtual time: the guest submits at `guest` ns, the
+    /// request runs, the guest reads its completion (guest ns).
+    fn virtual_request<F>(sh: &Shared, guest: u64, f: F) -> u64
+    where
+        F: FnOnce(&mut Device, u64) -> Result<u64, IoError>,
+    {
+        sh.submit(guest);
+        sh.io(f).unwrap();
+        sh.completion()
+    }
+
+    /// Virtual time sleeps nowhere: a write the model says takes tens of ms
+    /// returns at once in wall time, and the guest learns its modelled latency.
+    #[test]
+    fn virtual_time_does_not_sleep_and_reports_the_modelled_completion() {
+        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Virtual, 2 << 20);
+        let data = vec![7u8; 1 << 20];
+        let started = Instant::now();
+        let done = virtual_request(&sh, 5_000_000, |d, t| d.write(t, 0, &data));
+        let wall = started.elapsed();
+        let modelled = done - 5_000_000;
+        // 1 MiB over a 40 MB/s host bus: at least 26 ms of device time
+        assert!(modelled >= 26_000_000, "modelled {modelled} ns for 1 MiB at 40 MB/s");
+        assert!(wall < Duration::from_nanos(modelled), "{wall:?} of wall time for {modelled} ns modelled: it slept");
+        assert_eq!(sh.sleeps.load(Ordering::Relaxed), 0);
+        let lat = sh.lock().lat.write.max;
+        assert_eq!(lat, modelled, "the device's own latency record and the guest's differ");
+    }
+
+    /// Guest idle time is device idle time: a read submitted long after the
+    /// last request finished starts at its submit time, so it takes an idle
+    /// device's latency; submitted while the device is still busy, it waits.
+    #[test]
+    fn virtual_time_follows_the_guests_submit_times() {
+        let sh = Shared::new(fast_with("read_overhead_us = 400"), Pace::Virtual, 2 << 20);
+        let data = vec![7u8; 4096];
+        virtual_request(&sh, 1_000, |d, t| d.write(t, 0, &data));
+        let w = virtual_request(&sh, 2_000, |d, t| d.write(t, 1 << 20, &data));
+        let w = virtual_request(&sh, w, |d, t| d.flush(t));
+        let mut back = vec![0u8; 4096];
+        let idle_submit = w + 50_000_000;
+        let r1 = virtual_request(&sh, idle_submit, |d, t| d.read(t, 0, &mut back)) - idle_submit;
+        let later = idle_submit + r1 + 30_000_000;
+        let r2 = virtual_request(&sh, later, |d, t| d.read(t, 1 << 20, &mut back)) - later;
+        assert!(r1 >= 400_000, "an isolated read took {r1} ns, below its 400 us firmware time");
+        assert_eq!(r1, r2, "two isolated reads of two pages after idle time took {r1} and {r2} ns");
+        assert_eq!(sh.now(&sh.lock()), {
+            let vc = sh.vclock();
+            vc.to_device(later)
+        });
+        // a second request submitted before the first completes queues behind it
+        let at = later + r2 + 10_000_000;
+        sh.submit(at);
+        sh.io(|d, t| d.read(t, 0, &mut back)).unwrap();
+        let first = sh.completion();
+        sh.submit(at + 1);
+        sh.io(|d, t| d.read(t, 0, &mut back)).unwrap();
+        let second = sh.completion();
+        assert!(second >= first + 400_000, "queued read completed at {second}, the first at {first}");
+    }
+
+    /// The same requests at the same guest times give the same completions,
+    /// whatever the host's speed; a new boot (guest time going back) starts
+    /// on the device clock where the last left off, not in its past.
+    #[test]
+    fn virtual_time_is_deterministic_and_survives_a_new_boot() {
+        let run = || {
+            let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Virtual, 2 << 20);
+            let data = vec![3u8; 64 << 10];
+            let mut g = 1_000_000;
+            let mut out = vec![];
+            for i in 0..20u64 {
+                let done = virtual_request(&sh, g, |d, t| d.write(t, (i % 8) * (64 << 10), &data));
+                out.push(done - g);
+                g = done + 1_000 * i;
+                if i % 5 == 0 {
+                    let f = virtual_request(&sh, g, |d, t| d.flush(t));
+                    out.push(f - g);
+                    g = f;
+                }
+            }
+            (sh, out)
+        };
+        let (sh, a) = run();
+        let (_, b) = run();
+        assert_eq!(a, b, "two virtual runs of the same requests differ");
+        let before = sh.lock().clock;
+        let mut back = vec![0u8; 4096];
+        // a new boot: guest time starts again near zero
+        let done = virtual_request(&sh, 2_000, |d, t| d.read(t, 0, &mut back));
+        assert!(done > 2_000 && done - 2_000 < 10_000_000, "first request of a new boot completed {done} ns into it");
+        assert!(sh.now(&sh.lock()) >= before, "the device clock went back at a new boot");
     }
 }

@@ -56,9 +56,29 @@ def host_call(step: Step, run_dir: str, seq: int) -> dict:
             "stdout": json.dumps(answer.data), "stderr": answer.error}
 
 
+# in virtual time fio must time with clock_gettime: its default clock source, the
+# CPU's TSC, runs in wall-clock time against the guest's virtual clock (fio hangs)
+VIRTUAL_BIN = "/tmp/flashbed-virtual-bin"
+FIO_WRAPPER = '#!/bin/sh\nexec /usr/bin/fio --clocksource=clock_gettime "$@"\n'
+
+
+def step_path() -> str:
+    path = "/usr/sbin:/usr/bin:/sbin:/bin"
+    if not guestlib.virtual_time():
+        return path
+    fio = os.path.join(VIRTUAL_BIN, "fio")
+    if not os.path.exists(fio):
+        os.makedirs(VIRTUAL_BIN, exist_ok=True)
+        with open(fio + ".tmp", "w") as f:
+            f.write(FIO_WRAPPER)
+        os.chmod(fio + ".tmp", 0o755)
+        os.replace(fio + ".tmp", fio)
+    return f"{VIRTUAL_BIN}:{path}"
+
+
 def run_step(step: Step, run_dir: str, layout: dict[str, str]) -> dict:
     env = dict(os.environ)
-    env.update({"FLASHBED_RUN": run_dir, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root",
+    env.update({"FLASHBED_RUN": run_dir, "PATH": step_path(), "HOME": "/root",
                 "LC_ALL": "C.UTF-8"})
     env.update(layout)  # the lab's layout: FLASHBED_DEV, FLASHBED_TOOLS
     env.update({k: str(v) for k, v in step.env.items()})

@@ -40,6 +40,28 @@ def now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
+_VIRTUAL: list[bool] = []
+
+
+def virtual_time() -> bool:
+    """Whether the lab runs in virtual time (flashbed.clock=virtual on the kernel's
+    command line): guest time then moves with the device and stands still while
+    the guest waits on the host, so a guest-side time limit on such a wait expires
+    at once in wall-clock terms; the host's wall-clock limit bounds the lab."""
+    if not _VIRTUAL:
+        try:
+            with open("/proc/cmdline") as f:
+                _VIRTUAL.append("flashbed.clock=virtual" in f.read().split())
+        except OSError:
+            _VIRTUAL.append(False)
+    return _VIRTUAL[0]
+
+
+def limit(timeout: float) -> float | None:
+    """A guest-side time limit: none in virtual time (see virtual_time)."""
+    return None if virtual_time() else timeout
+
+
 def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
     """Written to a temporary name, synced, renamed: a reader never sees half a file."""
     tmp = path + ".tmp"
@@ -97,6 +119,14 @@ POLL_LONGEST = 0.005
 
 def wait_file(path: str, deadline: float) -> bool:
     """True once `path` exists; False at `deadline` (monotonic)."""
+    if virtual_time():
+        # a sleep would move guest time by however long the host takes in wall time,
+        # and the device's idle time with it (runs would differ): spin on a call that
+        # neither sleeps nor fails (a failing syscall costs guest time in time travel)
+        folder, name = os.path.split(path)
+        while name not in os.listdir(folder):
+            pass
+        return True
     delay = POLL_FIRST
     while not os.path.exists(path):
         if now() > deadline:
@@ -110,7 +140,7 @@ def call_host(run_dir: str, name: str, call: HostCall, timeout: float, keep: boo
     """Ask the host and wait for its answer (None: no answer within `timeout` s).
     keep=False removes the request and answer files afterwards (a program making
     thousands of calls keeps the directory small)."""
-    deadline = now() + timeout
+    deadline = now() + timeout if limit(timeout) is not None else float("inf")
     resp = post_call(run_dir, name, call)
     if not wait_file(resp, deadline):
         return None
@@ -157,7 +187,7 @@ def run_shell(cmd: str, timeout: float, cwd: str | None = None,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     status = StepStatus.OK
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=limit(timeout))
     except subprocess.TimeoutExpired:
         status = StepStatus.TIMEOUT
         try:
@@ -273,7 +303,7 @@ def _syscall(what: str, call, timeout: float) -> dict:
     started = now()
     t = threading.Thread(target=go, daemon=True)
     t.start()
-    t.join(timeout)
+    t.join(limit(timeout))
     seconds = round(now() - started, 6)
     if not done:
         return {"cmd": what, "status": StepStatus.TIMEOUT, "rc": None, "seconds": seconds, "out": "did not return"}
