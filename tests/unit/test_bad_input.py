@@ -435,7 +435,7 @@ def test_a_run_whose_cells_failed_or_errored_exits_1(monkeypatch, tmp_path, caps
         results = [CellResult(CellKey("d", "ext4", "mkfs"), CellStatus.OK),
                    CellResult(CellKey("d", "xfs", "mkfs"), status)]
         monkeypatch.setattr("flashbed.execute.execute", lambda *a, r=results, **k: r)
-        monkeypatch.setattr("flashbed.lab.kernel.ensure_kernel", lambda k: None)
+        monkeypatch.setattr("flashbed.lab.kernel.ensure_kernel", lambda k, **kw: None)
         monkeypatch.setattr("flashbed.lab.labs.UmlLabs", lambda *a: None)
         monkeypatch.setattr("flashbed.report.text.print_results", lambda *a, **k: None)
         out = tmp_path / f"run-{status}"
