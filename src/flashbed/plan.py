@@ -200,7 +200,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     r = req.resolved()
     if board is not None:
         choices: list[Any] = [_OnBoard(board)]
-        _check_board(r, board)
+        _check_board(r, board, destroy_data_on)
     else:
         choices = [kernel.choose(k) for k in kernel.labels(r.kernels or kernels or (kernel.DEFAULT_KERNEL,))]
         for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
@@ -306,7 +306,7 @@ class _OnBoard:
         return "" if n == 1 else "a board runs the steps on its own CPUs: flashbed gives it no vCPUs"
 
 
-def _check_board(r: PlanRequest, board: Any) -> None:
+def _check_board(r: PlanRequest, board: Any, destroy_data_on: tuple[str, ...]) -> None:
     """What a board cannot do, one line each (before anything runs)."""
     if r.cpus != 1:
         raise FlashbedError("--cpus sets the lab's vCPUs; a board runs on its own CPUs: drop --cpus")
@@ -318,6 +318,10 @@ def _check_board(r: PlanRequest, board: Any) -> None:
     if not r.devices or any(not d.startswith("/dev/") for d in r.devices):
         raise FlashbedError(f"--target {r.target}: give the board's device with --device /dev/... (e.g. "
                             f"/dev/mmcblk0p3); presets run in the lab, without --target")
+    for path in destroy_data_on:  # a typo must not pass for permission
+        if path not in r.devices:
+            raise FlashbedError(f"--destroy-data-on {path} names no device of this run on the board "
+                                f"({', '.join(r.devices)}): repeat the --device path exactly")
 
 
 def _round_up(n: int, unit: int = 1 << 20) -> int:

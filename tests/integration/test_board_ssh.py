@@ -118,3 +118,10 @@ def test_studies_a_board_cannot_run_are_one_line(board, tmp_path, study, words):
                      timeout=120)
     one_line(r, words)
     assert not (tmp_path / "run").exists()
+
+
+def test_destroy_data_on_must_name_the_boards_device(board, tmp_path):
+    with loop_device(tmp_path, 64 << 20) as node:
+        r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node + "9", "--fs", "ext4", "--study", "mkfs",
+                     timeout=120)
+    one_line(r, f"--destroy-data-on {node}9 names no device of this run on the board")

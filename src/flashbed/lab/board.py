@@ -118,21 +118,23 @@ class Board:
         ident["node"] = node
         ident["board"] = self.identity
         name = f"{self.target.host}-{realdev.label(ident)}"
+        what = self.identity.get("model") or self.identity.get("dmi") or self.identity.get("release")
         info = {"name": name, "kind": BACKEND, "node": node, "target": self.target.url,
                 "capacity_bytes": ident["size_bytes"], "identity": ident,
-                "description": f"{node} on {self.target.url} ({self.identity.get('model') or self.identity.get('dmi') or self.identity.get('release')})"}
+                "description": f"{node} on {self.target.url} ({what})"}
         return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                       page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
                       preset_capacity=ident["size_bytes"], info=info)
 
     def lacking(self, fstypes: set[str]) -> str | None:
         """One line naming what the board lacks for these filesystems (its kernel, its mkfs tools, fio)."""
-        have = set(self.identity.get("filesystems", ()))
+        have = set(self.identity.get("filesystems", ())) | set(self.identity.get("fs_modules", ()))
         missing_fs = sorted(f for f in fstypes if f not in have)
         tools = [t for t in self.identity.get("missing_tools", ())
                  if t == "fio" or t.removeprefix("mkfs.") in fstypes]
         if missing_fs or tools:
-            what = ([f"no {', '.join(missing_fs)} in its kernel (/proc/filesystems)"] if missing_fs else []) + \
+            what = ([f"no {', '.join(missing_fs)} in its kernel (/proc/filesystems, its modules)"] if missing_fs
+                    else []) + \
                    ([f"no {', '.join(tools)}"] if tools else [])
             return f"{self.target.url} lacks what the run needs: {'; '.join(what)}"
         return None

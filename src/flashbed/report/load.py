@@ -199,8 +199,8 @@ class RunData:
         return (self.manifest.get("devices") or {}).get(self.device_of(device)) or {}
 
     def is_real(self, device: str) -> bool:
-        """A real block device: the flash emulator's statistics are not observable on it."""
-        return self.device_info(device).get("kind") == "real"
+        """A real block device (here, or a board's): the flash emulator's statistics are not observable on it."""
+        return self.device_info(device).get("kind") in ("real", "board")
 
     def device_text(self, device: str) -> str:
         """'emmc-8g (preset emmc-8g: emmc, page-mapped FTL, 8 GiB)'; 'loop0 (real device /dev/loop0: ...)'."""

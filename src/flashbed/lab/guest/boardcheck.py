@@ -135,9 +135,11 @@ def life_time() -> dict[str, str]:
 def board() -> dict:
     model = (read("/proc/device-tree/model") or read("/sys/firmware/devicetree/base/model") or "").strip("\0\n ")
     fss = sorted({line.split()[-1] for line in (read("/proc/filesystems") or "").splitlines() if line.strip()})
+    mods = os.path.join("/lib/modules", platform.release(), "kernel", "fs")  # loaded when mounted
+    fs_modules = sorted(os.listdir(mods)) if os.path.isdir(mods) else []
     return {"uname": " ".join(platform.uname()), "release": platform.release(), "model": model,
             "dmi": (read("/sys/class/dmi/id/product_name") or "").strip(),
-            "python": platform.python_version(), "filesystems": fss,
+            "python": platform.python_version(), "filesystems": fss, "fs_modules": fs_modules,
             "missing_tools": [t for t in TOOLS if not shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin")],
             "mmc_life_time": life_time()}
 
