@@ -271,7 +271,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from .bench import devices as bench
         if args.bench_cmd == "lab":
             from .bench import lab as lab_bench
-            lab_bench.bench(args.kernel or ["6.12", "7.3"], args.runs, list(_split([args.parts], "parts")), args.cycles)
+            lab_bench.bench(args.kernel or ["6.12", "7.3"], args.runs, list(_split([args.parts], "parts")),
+                            args.cycles)
             return 0
         if args.bench_cmd == "powercut":
             from .bench import powercut
@@ -462,30 +463,22 @@ def _check_studies_of(store, studies: tuple[str, ...]) -> None:
 
 
 def _stored_request(store):
-    """The request an existing run's manifest records, checked as a new one is."""
-    import dataclasses
-
+    """The request an existing run's manifest records, its fields of the types a new one has."""
     from .plan import PlanRequest
-    stored = store.manifest()["request"] if "request" in store.manifest() else None
-    fields = {f.name: f.type for f in dataclasses.fields(PlanRequest)}
-    bad = "no request" if not stored else next((k for k in stored if k not in fields), None)
-    if bad is None:
-        try:
-            req = PlanRequest(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
-            if not (isinstance(req.repeat, int) and isinstance(req.seed, int) and isinstance(req.cpus, int)
-                    and isinstance(req.overrides, dict) and all(isinstance(x, str) for t in (
-                        req.fs, req.devices, req.studies, req.kernels) for x in t)
-                    and all(isinstance(v, dict) for v in req.overrides.values())
-                    and all(isinstance(t, tuple) for t in (req.fs, req.devices, req.studies, req.kernels))
-                    and isinstance(req.profile, str) and isinstance(req.pace, str)
-                    and isinstance(req.target, str)):
-                bad = "a field of the wrong type"
-            else:
-                return req
-        except TypeError:
-            bad = "a field of the wrong type"
-    raise FlashbedError(f"{store.manifest_path}: its request has {bad if ' ' in bad else 'unknown field ' + bad}, "
-                        f"so the run cannot be resumed: start a new run with --out DIR")
+    stored = store.manifest().get("request")
+    texts = ("profile", "pace", "target")
+    lists = ("fs", "devices", "studies", "kernels", "clocks")
+    numbers = ("repeat", "seed", "cpus")
+    ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides"} and \
+        all(isinstance(stored[k], str) for k in texts if k in stored) and \
+        all(isinstance(stored[k], list) and all(isinstance(x, str) for x in stored[k]) for k in lists if k in stored) \
+        and all(type(stored[k]) is int for k in numbers if k in stored) and \
+        (isinstance(stored.get("overrides", {}), dict) and all(isinstance(v, dict) for v in
+                                                               stored.get("overrides", {}).values()))
+    if not ok:
+        raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
+                            f"resumed: start a new run with --out DIR")
+    return PlanRequest(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
 
 
 def _recorded_kernels(store) -> tuple[str, ...] | None:

@@ -482,3 +482,14 @@ def test_an_interrupted_run_leaves_no_scratch(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         execute(plan, store, ReplayLabs(DATA), Interrupted(), stream=io.StringIO())
     assert not (store.root / "scratch").exists()
+
+
+@pytest.mark.emulator
+def test_a_block_preset_with_63_pages_per_block_is_refused(tmp_path, capsys):
+    from flashbed.paths import repo_root
+    text = (repo_root() / "presets" / "ideal.toml").read_text()
+    preset = tmp_path / "odd.toml"
+    preset.write_text("\n".join("pages_per_block = 63" if line.startswith("pages_per_block") else line
+                                for line in text.splitlines()))
+    assert main(["devices", "show", str(preset)]) == 2
+    one_line(capsys, "field `nand.pages_per_block`: 63 is not a power of two")

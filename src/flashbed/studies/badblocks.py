@@ -128,7 +128,8 @@ class BadBlocks(Study):
         raw_cases: tuple[str, ...] = param(RAW_CASES, choices=RAW_CASES, help="raw NAND: fault kinds, one cell each")
         block_cases: tuple[str, ...] = param((DUST,), choices=BLOCK_CASES,
                                              help="block devices: fault kinds, one cell each")
-        read_corrupt: float = param(1.0, unit="%", low=0, high=100, help="block devices, flips: read requests with a byte changed")
+        read_corrupt: float = param(1.0, unit="%", low=0, high=100,
+                                    help="block devices, flips: read requests with a byte changed")
         nand_bad: int = param(8, low=0, help="raw NAND: bad or weak blocks (pages)")
         nand_bitflips: int = param(4, low=0, help="raw NAND: nandsim's bit-flip rate parameter")
         fault: str = param(DUST, choices=(*BLOCK_CASES, *RAW_CASES), per_case="raw_cases")

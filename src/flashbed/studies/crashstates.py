@@ -113,7 +113,8 @@ class CrashStates(Study):
         ops: int = param(150, low=1, help="powercut workload: operations")
         max_file: int = param(1 << 20, unit="bytes", low=1, help="powercut workload: largest file")
         max_files: int = param(32, low=1, help="powercut workload: files it keeps")
-        max_bytes: int = param(4 << 20, unit="bytes", low=1, help="powercut workload: live data (verified at every state)")
+        max_bytes: int = param(4 << 20, unit="bytes", low=1,
+                               help="powercut workload: live data (verified at every state)")
         exhaustive: int = param(1, low=0, help="sequences: every valid sequence up to this many steps (27 of one, "
                                         "668 up to two)")
         sequences: int = param(50, low=0, help="sequences: this many more, seeded, longer up to max_len")

@@ -57,12 +57,14 @@ class Mixed(Study):
     class Params:
         size: int = param(500 * 1000 * 1000, unit="bytes", low=1, help="all jobs' files together")
         nrfiles: int = param(50, low=1, help="files, shared out among the jobs")
-        runtime: int = param(120, unit="s", low=1, help="limit per job; each writer count of a scaling case runs this long")
+        runtime: int = param(120, unit="s", low=1,
+                             help="limit per job; each writer count of a scaling case runs this long")
         direct: int = param(1, choices=(0, 1), help="1: O_DIRECT, 0: buffered")
         scale_jobs: tuple[int, ...] = param((1, 2, 4), low=1, help="writers at once in a scaling case, in turn")
         scale_cpus: tuple[int, ...] = param((1, 2), low=0, help="guest vCPUs of the scaling cases, one cell each "
                                                          "(0: no scaling case)")
-        scale_bs: str = param("4k", pattern=fio.BLOCK_SIZE, form=fio.BLOCK_SIZE_FORM, help="a writer's block size (scaling cases)")
+        scale_bs: str = param("4k", pattern=fio.BLOCK_SIZE, form=fio.BLOCK_SIZE_FORM,
+                              help="a writer's block size (scaling cases)")
         scale_fsync: int = param(8, low=0, help="a writer fsyncs after this many writes (0: only at its end)")
         cpus: int = param(0, low=0, per_case="scale_cpus")  # a scaling case's vCPUs; 0: the mix
 
