@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     ksub = k.add_subparsers(dest="kernel_cmd", required=True)
     kb = ksub.add_parser("build", help="build a lab kernel, or reuse the cached one")
     kb.add_argument("--kernel", help="6.12, 7.3 or all (default: the default kernel)")
+    kb.add_argument("--clock", default="real", help="virtual: build the kernel's time-travel flavour instead")
     ksub.add_parser("info", help="show every lab kernel: built or not, source, patches, boot mode")
 
     lab = sub.add_parser("lab", help="boot the lab kernel")
@@ -529,8 +530,14 @@ def _report(args: argparse.Namespace) -> int:
 def _kernel(args: argparse.Namespace) -> int:
     from .lab import kernel
     if args.kernel_cmd == "build":
+        from .lab import clock
+        tt = clock.parse(args.clock).time_travel
         names = list(kernel.KERNELS) if args.kernel == "all" else [kernel.choose(args.kernel).spec.name]
-        infos = [kernel.ensure_kernel(n) for n in names]
+        if tt:
+            names = [n for n in names if kernel.KERNELS[n].time_travel_ok] if args.kernel == "all" else names
+            for n in names:
+                kernel.KERNELS[n].time_travel_flavour()  # one line if it has none
+        infos = [kernel.ensure_kernel(n, time_travel=tt) for n in names]
         print(json.dumps([asdict(i) for i in infos] if len(infos) > 1 else asdict(infos[0]), indent=2))
         return 0
     rows = []
@@ -546,6 +553,12 @@ def _kernel(args: argparse.Namespace) -> int:
             row["source_version"] = f"unavailable: {e}"
         row["default"] = name == kernel.DEFAULT_KERNEL
         row["boot_modes"] = [m.value for m in spec.modes]
+        if spec.time_travel_ok:  # the time-travel flavour (--clock virtual): built or not
+            try:
+                tt = kernel.cached_kernel(name, time_travel=True)
+                row["time_travel_flavour"] = {"built": tt is not None, **({"key": tt.key, "path": tt.path} if tt else {})}
+            except FlashbedError as e:
+                row["time_travel_flavour"] = {"built": False, "error": str(e)}
         rows.append(row)
     print(json.dumps(rows, indent=2))
     return 0

@@ -133,3 +133,10 @@ def test_a_cell_file_of_one_clock_is_as_before_and_one_of_two_reads_back():
     assert "clock" not in one.to_json()["key"]
     two = CellResult(key=CellKey("emmc-8g", "ext4", "bigfile", clock="virtual"), status="ok")
     assert CellResult.from_json(json.loads(json.dumps(two.to_json()))).key == two.key
+
+
+def test_kernel_build_clock_is_checked(capsys):
+    assert main(["kernel", "build", "--clock", "quartz"]) == 2
+    assert "--clock 'quartz' must be real or virtual" in capsys.readouterr().err
+    assert main(["kernel", "build", "--kernel", "6.12", "--clock", "virtual"]) == 2
+    assert "6.12 has no virtual-time flavour" in capsys.readouterr().err
