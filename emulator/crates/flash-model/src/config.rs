@@ -221,6 +221,9 @@ impl DeviceConfig {
             "open_aus": if self.ftl.kind == FtlKind::Hybrid { Some(self.ftl.open_aus) } else { None },
             "sequential_log": self.ftl.kind == FtlKind::Hybrid && self.ftl.sequential_log,
             "cache_bytes": self.ftl.cache_bytes,
+            // The host interface's rate (bytes/s, 0: unlimited): no write is the device's before
+            // its bytes crossed it (the report's device check)
+            "host_bytes_per_s": self.timing.host_bytes_per_s,
             "endurance": self.rel.endurance,
             "declared": {
                 "seq_read_mb_s": self.declared.seq_read_mb_s,
