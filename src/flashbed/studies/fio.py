@@ -30,8 +30,13 @@ def load(path: Path) -> dict[str, Any] | None:
 
 
 def job_figures(job: dict[str, Any]) -> dict[str, float]:
-    """MB/s, IOPS, completion-latency percentiles (µs) and runtime of one fio job."""
-    out: dict[str, float] = {"bandwidth": 0.0, "iops": 0.0, "runtime": 0.0}
+    """MB/s, IOPS, completion-latency percentiles (µs) and runtime of one fio job; what it wrote
+    (write_bytes, writes) and the fsyncs it issued (fsyncs), for the device check."""
+    write = job.get("write") or {}
+    out: dict[str, float] = {"bandwidth": 0.0, "iops": 0.0, "runtime": 0.0,
+                             "write_bytes": float(write.get("io_bytes") or 0),
+                             "writes": float(write.get("total_ios") or 0),
+                             "fsyncs": float((job.get("sync") or {}).get("total_ios") or 0)}
     p50 = p99 = 0.0
     for d in ("read", "write"):
         part = job.get(d) or {}
@@ -46,3 +51,17 @@ def job_figures(job: dict[str, Any]) -> dict[str, float]:
     out["lat_p50"] = p50
     out["lat_p99"] = p99
     return out
+
+
+def write_latency_percentiles(job: dict[str, Any]) -> dict[str, float]:
+    """fio's completion-latency percentiles of a job's writes, percentile ("50.000000") -> µs."""
+    pct = ((job.get("write") or {}).get("clat_ns") or {}).get("percentile") or {}
+    return {str(k): v / 1000 for k, v in pct.items() if isinstance(v, (int, float))}
+
+
+
+def size_bytes(bs: str) -> int:
+    """fio's block size ('4k', '4M', '512') in bytes (fio's k and M are powers of two)."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    t = bs.strip().lower().removesuffix("b").removesuffix("i")
+    return int(t[:-1]) * units[t[-1]] if t and t[-1] in units else int(t)
