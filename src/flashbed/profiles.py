@@ -19,7 +19,8 @@ from .errors import FlashbedError
 
 MiB = 1 << 20
 
-MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu")
+MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "sqlite", "mount", "boot", "mkfs",
+                "cpu")
 # the failure studies the quick profile runs short (badblocks runs with --study)
 ROBUSTNESS_STUDIES = ("powercut", "corruption")
 # the default filesystems: the ten writable block ones, and one read-only image of each kind
@@ -36,6 +37,8 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mixed": {"size": 64 * MiB, "nrfiles": 8, "runtime": 3, "scale_cpus": [0]},
         "bigfile": {"size": 64 * MiB},
         "overwrite": {"mb": [1]},
+        # 300 commits per journal mode (paper: 2000)
+        "sqlite": {"transactions": 300},
         "mount": {"fills": [0, 50]},
         "cpu": {"size": 32 * MiB},
         # 8 cuts per mount mode, 0.3-1.5 s into the workload (paper: 226, 0.5-3 s); with
