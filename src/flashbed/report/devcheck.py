@@ -28,6 +28,10 @@ from . import units
 # job's end, and a filesystem adds metadata, never less; the margin is for a job cut short between
 # a write's completion and fio's count of it
 RECEIVED_BELOW = 95.0
+# how far ahead of its modelled completion the emulator may acknowledge a request that continues a
+# stream (flashbed-emu's STREAM_SLACK): a write acknowledged sooner than its bytes cross the host
+# interface less this lead was not the device's
+EMULATOR_LEAD_US = 500.0
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,8 @@ class DeviceCheck:
                 parts.append(f"the device received at most {self.timely_pct:.0f} % of these writes by the time "
                              f"they were acknowledged" + (f" (p50 {units.fmt(p50)} µs" if p50 is not None else " (")
                              + f"; {_size(self.claim.block_bytes)} take {units.fmt(self.transfer_us)} µs over its "
-                             f"{units.fmt(self.host_mb_s)} MB/s host interface)")
+                             f"{units.fmt(self.host_mb_s)} MB/s host interface, the emulator acknowledging up to "
+                             f"{EMULATOR_LEAD_US:.0f} µs early)")
             fp = self.flush_pct
             if fp is not None and fp < RECEIVED_BELOW:
                 parts.append(f"{self.flushes:.0f} flushes for {self.synced:,} synchronous writes or commits")
@@ -113,8 +118,8 @@ class DeviceCheck:
             bits.append(f"{self.synced:,} acknowledged durable, device flushes "
                         f"{'—' if self.flushes is None else f'{self.flushes:,.0f}'}")
         if self.timely_pct is not None:
-            bits.append(f"{100 - self.timely_pct:.0f} % acknowledged in less than the "
-                        f"{units.fmt(self.transfer_us)} µs their bytes take to reach the device")
+            bits.append(f"{100 - self.timely_pct:.0f} % acknowledged more than {EMULATOR_LEAD_US:.0f} µs sooner "
+                        f"than the {units.fmt(self.transfer_us)} µs their bytes take to reach the device")
         return "; ".join(bits)
 
 
@@ -135,8 +140,10 @@ def timely_pct(claim: Claim, host_bytes_per_s: float | None) -> tuple[float | No
     if not host_bytes_per_s or not claim.block_bytes or not claim.latency_us:
         return None, None
     transfer = 1e6 * claim.block_bytes / host_bytes_per_s
+    if transfer <= EMULATOR_LEAD_US:  # within the emulator's lead: its time says nothing
+        return None, None
     pcts = sorted((float(p), v) for p, v in claim.latency_us.items())
-    early = max((p for p, v in pcts if v < transfer), default=0.0)
+    early = max((p for p, v in pcts if v < transfer - EMULATOR_LEAD_US), default=0.0)
     return 100.0 - early, transfer
 
 

@@ -458,6 +458,8 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
                           cls="device"))
         sec.add(ListBlock([answer_line(r) for r in rankings]))
+        if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
+            sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
     sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
                       f"tool versions under Run. Rankings, trade-offs and every figure follow.", cls="note"))
     return sec

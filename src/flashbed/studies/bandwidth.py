@@ -95,6 +95,8 @@ class Bandwidth(Study):
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "bw.$filenum",
                   "size": p.size, "nrfiles": p.nrfiles, "numjobs": 1, "runtime": p.runtime,
                   "iodepth": 1,
+                  # latency percentiles of the whole request, submission included (see fio._percentiles)
+                  "lat_percentiles": 1,
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
                   "fallocate": "none"}
@@ -139,6 +141,7 @@ class Bandwidth(Study):
             job = data["jobs"][0]
             f = fio.job_figures(job)
             out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
+            # total latency, submission included
             out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
             # the interval the figure covers, to set against the device's busy time
             out += m(case, "runtime", f["runtime"], "s")

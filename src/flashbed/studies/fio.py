@@ -45,7 +45,7 @@ def job_figures(job: dict[str, Any]) -> dict[str, float]:
         out["bandwidth"] += part["bw_bytes"] / 1e6
         out["iops"] += part["iops"]
         out["runtime"] = max(out["runtime"], part.get("runtime", 0) / 1000)
-        pct = (part.get("clat_ns") or {}).get("percentile") or {}
+        pct = _percentiles(part)
         p50 = max(p50, pct.get("50.000000", 0) / 1000)
         p99 = max(p99, pct.get("99.000000", 0) / 1000)
     out["lat_p50"] = p50
@@ -55,8 +55,20 @@ def job_figures(job: dict[str, Any]) -> dict[str, float]:
 
 def write_latency_percentiles(job: dict[str, Any]) -> dict[str, float]:
     """fio's completion-latency percentiles of a job's writes, percentile ("50.000000") -> µs."""
-    pct = ((job.get("write") or {}).get("clat_ns") or {}).get("percentile") or {}
+    pct = _percentiles(job.get("write") or {})
     return {str(k): v / 1000 for k, v in pct.items() if isinstance(v, (int, float))}
+
+
+def _percentiles(part: dict[str, Any]) -> dict[str, Any]:
+    """A direction's latency percentiles (ns): the total latency's (lat_percentiles=1) where the job
+    has them, else the completion latency's. With libaio, a write the kernel does inside io_submit
+    (a buffered fallback, an O_SYNC write, a copy-on-write direct write) is all submission latency:
+    its completion latency is a few µs whatever the device did."""
+    for key in ("lat_ns", "clat_ns"):
+        pct = (part.get(key) or {}).get("percentile")
+        if pct:
+            return pct
+    return {}
 
 
 
