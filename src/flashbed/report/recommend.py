@@ -484,12 +484,14 @@ def ignores_direct_text(run: RunData, device: str) -> str:
     if not checked:
         return "No direct write was checked on this device (no device statistics)."
     if not bad:
-        return f"Every filesystem checked honoured O_DIRECT for writes: {', '.join(checked)}."
+        return (f"Every filesystem checked had its direct writes on the device when it acknowledged them (measured): "
+                f"{', '.join(checked)}.")
     return ("Filesystems that ignore O_DIRECT for writes (measured: the device did not receive their direct "
             "writes during the job): " + "; ".join(
                 f"{fs} ({', '.join(f'{chk.claim.case}: {chk.counters_text()}' for chk in chks)})"
                 for fs, chks in bad.items()) +
-            (f". Honoured it: {', '.join(f for f in checked if f not in bad)}." if set(checked) - set(bad) else "."))
+            (f". Their direct writes on the device when acknowledged: {', '.join(f for f in checked if f not in bad)}."
+             if set(checked) - set(bad) else "."))
 
 
 def lab_bound_method(run: RunData) -> str:
