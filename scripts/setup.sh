@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # debian-archive-keyring
 APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison flex libelf-dev xz-utils patch
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
- mtd-utils fio flashbench
+ mtd-utils fio flashbench sqlite3
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
  openssh-client openssh-server
  chromium fonts-dejavu-core"

@@ -30,7 +30,7 @@ _FAILURE = {
 REQUESTS = [
     # every study on a block device (a plain file: a power cut is the lab being killed)
     PlanRequest(fs=("ext4",), devices=("plain-file@256M",), studies=(
-        "bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu",
+        "bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "sqlite", "mount", "boot", "mkfs", "cpu",
         "powercut", "corruption", "badblocks"), overrides={
         "bandwidth": {"size": 16 << 20, "nrfiles": 4, "runtime": 1, "rw": ["randread", "write"], "bs": "4k",
                       "direct": [1, 0]},
@@ -39,6 +39,7 @@ REQUESTS = [
         "smallfiles": {"dirs": 50, "files": 200},
         "appio": {"sizes": 1 << 20},
         "overwrite": {"mb": 1},
+        "sqlite": {"transactions": 20},
         "mount": {"fills": [0, 25]},
         "boot": {"mb": 5},
         "cpu": {"size": 16 << 20},

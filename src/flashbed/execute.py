@@ -34,10 +34,11 @@ from .results import CellResult
 from .store import RunStore
 from .studies.base import CellSpec
 
-# the Debian packages whose versions a run records: every filesystem's tools, fio,
+# the Debian packages whose versions a run records: every filesystem's tools, fio, sqlite3,
 # mount and friends (the lab kernel's source package and version are in the
 # manifest's kernel block: 7.3's is fetched, not installed)
-TOOL_PACKAGES = tuple(dict.fromkeys([*(fs.package for fs in fscat.CATALOGUE.values()), "fio", "util-linux"]))
+TOOL_PACKAGES = tuple(dict.fromkeys([*(fs.package for fs in fscat.CATALOGUE.values()), "fio", "sqlite3",
+                                     "util-linux"]))
 
 
 def tool_versions() -> dict[str, str]:

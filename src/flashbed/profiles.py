@@ -19,7 +19,8 @@ from .errors import FlashbedError
 
 MiB = 1 << 20
 
-MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu")
+MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "sqlite", "mount", "boot", "mkfs",
+                "cpu")
 # the failure studies the quick profile runs short (badblocks runs with --study)
 ROBUSTNESS_STUDIES = ("powercut", "corruption")
 # the default filesystems: the ten writable block ones, and one read-only image of each kind
@@ -36,6 +37,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "mixed": {"size": 64 * MiB, "nrfiles": 8, "runtime": 3, "scale_cpus": [0]},
         "bigfile": {"size": 64 * MiB},
         "overwrite": {"mb": [1]},
+        # 100 commits per journal mode (paper: 2000): 3-13 s per mode on emmc-8g@512M, a lab boot in
+        # all per filesystem
+        "sqlite": {"transactions": 100},
         "mount": {"fills": [0, 50]},
         "cpu": {"size": 32 * MiB},
         # 8 cuts per mount mode, 0.3-1.5 s into the workload (paper: 226, 0.5-3 s); with

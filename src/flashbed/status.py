@@ -193,3 +193,19 @@ class Measured(StrEnum):
     MISSING = "missing"  # not measured: not scored
     NOT_OBSERVABLE = "not-observable"  # an emulator statistic of a real device: not scored for anyone
     NA = "n/a"  # does not apply to the filesystem (a write figure of a read-only one)
+
+
+class DeviceVerdict(StrEnum):
+    """A timed figure whose workload promised the device had its writes (direct, synchronous),
+    set against what the device received in the same statistics phase (report/devcheck.py)."""
+
+    SERVED = "served"  # the device received the writes and the flushes during the job
+    # served, at a rate above the part's random write rate: the device saw the writes in its
+    # request pattern (sequential, after copy-on-write or a log), which the report shows beside it
+    SERVED_ABOVE_RATE = "served-above-random-rate"
+    CACHED = "cached"  # acknowledged before the device received it: scores nobody
+    UNCHECKED = "unchecked"  # no statistics phase of its own (a real device, a plain file)
+
+    @property
+    def served(self) -> bool:
+        return self in (DeviceVerdict.SERVED, DeviceVerdict.SERVED_ABOVE_RATE)

@@ -224,3 +224,27 @@ def test_virtual_pace_serves_a_clock_file_that_answers_each_submit(spec_for):
         assert not (Path(emu2.device_path).parent / "clock").exists(), "a real-time emulator serves no clock"
     finally:
         emu2.stop()
+
+
+def test_the_device_check_s_counters_writes_flushes_sizes_and_sequential_bytes(spec_for):
+    """What the report's device check reads of a phase: write requests, flushes, sizes, and the writes
+    that continued the previous one (through the session's normalisation, as a cell records them)."""
+    from flashbed.devices.session import normalize_stats
+    emu = Emulator(spec_for()).start()
+    fd = os.open(emu.device_path, os.O_RDWR)
+    try:
+        emu.reset_stats()
+        for i in range(8):  # one stream of 8 x 4 KiB
+            os.pwrite(fd, pattern(i, 4096), MiB + i * 4096)
+        for off in (5 * MiB, 3 * MiB, 7 * MiB):  # three jumps
+            os.pwrite(fd, pattern(off, 4096), off)
+        os.fsync(fd)
+        s = normalize_stats(emu.stats())
+        assert s["host_writes"] == 11 and s["host_write_bytes"] == 11 * 4096 and s["host_flushes"] == 1
+        assert s["write_sizes"] == {"4096": 11}
+        assert s["write_pattern_sequential_write_bytes"] == 7 * 4096  # the stream's first write follows nothing
+    finally:
+        os.close(fd)
+        emu.stop()
+    info = describe(PRESETS / "emmc-8g.toml", 512 * MiB)
+    assert info["host_bytes_per_s"] == 25_000_000  # the preset's 25 MB/s host interface

@@ -82,6 +82,9 @@ def test_dask_without_a_scheduler_is_refused_before_the_run_directory_is_made(tm
     ("powercut.modes=sometimes", "expected a comma-separated list of values from sync, async"),
     ("powercut.mode=sync", "powercut.mode is set per case, from powercut.modes"),
     ("nosuch.size=1", "--set for unknown study 'nosuch'"),
+    ("bandwidth.sync_rw=randread", "expected a comma-separated list of values from randwrite, write, none"),
+    ("sqlite.journals=wall", "expected a comma-separated list of values from wal, rollback"),
+    ("sqlite.transactions=many", "bad value 'many' for sqlite.transactions"),
 ])
 def test_set_is_checked_against_the_studys_parameters_before_anything_runs(tmp_path, setting, words, capsys):
     out_dir = tmp_path / "run"

@@ -34,7 +34,11 @@ from .realdev import claimed
 # emulator statistics kept per workload phase, under the names renderers use
 STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand_program_pages", "nand_read_pages",
              "nand_erases", "busy_seconds", "gc_count", "erase_count_min", "erase_count_max", "erase_count_mean",
-             "latency_p50_us", "latency_p99_us")
+             "latency_p50_us", "latency_p99_us",
+             # what the report's device check sets against a workload's claims: write requests, flushes,
+             # and the writes that continued the previous one (the request pattern)
+             "host_writes", "host_flushes", "write_pattern_sequential_write_bytes")
+WRITE_SIZES = "write_sizes"  # a phase's write requests per size (power-of-two bucket, bytes) -> count
 
 
 class _Session:
@@ -282,7 +286,10 @@ def normalize_stats(raw: dict) -> dict:
             flat[prefix.rstrip("_")] = d
 
     walk("", raw)
-    out = {k: flat[k] for k in STAT_KEYS if k in flat}
+    out: dict[str, Any] = {k: flat[k] for k in STAT_KEYS if k in flat}
     if not out and raw:
         raise FlashbedError("emulator stats reply has none of the expected fields: " + ", ".join(sorted(flat)[:20]))
+    sizes = (raw.get("request_sizes") or {}).get("write")
+    if isinstance(sizes, dict) and sizes:
+        out[WRITE_SIZES] = {str(k): int(v) for k, v in sizes.items() if isinstance(v, int)}
     return out

@@ -72,6 +72,13 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             if rt:
                 ss.add(rt)
             ds.add(ss)
+        ct = T.device_check_table(run, device)
+        if ct:
+            cs = Section(units.slug("dev", device, "devcheck"), "Device check: what the device received")
+            cs.add(Paragraph(R.device_check_method()))
+            cs.add(Paragraph(R.ignores_direct_text(run, device)))
+            cs.add(ct)
+            ds.add(cs)
         wear = F.wear_figure(ctx, device)
         dt = T.device_stats_table(run, device)
         if wear or dt or run.is_real(device):

@@ -21,7 +21,10 @@ from ..results import CellResult
 from ..status import CellStatus
 from ..store import RunStore
 from ..studies.base import Reproducer
-from . import catalog, units
+from ..studies.claims import claims_of
+from ..status import DeviceVerdict
+from . import catalog, devcheck, units
+from .devcheck import DeviceCheck
 from .weights import Weights, load_weights
 
 MANIFEST_SCHEMA = 1
@@ -112,6 +115,9 @@ class RunData:
     pstats: dict[tuple[str, str, str, str], dict[str, Stat]] = field(default_factory=dict)
     # (device, fs, study, measurement case) -> how busy the device was during that case's figures
     busy: dict[tuple[str, str, str, str], Busy] = field(default_factory=dict)
+    # (device, fs, study, measurement case) -> the device check of a figure whose workload promised the
+    # device had its writes (direct, synchronous): served, or cached (report/devcheck.py)
+    checks: dict[tuple[str, str, str, str], DeviceCheck] = field(default_factory=dict)
     failures: list[Failure] = field(default_factory=list)
     reproducers: list[Reproducer] = field(default_factory=list)  # failures inside cells, with their commands
     cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
@@ -362,6 +368,24 @@ class RunData:
         """lab_bound_case for a timed metric (rates, latencies, times); None for any other metric."""
         return self.lab_bound_case(device, fs, study, case) if metric in units.TIMED_METRICS else None
 
+    def device_check(self, device: str, fs: str, study: str, case: str) -> DeviceCheck | None:
+        return self.checks.get((device, fs, study, case))
+
+    def cached(self, device: str, fs: str, study: str, case: str, metric: str) -> DeviceCheck | None:
+        """The device check of a timed figure the device could not have served (its writes were
+        acknowledged before the device received them); None otherwise."""
+        c = self.checks.get((device, fs, study, case))
+        return c if c is not None and c.verdict is DeviceVerdict.CACHED and metric in units.TIMED_METRICS else None
+
+    def ignores_direct(self, device: str) -> dict[str, list[DeviceCheck]]:
+        """fs -> its direct-write figures the device check found cached: the filesystems that serve
+        O_DIRECT writes from the page cache, as measured."""
+        out: dict[str, list[DeviceCheck]] = {}
+        for (d, fs, _s, _c), chk in sorted(self.checks.items()):
+            if d == device and chk.claim.direct and chk.verdict is DeviceVerdict.CACHED:
+                out.setdefault(fs, []).append(chk)
+        return out
+
     @property
     def paced(self) -> bool:
         """Whether the emulator ran its timed studies in real time (--pace none skips the device's
@@ -439,6 +463,8 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
+    # (device, fs, study, case) -> each repeat's claim and the statistics phase of its job
+    claimed: dict[tuple[str, str, str, str], list[devcheck.Repeat]] = defaultdict(list)
 
     key_cases: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, study) -> its cells' cases
     for r in results:
@@ -471,6 +497,10 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
                 key = (k.device, k.fs, k.study, case, metric)
                 vals[key].append(v)
                 val_units.setdefault(key, unit)
+        paced = (r.provenance or {}).get("pace", run_pace) in (None, "real")
+        for claim in claims_of(r.extra):
+            claimed[(k.device, k.fs, k.study, claim.case)].append(
+                devcheck.Repeat(claim, devcheck.phase_of((r.device_stats or {}).get(claim.case)), paced))
         ds = _cell_device_stats(r.device_stats)
         if ds:
             cell_ds[(k.device, k.fs, k.study, k.case)][k.repeat] = ds
@@ -499,6 +529,13 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     for key, reps in sorted(phase_ds.items()):
         data.pstats[key] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
     data.busy = {key: Busy(Stat(tuple(v), "%"), basis[key]) for key, v in sorted(utils.items())}
+    for key, repeats in sorted(claimed.items()):
+        dev, fs, study, case = key
+        iops = data.values.get((dev, fs, study, case, "iops"))
+        info = data.device_info(dev)
+        rate = _num((info.get("declared") or {}).get("rand_write_4k_iops"))
+        data.checks[key] = devcheck.check(repeats, iops.mean if iops else None, rate,
+                                          _num(info.get("host_bytes_per_s")))
 
     for study, names in sorted(unclassified.items()):
         data.notes.append(f"{study}: outcome name(s) {', '.join(sorted(names))} are in neither the good nor the "
@@ -592,7 +629,8 @@ def _utilisation(device_stats: dict[str, Any], case: str,
 
 
 _SUMMED = frozenset({"host_write_bytes", "host_read_bytes", "nand_program_pages", "nand_read_pages", "nand_erases",
-                     "busy_seconds", "wall_seconds", "gc_count"})
+                     "busy_seconds", "wall_seconds", "gc_count", "host_writes", "host_flushes",
+                     "write_pattern_sequential_write_bytes"})
 
 
 def _combine(cells: list[dict[str, float]]) -> dict[str, float]:

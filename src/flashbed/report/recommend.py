@@ -4,7 +4,8 @@ The criteria and weights live in weights.toml (see its comments for the scoring 
 this module only applies them. A criterion nobody measured is listed as not measured;
 a variant without a value for a criterion is not scored on it (and marked incomplete),
 a variant whose cells failed scores 0 on it. A criterion lab-bound for any variant scores
-nobody. A use case missing a decisive criterion is not decided: no winner, a partial
+nobody, and so does one whose figure the device could not have served for any variant (the
+device check: its direct or synchronous writes acknowledged before the device had them). A use case missing a decisive criterion is not decided: no winner, a partial
 ranking and the command that measures what is missing.
 """
 
@@ -14,9 +15,11 @@ import math
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from ..status import Measured
+from ..status import DeviceVerdict, Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
+from . import devcheck
+from .devcheck import DeviceCheck
 from .load import NOT_OBSERVABLE, Busy, RunData, Stat
 from .rerun import measure_command
 from .weights import Criterion, UseCase
@@ -34,6 +37,7 @@ class Value:
     n: int = 0  # repeats behind the value (smallest over matched cases)
     why: str = ""  # failure status
     lab: Busy | None = None  # set when the figure is lab-bound (the least busy matched case)
+    cached: DeviceCheck | None = None  # set when the device did not receive the figure's writes during it
 
 
 @dataclass
@@ -68,6 +72,8 @@ class Ranking:
     measured: list[int]  # criterion indexes measured on this device
     not_measured: list[tuple[int, str]]  # (criterion index, reason)
     lab_bound: dict[int, list[tuple[str, Busy]]] = field(default_factory=dict)  # criterion -> (fs, busy)
+    # criterion -> (fs, device check) of figures the device could not have served: scored for nobody
+    cached: dict[int, list[tuple[str, DeviceCheck]]] = field(default_factory=dict)
     undecided: list[Undecided] = field(default_factory=list)
     # emulator statistics on a real device: listed as such, scored for nobody
     not_observable: list[int] = field(default_factory=list)
@@ -76,8 +82,8 @@ class Ranking:
 
     @property
     def scored(self) -> list[int]:
-        """Measured criteria that score: the lab-bound ones are ties for everyone."""
-        return [i for i in self.measured if i not in self.lab_bound]
+        """Measured criteria that score: the lab-bound and the cached ones are ties for everyone."""
+        return [i for i in self.measured if i not in self.lab_bound and i not in self.cached]
 
     @property
     def decided(self) -> bool:
@@ -127,8 +133,11 @@ def criterion_value(run: RunData, device: str, fs: str, c: Criterion) -> Value:
     if present:
         labs = [] if c.source == "device" else \
             [b for k in cases if (b := run.lab_bound(device, fs, c.study, k, c.metric))]
+        cached = [] if c.source == "device" else \
+            [x for k in cases if (x := run.cached(device, fs, c.study, k, c.metric))]
         return Value(Measured.OK, _geomean([s.mean for s in present]), unit, min(s.n for s in present),
-                     lab=min(labs, key=lambda b: b.util.mean) if labs else None)
+                     lab=min(labs, key=lambda b: b.util.mean) if labs else None,
+                     cached=cached[0] if cached else None)
     if fails:
         return Value(Measured.FAILED, None, unit, why=fails[0].status)
     na = [w for k in (cases if c.source == "measure" and cases else [None])
@@ -165,7 +174,9 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
     lab_bound = {i: [(fs, vals[fs][i].lab) for fs in fss if vals[fs][i].lab] for i in measured}
     lab_bound = {i: v for i, v in lab_bound.items() if v}
-    scored = [i for i in measured if i not in lab_bound]
+    cached = {i: [(fs, vals[fs][i].cached) for fs in fss if vals[fs][i].cached] for i in measured}
+    cached = {i: v for i, v in cached.items() if v}
+    scored = [i for i in measured if i not in lab_bound and i not in cached]
     entries = []
     total_w = math.fsum(uc.criteria[i].weight for i in scored)
     for fs in fss:
@@ -192,8 +203,8 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         e.coverage = w / total_w if total_w else 0.0
     entries = [e for e in entries if e.scores]
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
-    r = Ranking(device, uc, entries, measured, not_measured, lab_bound, not_observable=not_observable,
-                not_candidates=not_candidates)
+    r = Ranking(device, uc, entries, measured, not_measured, lab_bound, cached=cached,
+                not_observable=not_observable, not_candidates=not_candidates)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -327,14 +338,19 @@ def _ranking_table(r: Ranking) -> Table:
         u = next((e.values[i].unit for e in r.entries if e.values[i].status is Measured.OK), "")
         c = uc.criteria[i]
         tags = [f"w {c.weight:g}", c.better] + (["decisive"] if c.decisive else []) + \
-            (["lab-bound: not scored"] if i in r.lab_bound else [])
+            (["lab-bound: not scored"] if i in r.lab_bound else []) + \
+            (["cached: not scored"] if i in r.cached else [])
         cols.append(Column(f"{c.label} [{', '.join(tags)}]", units.display_unit(u)))
     rows = []
     for k, e in enumerate(r.entries):
         row = [Cell(str(k + 1), k + 1), Cell(e.fs, e.fs), Cell(f"{e.score:.2f}", round(e.score, 6))]
         for i in r.measured:
             v = e.values[i]
-            if v.status is Measured.OK and v.lab:
+            if v.status is Measured.OK and v.cached:
+                row.append(Cell(f"{units.fmt(v.value, v.unit)} ({v.cached.text()})",
+                                units.to_display(v.value, v.unit), title=f"not scored: {v.cached.counters_text()}",
+                                cls="labbound"))
+            elif v.status is Measured.OK and v.lab:
                 row.append(Cell(f"{units.fmt(v.value, v.unit)} (lab-bound, {v.lab.text()})",
                                 units.to_display(v.value, v.unit), title=f"not scored: {v.lab.text()} of "
                                 f"{v.lab.basis}", cls="labbound"))
@@ -396,6 +412,11 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
         sec.add(Paragraph("Lab-bound, not scored for anyone (the device sat idle waiting for the lab): " + "; ".join(
             f"{uc.criteria[i].label} — {_lab_list(items)}" for i, items in r.lab_bound.items()) + ".",
             cls="missing"))
+    if r.cached:
+        sec.add(Paragraph("Not served by the device, not scored for anyone (the writes were acknowledged before "
+                          "the device received them): " + "; ".join(
+                              f"{uc.criteria[i].label} — " + ", ".join(f"{fs} ({chk.text()})" for fs, chk in items)
+                              for i, items in r.cached.items()) + ".", cls="missing"))
     if r.not_candidates:
         sec.add(Paragraph("Not candidates here: " + "; ".join(f"{fs} ({why})" for fs, why in r.not_candidates)
                           + ".", cls="missing"))
@@ -418,7 +439,7 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
         f"the rule). Each line gives the figures that decided it against the runner-up (for the winner) or "
         f"the winner (for the rest). Filesystems are compared only with others on the same device. A use case "
         f"is decided only when its decisive criteria were measured; otherwise it says what to run, and its "
-        f"ranking is partial. {lab_bound_method(run)}"))
+        f"ranking is partial. {lab_bound_method(run)} {device_check_method()}"))
     top.add(overview_table(recs))
     for device, rankings in recs.items():
         ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
@@ -437,9 +458,40 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
                           cls="device"))
         sec.add(ListBlock([answer_line(r) for r in rankings]))
+        if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
+            sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
     sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
                       f"tool versions under Run. Rankings, trade-offs and every figure follow.", cls="note"))
     return sec
+
+
+def device_check_method() -> str:
+    """How figures are checked against what the device received, for the report's methods text."""
+    return ("Every timed figure whose workload was told its writes were on the device (O_DIRECT, O_SYNC, a "
+            "database commit) is checked against the device's own counters over the job alone: the bytes it "
+            "received and its flushes. A figure whose device received less than "
+            f"{devcheck.RECEIVED_BELOW:g} % of them was served from the lab's page cache, not by the device: "
+            "it is marked cached and its criterion scores nobody. A served 4 KiB random write rate above the "
+            "part's published random write rate is shown with the device's request pattern (request sizes, "
+            "sequential share).")
+
+
+def ignores_direct_text(run: RunData, device: str) -> str:
+    """Which filesystems served O_DIRECT writes from the page cache on the device, as measured."""
+    bad = run.ignores_direct(device)
+    checked = sorted({fs for (d, fs, _s, _c), chk in run.checks.items() if d == device and chk.claim.direct
+                      and chk.verdict is not DeviceVerdict.UNCHECKED}, key=units.natural_key)
+    if not checked:
+        return "No direct write was checked on this device (no device statistics)."
+    if not bad:
+        return (f"Every filesystem checked had its direct writes on the device when it acknowledged them (measured): "
+                f"{', '.join(checked)}.")
+    return ("Filesystems that ignore O_DIRECT for writes (measured: the device did not receive their direct "
+            "writes during the job): " + "; ".join(
+                f"{fs} ({', '.join(f'{chk.claim.case}: {chk.counters_text()}' for chk in chks)})"
+                for fs, chks in bad.items()) +
+            (f". Their direct writes on the device when acknowledged: {', '.join(f for f in checked if f not in bad)}."
+             if set(checked) - set(bad) else "."))
 
 
 def lab_bound_method(run: RunData) -> str:
@@ -519,6 +571,10 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                 "lab_bound": [{"criterion": uc.criteria[i].label,
                                "device_busy_pct": {fs: _round(b.util.mean) for fs, b in items}}
                               for i, items in r.lab_bound.items()],
+                "cached": [{"criterion": uc.criteria[i].label,
+                            "received_pct": {fs: _round(chk.received_pct) for fs, chk in items},
+                            "why": {fs: chk.text() for fs, chk in items}}
+                           for i, items in r.cached.items()],
                 "not_observable": [uc.criteria[i].label for i in r.not_observable],
             }
     return out
@@ -532,6 +588,8 @@ def _value_data(e: Entry, i: int) -> dict:
            "score": round(e.scores[i], 4) if i in e.scores else None}
     if v.lab:
         out["lab_bound"] = {"device_busy_pct": _round(v.lab.util.mean), "basis": v.lab.basis}
+    if v.cached:
+        out["cached"] = {"received_pct": _round(v.cached.received_pct), "why": v.cached.text()}
     return out
 
 

@@ -11,6 +11,8 @@ from ..status import CellStatus
 from ..studies.views import Scaling, TopList
 from . import catalog, scaling, units
 from .doc import Block, Cell, Column, Table
+from ..status import DeviceVerdict
+from .devcheck import DeviceCheck
 from .load import Busy, RunData, Stat
 
 
@@ -36,6 +38,53 @@ def _lab_mark(cell: Cell, lab: Busy | None, say: bool = True) -> Cell:
         cell.title = f"{lab.text()} of {lab.basis}; {cell.title}"
         cell.cls = "labbound"
     return cell
+
+
+def _cached_mark(cell: Cell, chk: DeviceCheck | None, say: bool = True) -> Cell:
+    """A figure the device could not have served keeps its value, says so, and is never 'best'."""
+    if chk is not None:
+        if say:
+            cell.text += f" ({chk.text()})"
+        cell.title = f"{chk.counters_text()}; {cell.title}"
+        cell.cls = "labbound"
+    return cell
+
+
+def _check_cell(run: RunData, device: str, fs: str, study: str, case: str) -> Cell:
+    chk = run.device_check(device, fs, study, case)
+    if chk is None:
+        return Cell("—", None, cls="missing", title="the job promised nothing of the device (buffered or read)")
+    return Cell(chk.text(), chk.verdict, title=chk.counters_text(),
+                cls="labbound" if chk.verdict is DeviceVerdict.CACHED else "")
+
+
+def device_check_table(run: RunData, device: str) -> Table | None:
+    """Every checked figure of the device: the workload's claim against the device's counters."""
+    keys = [k for k in run.checks if k[0] == device]
+    if not keys:
+        return None
+    cols = [Column("study", numeric=False), Column("case", numeric=False), Column("filesystem", numeric=False),
+            Column("job", numeric=False), Column("claimed", "MiB"), Column("device received", "MiB"),
+            Column("received", "%"), Column("durable writes or commits", "count"), Column("device flushes", "count"),
+            Column("device write pattern", numeric=False), Column("verdict", numeric=False)]
+    rows = []
+    for d, fs, study, case in sorted(keys, key=lambda k: (units.study_sort_key(k[2]),
+                                                          units.case_sort_key(k[2], k[3]), units.natural_key(k[1]))):
+        chk = run.checks[(d, fs, study, case)]
+        c = chk.claim
+        rows.append([Cell(study, study), Cell(case, case), Cell(fs, fs), Cell(c.what, c.what),
+                     Cell(units.fmt(c.write_bytes, "bytes") if c.write_bytes else "—",
+                          units.to_display(c.write_bytes, "bytes") if c.write_bytes else None),
+                     Cell(units.fmt(chk.write_bytes, "bytes"),
+                          None if chk.write_bytes is None else units.to_display(chk.write_bytes, "bytes")),
+                     Cell("—" if chk.received_pct is None else f"{chk.received_pct:.0f}", chk.received_pct),
+                     Cell(f"{chk.synced:,}" if chk.synced else "—", chk.synced or None),
+                     Cell("—" if chk.flushes is None else f"{chk.flushes:,.0f}", chk.flushes),
+                     Cell(chk.pattern_text(), chk.pattern_text()),
+                     Cell(chk.text(), chk.verdict, cls="labbound" if chk.verdict is DeviceVerdict.CACHED else "")])
+    return Table(units.slug("tab", device, "devcheck"), f"Device check — {device}", cols, rows,
+                 "each figure whose workload was told its writes were on the device, against what the device "
+                 "received during the job alone (the worst repeat); cached figures score nobody")
 
 
 def _busy_cell(run: RunData, device: str, fs: str, study: str, case: str) -> Cell:
@@ -90,16 +139,21 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         for c in cases:
             labs = [run.lab_bound(device, fs, study, c, m) for fs in fss]
             stats = [run.get(device, fs, study, c, m) for fs in fss]
-            cells = [_lab_mark(_stat_cell(st, unit, _fail(run, device, fs, study, c),
-                                          run.not_applicable(device, fs, study, c)), lab)
-                     for st, fs, lab in zip(stats, fss, labs)]
-            _mark_best(cells, [None if lab else st for st, lab in zip(stats, labs)], units.direction(m))
+            cached = [run.cached(device, fs, study, c, m) for fs in fss]
+            cells = [_cached_mark(_lab_mark(_stat_cell(st, unit, _fail(run, device, fs, study, c),
+                                                       run.not_applicable(device, fs, study, c)), lab), chk)
+                     for st, fs, lab, chk in zip(stats, fss, labs, cached)]
+            _mark_best(cells, [None if lab or chk else st for st, lab, chk in zip(stats, labs, cached)],
+                       units.direction(m))
             rows.append([Cell(c or "(whole study)", None)] + cells)
         return Table(tid, title, cols, rows, note)
     cols = [Column("case", numeric=False), Column("filesystem", numeric=False)]
     cols += [Column(units.metric_label(m), units.display_unit(run.unit(device, study, m))) for m in metrics]
     if busy:
         cols.append(Column("device busy", "%"))
+    checked = any(k[0] == device and k[2] == study for k in run.checks)
+    if checked:
+        cols.append(Column("device check", numeric=False))
     cols.append(Column("cells", numeric=False))
     rows = []
     for c in cases:
@@ -112,13 +166,16 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
             if all(s is None for s in stats) and not fail and not na:
                 continue  # this filesystem has no such case
             labs = [run.lab_bound(device, fs, study, c, m) for m in metrics]
+            cached = [run.cached(device, fs, study, c, m) for m in metrics]
             group.append([Cell(c or "(whole study)", None), Cell(fs, None)] +
-                         [_lab_mark(_stat_cell(st, run.unit(device, study, m), fail, na if st is None else ""),
-                                    lab, say=False) for st, m, lab in zip(stats, metrics, labs)] +
+                         [_cached_mark(_lab_mark(_stat_cell(st, run.unit(device, study, m), fail,
+                                                            na if st is None else ""), lab, say=False), chk, say=False)
+                          for st, m, lab, chk in zip(stats, metrics, labs, cached)] +
                          ([_busy_cell(run, device, fs, study, c)] if busy else []) +
+                         ([_check_cell(run, device, fs, study, c)] if checked else []) +
                          [Cell(f"n/a ({na})", None, cls="na") if na and all(s is None for s in stats)
                           else _status_text(run, device, fs, study, c)])
-            grid.append([None if lab else st for st, lab in zip(stats, labs)])
+            grid.append([None if lab or chk else st for st, lab, chk in zip(stats, labs, cached)])
         for j, m in enumerate(metrics):
             _mark_best([r[2 + j] for r in group], [g[j] for g in grid], units.direction(m))
         rows += group

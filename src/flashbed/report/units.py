@@ -40,10 +40,12 @@ _METRICS: dict[str, tuple[str, str]] = {
     "recovery": ("recovery (median)", LOWER),
     "survived": ("survived", HIGHER),
     "runtime": ("fio run time", NEUTRAL),
+    "tps": ("transactions/s", HIGHER),
+    "write_amplification": ("write amplification", LOWER),
 }
 
 # figures set by how fast something ran: the device or, when it sat idle, the lab (lab-bound)
-TIMED_METRICS = frozenset({"bandwidth", "iops", "throughput", "lat_p50", "lat_p99", "seconds", "mount", "read"})
+TIMED_METRICS = frozenset({"bandwidth", "iops", "throughput", "lat_p50", "lat_p99", "seconds", "mount", "read", "tps"})
 
 # emulator statistics (device_stats) and derived ones
 _DEVICE_STATS: dict[str, tuple[str, str, str]] = {
@@ -63,6 +65,9 @@ _DEVICE_STATS: dict[str, tuple[str, str, str]] = {
     "gc_count": ("GC runs", LOWER, "count"),
     "latency_p50_us": ("device latency p50", LOWER, "µs"),
     "latency_p99_us": ("device latency p99", LOWER, "µs"),
+    "host_writes": ("host write requests", NEUTRAL, "count"),
+    "host_flushes": ("host flushes", NEUTRAL, "count"),
+    "write_pattern_sequential_write_bytes": ("sequential host writes", NEUTRAL, "bytes"),
 }
 DEVICE_STAT_ORDER = list(_DEVICE_STATS)
 

@@ -15,8 +15,9 @@ from .mount import Mount
 from .overwrite import Overwrite
 from .powercut import PowerCut
 from .smallfiles import SmallFiles
+from .sqlite import Sqlite
 
 # in each study's order: listings, plans and the report follow it
 STUDIES: dict[str, Study] = {s.name: s for s in sorted((
-    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu(), PowerCut(),
-    CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}
+    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Sqlite(), Mount(), Boot(), Mkfs(), Cpu(),
+    PowerCut(), CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}

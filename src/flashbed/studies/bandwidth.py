@@ -3,7 +3,16 @@
 The eMMC/SD comparison's job set: rw = randread | randwrite | read | write,
 bs = 4 KiB | 4 MiB, direct=1 | buffered, a size spread over nrfiles files,
 numjobs=1, ioengine=libaio. Buffered writes end with fsync (end_fsync=1), so
-they are measured to the device, not to the page cache.
+they are measured to the device, not to the page cache. Direct writes do not:
+each is the device's when acknowledged, and an fsync at the end would write out
+a filesystem's buffered fallback inside the job, hiding it from the device check.
+Beside them, what a database feels: 4 KiB writes opened O_SYNC (fio sync=1, a
+"sync" case), each acknowledged once durable, so its latency includes the flush.
+
+Each job's statistics phase covers the job alone (the sync after it has its own,
+"<case> writeback"), and each job that promises the device has its writes (direct
+or synchronous) records that claim (studies/claims.py) for the report's device
+check.
 
 A read-only image (squashfs, erofs) runs the buffered read jobs on an image
 holding the same files (laid out by fio in the run directory, then built and
@@ -19,6 +28,7 @@ from pathlib import Path
 
 from ..lab.target import BootResult, Step
 from . import fio
+from .claims import Claim, claims_extra
 from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
     stats_take, tree_on_device, umount
 from .params import param
@@ -28,8 +38,17 @@ from .views import Bars, Latency
 IMAGE_TREE = "bw-tree"  # a read-only image's files, in the run directory
 
 
+SYNC = 2  # a job's third mode beside direct (1) and buffered (0): buffered writes opened O_SYNC
+MODES = {1: "direct", 0: "buffered", SYNC: "sync"}
+
+
 def case_name(rw: str, bs: str, direct: int) -> str:
-    return f"{rw} {bs} {'direct' if direct else 'buffered'}"
+    return f"{rw} {bs} {MODES[direct]}"
+
+
+def writeback_phase(case: str) -> str:
+    """The statistics phase of the sync after a job (the job's own phase covers the job alone)."""
+    return f"{case} writeback"
 
 
 def slug(case: str) -> str:
@@ -58,6 +77,9 @@ class Bandwidth(Study):
         bs: tuple[str, ...] = param(("4k", "4M"), pattern=fio.BLOCK_SIZE, form=fio.BLOCK_SIZE_FORM,
                                      help="block sizes, as fio takes them")
         direct: tuple[int, ...] = param((1, 0), choices=(0, 1), help="1: O_DIRECT, 0: buffered")
+        sync_rw: tuple[str, ...] = param(("randwrite",), choices=("randwrite", "write", "none"),
+                                         help="write jobs also run at 4 KiB opened O_SYNC (fio sync=1): each "
+                                              "write durable when acknowledged; none: no such job")
 
     def min_capacity(self, params):
         return int(params.size * 1.3)
@@ -67,13 +89,15 @@ class Bandwidth(Study):
         jobs = product(p.rw, p.bs, p.direct)
         if spec.variant.read_only:
             return [(rw, bs, d) for rw, bs, d in jobs if rw in ("read", "randread") and not d]
-        return list(jobs)
+        return list(jobs) + [(rw, "4k", SYNC) for rw in p.sync_rw if rw != "none"]
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
         common = {"ioengine": "libaio", "directory": MNT, "filename_format": "bw.$filenum",
                   "size": p.size, "nrfiles": p.nrfiles, "numjobs": 1, "runtime": p.runtime,
                   "iodepth": 1,
+                  # latency percentiles of the whole request, submission included (see fio._percentiles)
+                  "lat_percentiles": 1,
                   # lay files out with real writes: fallocated (unwritten) extents read
                   # back as zeroes without touching the device
                   "fallocate": "none"}
@@ -91,19 +115,23 @@ class Bandwidth(Study):
             steps = [*make_and_mount(spec.variant), lay]
         for rw, bs, direct in self.matrix(spec):
             case = case_name(rw, bs, direct)
-            opts = {"rw": rw, "bs": bs, "direct": direct, "randseed": spec.seed}
-            if "write" in rw:
+            opts = {"rw": rw, "bs": bs, "direct": int(direct == 1), "randseed": spec.seed}
+            if direct == SYNC:
+                opts["sync"] = 1
+            elif "write" in rw and not direct:
                 opts["end_fsync"] = 1
             fio.job_file(run_dir / f"{slug(case)}.fio", {slug(case): opts}, common)
+            after = writeback_phase(case)
             steps += [drop_caches(f"drop-{slug(case)}"), stats_reset(case),
                       Step(case, f"fio --output-format=json --output={slug(case)}.json {slug(case)}.fio",
                            timeout=p.runtime * 4 + 600, may_fail=True),
-                      Step(f"sync-{slug(case)}", "sync", timeout=600), stats_take(case)]
+                      stats_take(case), stats_reset(after),
+                      Step(f"sync-{slug(case)}", "sync", timeout=600), stats_take(after)]
         return [steps + umount(spec.variant)]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         res = boots[0]
-        out, failed = [], []
+        out, failed, claims = [], [], []
         for rw, bs, direct in self.matrix(spec):
             case = case_name(rw, bs, direct)
             data = fio.load(run_dir / f"{slug(case)}.json")
@@ -111,11 +139,19 @@ class Bandwidth(Study):
             if not data or not data.get("jobs") or step is None or not step.status.ok:
                 failed.append(case)
                 continue
-            f = fio.job_figures(data["jobs"][0])
+            job = data["jobs"][0]
+            f = fio.job_figures(job)
             out += m(case, "bandwidth", f["bandwidth"], "MB/s") + m(case, "iops", f["iops"], "IO/s")
+            # total latency, submission included
             out += m(case, "lat_p50", f["lat_p50"], "µs") + m(case, "lat_p99", f["lat_p99"], "µs")
             # the interval the figure covers, to set against the device's busy time
             out += m(case, "runtime", f["runtime"], "s")
+            if "write" in rw and direct:  # the device must have had these writes when fio was told so
+                claims.append(Claim(case=case, direct=direct == 1, synced=int(f["writes"]) if direct == SYNC else 0,
+                                    write_bytes=int(f["write_bytes"]), writes=int(f["writes"]),
+                                    what=f"fio rw={rw} bs={bs} " + ("direct=1" if direct == 1 else "sync=1")
+                                    + " iodepth=1", random_4k=rw == "randwrite" and bs == "4k",
+                                    block_bytes=fio.size_bytes(bs), latency_us=fio.write_latency_percentiles(job)))
         err = first_failure(boots, allowed={case_name(*c) for c in self.matrix(spec)})
         def fig(case: str, metric: str) -> float | None:
             return next((x.value for x in out if x.case == case and x.metric == metric), None)
@@ -128,5 +164,5 @@ class Bandwidth(Study):
                                     f"4k rand read {rr4k:.0f} IOPS" if rr4k is not None else ""]))
         if failed:
             head += f" ({len(failed)} jobs failed: {', '.join(failed[:3])})"
-        return Outcome(out, head or "no job finished", extra={"failed_jobs": failed},
+        return Outcome(out, head or "no job finished", extra={"failed_jobs": failed, **claims_extra(claims)},
                        status=passed(not err and out), error=err or ("; ".join(failed) if failed else ""))

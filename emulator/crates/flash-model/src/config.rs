@@ -242,6 +242,9 @@ impl DeviceConfig {
             "slc_cache_bytes": self.ftl.slc_cache_bytes,
             "slc_program_us": self.timing.slc_program_ns as f64 / 1000.0,
             "slc_idle_ms": self.ftl.slc_idle_ns as f64 / 1e6,
+            // The host interface's rate (bytes/s, 0: unlimited): no write is the device's before
+            // its bytes crossed it (the report's device check)
+            "host_bytes_per_s": self.timing.host_bytes_per_s,
             "endurance": self.rel.endurance,
             "declared": {
                 "seq_read_mb_s": self.declared.seq_read_mb_s,

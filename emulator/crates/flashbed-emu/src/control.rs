@@ -90,6 +90,7 @@ impl Control {
                 s["served"] = json!(self.sh.crash.served());
                 s["write_log"] = json!(flash_model::crashlog::recording(&d));
                 s["request_sizes"] = self.sh.sizes.json();
+                s["write_pattern"] = self.sh.sizes.pattern_json();
                 (s, None)
             }
             "reset-stats" => {

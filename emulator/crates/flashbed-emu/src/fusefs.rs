@@ -216,7 +216,7 @@ impl Filesystem for EmuFs {
             return;
         }
         let off = offset as u64;
-        self.sh.sizes.record(Op::Write, data.len() as u64);
+        self.sh.sizes.record_write(off, data.len() as u64);
         if off + data.len() as u64 > self.sh.capacity {
             reply.error(libc::ENOSPC);
             return;
