@@ -51,9 +51,9 @@ class Sqlite(Study):
 
     @dataclass(frozen=True)
     class Params:
-        transactions: int = param(2000, help="transactions per journal mode")
-        rows: int = param(10, help="rows inserted per transaction")
-        row_bytes: int = param(100, unit="bytes", help="each row's blob")
+        transactions: int = param(2000, low=1, help="transactions per journal mode")
+        rows: int = param(10, low=1, help="rows inserted per transaction")
+        row_bytes: int = param(100, unit="bytes", low=1, help="each row's blob")
         journals: tuple[str, ...] = param(tuple(JOURNALS), choices=tuple(JOURNALS), help="journal modes")
 
     def min_capacity(self, params):
