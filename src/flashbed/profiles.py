@@ -19,9 +19,12 @@ from .errors import FlashbedError
 
 MiB = 1 << 20
 
-MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "cpu")
-# the failure studies the quick profile runs short (badblocks runs with --study)
-ROBUSTNESS_STUDIES = ("powercut", "corruption")
+# caps: what each filesystem holds (the use cases' requirements), probed in one short boot each
+MAIN_STUDIES = ("bandwidth", "mixed", "bigfile", "smallfiles", "appio", "overwrite", "mount", "boot", "mkfs", "caps",
+                "cpu")
+# the failure studies the quick profile runs short (badblocks runs with --study); crash states decide
+# durability, the random power cuts are the second, independent figure
+ROBUSTNESS_STUDIES = ("powercut", "crashstates", "corruption")
 # the default filesystems: the ten writable block ones, and one read-only image of each kind
 BLOCK_FILESYSTEMS = ("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2", "vfat", "exfat",
                      "squashfs+zstd", "erofs+lz4")
@@ -46,7 +49,10 @@ PROFILES: dict[str, dict[str, Any]] = {
         # 1 s on / 1 s off, 30 MB)
         "corruption": {"iterations": 2, "modes": ["after"], "features": ["corrupt"], "corrupt_after": 1,
                        "tail": 1, "big_mb": 8, "many_count": 8},
-        "crashstates": {"ops": 60, "sequences": 25},
+        # every crash state of 10 operations of the powercut workload and of 6 B3-style sequences of up
+        # to three steps: about 80-250 states per filesystem and workload, 1-3 core-minutes a
+        # filesystem (paper: 150 operations, every one-step sequence and 50 more)
+        "crashstates": {"ops": 10, "exhaustive": 0, "sequences": 6},
     },
     "paper": {
         "device": "emmc-8g",

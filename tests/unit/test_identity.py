@@ -14,7 +14,9 @@ OLD_DEFAULT = dict(fs=("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs",
 RUN_IDS = [
     (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount")), "quick-9a4460d7"),
     (PlanRequest(**OLD_DEFAULT), "quick-a7021a70"),
-    (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",)), "paper-17b37363"),
+    # the paper profile's studies before the caps study (issue 18), spelled out: the same id
+    (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",),
+                 studies=OLD_DEFAULT["studies"]), "paper-17b37363"),
     (PlanRequest(fs=("ext4", "btrfs"), devices=("plain-file@512M",), studies=("powercut", "corruption", "badblocks"),
                  overrides={"powercut": {"iterations": 5}}), "quick-6dc1e75c"),
     (PlanRequest(fs=("ext4",), devices=("plain-file@512M",), studies=("bigfile", "powercut"),
@@ -28,8 +30,9 @@ def test_same_request_same_run_id_as_before():
         assert req.run_id() == want, req
 
 
-def test_the_default_request_since_issue_14():
-    assert PlanRequest().run_id() == "quick-6e7d4c40"
+def test_the_default_request_since_issue_18():
+    # issue 14 made it quick-6e7d4c40; issue 18 added the caps and crashstates studies
+    assert PlanRequest().run_id() == "quick-70a65ccb"
 
 
 def test_cells_keep_their_ids_and_file_names():

@@ -85,6 +85,11 @@ class Ranking:
         return [i for i in self.measured if i not in self.lab_bound]
 
     @property
+    def none_eligible(self) -> bool:
+        """Every candidate fails a requirement: nothing to rank, whatever was measured."""
+        return bool(self.checks) and not any(e.eligible for e in self.checks.values())
+
+    @property
     def decided(self) -> bool:
         return bool(self.entries) and not self.undecided
 
@@ -100,7 +105,7 @@ class Ranking:
     def choice_text(self) -> str:
         if self.winner:
             return self.winner.fs
-        if not self.entries and self.not_eligible and not self.undecided:
+        if self.none_eligible:
             return "none eligible"
         return "not decided" if self.measured else "nothing measured"
 
@@ -399,11 +404,11 @@ def answer_line(r: Ranking) -> str:
     if r.winner:
         ru = f", runner-up {r.runner_up.fs}" if r.runner_up else ""
         return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}." + tail
+    if r.none_eligible:
+        return head + "no filesystem meets the requirements." + tail
     if r.measured:
         return head + undecided_text(r, "**not decided**") + "." + tail
-    if r.not_eligible and not r.entries:
-        return head + "no filesystem meets the requirements." + tail
-    return head + "nothing measured on this device (none of its studies ran here)."
+    return head + "nothing measured on this device (none of its studies ran here)." + tail
 
 
 def not_eligible_text(r: Ranking, short: bool = False) -> str:
@@ -431,7 +436,7 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
         if r.entries:
             sec.add(Paragraph("Partial ranking, on the criteria that were measured: not a recommendation.",
                               cls="missing"))
-    elif r.not_eligible:
+    elif r.none_eligible:
         sec.add(Paragraph("No filesystem meets this use case's requirements on this device.", cls="missing"))
     else:
         sec.add(Paragraph("No filesystem was measured on any criterion of this use case on this device.",
