@@ -481,7 +481,7 @@ def test_a_filesystem_that_lost_acknowledged_data_cannot_win_a_durable_use_case(
     assert logging.winner.fs == "ext4" and [e.fs for e in logging.entries] == ["ext4"]
     [ne] = logging.not_eligible
     [c] = ne.failed
-    assert c.req.name == "durable" and c.why == "data-loss in 3 of 200 states"
+    assert c.req.name == "durable" and c.why == "acknowledged data lost in 3 of 200 crash states"
     assert c.reproducer.command == ("flashbed crashstate replay run emmc-1g/exfat/crashstates/sequences/r0:"
                                     "f0012-c0003 --image exfat-f0012-c0003.img")
     assert f"replay one losing state: `{c.reproducer.command}`" in answer_line(logging)

@@ -103,7 +103,8 @@ def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float
     def total(metric: str) -> float:
         return sum(v for k in run.cases(device, req.study) if fnmatchcase(k, req.case)
                    if (st := run.get(device, fs, req.study, k, metric)) for v in st.values)
-    return f"{req.metric.split(':', 1)[-1]} in {total(req.metric):.0f} of {total('iterations'):.0f} states"
+    what = "acknowledged data lost" if req.metric == "class:data-loss" else req.metric.split(":", 1)[-1]
+    return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states"
 
 
 def _reproducer(run: RunData, device: str, fs: str, req: Requirement) -> Reproducer | None:

@@ -416,7 +416,9 @@ def not_eligible_text(r: Ranking, short: bool = False) -> str:
     `short`: what each lacks, by name, and the replay commands (the first screen)."""
     out = []
     for e in r.not_eligible:
-        what = ", ".join(c.req.label for c in e.failed) if short else e.text()
+        # short: a capability by its name; a failure counted in states with its count
+        what = ", ".join(c.req.label if c.req.study == "caps" or not c.why else f"{c.req.label}: {c.why}"
+                         for c in e.failed) if short else e.text()
         replay = [c.reproducer.command for c in e.failed if c.reproducer]
         out.append(f"{e.fs} (lacks {what}" + (f"; replay one losing state: `{replay[0]}`" if replay else "") + ")")
     return "; ".join(out)
