@@ -61,7 +61,7 @@ REQUESTS = [
     # crash states need the emulator's write log (the replay needs no emulator); the sabotage
     # makes failures, so parse() reads some of every kind
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
-        "crashstates": {"ops": 12, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
+        "crashstates": {"ops": 12, "exhaustive": 1, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
 ]
 
 
