@@ -473,6 +473,13 @@ def test_a_filesystem_without_the_posix_set_is_not_eligible_for_the_root_filesys
     assert line.startswith("**Root filesystem**: **ext4** — ")
     assert "Not eligible: exfat (lacks POSIX owners (chown), POSIX permission bits (chmod, setuid), symbolic " \
            "links, hard links, device nodes (mknod), FIFOs (mkfifo), Unix sockets, extended attributes" in line
+    from flashbed.report import write_report
+    write_report(run.root)
+    md = (run.root / "report.md").read_text()
+    assert md.index(line) < md.index("## Recommendation")  # the first screen
+    s = json.loads((run.root / "summary.json").read_text())["recommendation"]["emmc-1g"]["rootfs"]
+    assert s["winner"] == "ext4" and [e["fs"] for e in s["not_eligible"]] == ["exfat"]
+    assert s["not_eligible"][0]["lacks"] == list(POSIX)
 
 
 def test_a_filesystem_that_lost_acknowledged_data_cannot_win_a_durable_use_case(tmp_path):
