@@ -412,15 +412,19 @@ def answer_line(r: Ranking) -> str:
 
 
 def not_eligible_text(r: Ranking, short: bool = False) -> str:
-    """'vfat (lacks POSIX owners (chown), …)'; with the replay command of one state that lost data.
-    `short`: what each lacks, by name, and the replay commands (the first screen)."""
+    """'vfat (lacks POSIX owners (chown) (why), …; replay one losing state: `command`)'. `short` (the
+    first screen): what each lacks by name and how much data it lost, without the evidence's detail
+    or commands (the use case's section has them)."""
     out = []
     for e in r.not_eligible:
-        # short: a capability by its name; a failure counted in states with its count
-        what = ", ".join(c.req.label if c.req.study == "caps" or not c.why else f"{c.req.label}: {c.why}"
-                         for c in e.failed) if short else e.text()
+        if short:
+            caps = [c.req.name.replace("_", " ") for c in e.failed if c.req.study == "caps"]
+            rest = [c.why or c.req.label for c in e.failed if c.req.study != "caps"]
+            out.append(f"{e.fs} ({'; '.join(([('no ' + ', '.join(caps))] if caps else []) + rest)})")
+            continue
         replay = [c.reproducer.command for c in e.failed if c.reproducer]
-        out.append(f"{e.fs} (lacks {what}" + (f"; replay one losing state: `{replay[0]}`" if replay else "") + ")")
+        out.append(f"{e.fs} (lacks {e.text()}" + (f"; replay one losing state: `{replay[0]}`" if replay else "")
+                   + ")")
     return "; ".join(out)
 
 
