@@ -57,10 +57,12 @@ REQUESTS = [
     # raw NAND: UBI attach and mount, power cuts by UBI's emulation and by freezing JFFS2, bit flips
     PlanRequest(fs=("ubifs", "jffs2"), devices=("nand-slc-256m@64M",), studies=("mount", "powercut", "badblocks"),
                 overrides={"mount": {"fills": [0]}, **_FAILURE}, pace="none"),
+    # capabilities: one filesystem that holds everything, one that holds almost nothing (FAT)
+    PlanRequest(fs=("ext4", "vfat"), devices=("plain-file@256M",), studies=("caps",), pace="none"),
     # crash states need the emulator's write log (the replay needs no emulator); the sabotage
     # makes failures, so parse() reads some of every kind
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
-        "crashstates": {"ops": 12, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
+        "crashstates": {"ops": 12, "exhaustive": 1, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
 ]
 
 

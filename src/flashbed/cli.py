@@ -223,6 +223,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 else ""
             print(f"{name:16} {fs.media:6} mkfs: {mkfs:28} fsck: "
                   f"{' '.join(fs.check) if fs.check else '(none)':24} {fs.description}{extra}")
+            print(f"{'':23} recovery: {fs.recovery}; online resize: {fs.online_resize} "
+                  f"({fscat.FACTS_SOURCE[fs.facts]})")
         return 0
     if args.command == "lab":
         return _lab(args)

@@ -9,11 +9,38 @@ from __future__ import annotations
 import shlex
 import shutil
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .errors import FlashbedError, HostToolMissing
 from .lab.target import shell_join
 
 MiB = 1024 * 1024
+
+class Recovery(StrEnum):
+    """How a filesystem gets back to a consistent state after a crash (a design fact; the
+    crashstates and powercut studies measure how well it does)."""
+
+    JOURNAL = "journal"  # replays a write-ahead log of metadata at mount
+    COW = "copy-on-write"  # never overwrites live metadata: the last committed tree is consistent
+    LOG = "log-structured"  # rolls forward from the last checkpoint of its log
+    FSCK = "fsck"  # nothing of its own: a checker repairs it
+    READ_ONLY = "read-only"  # never written after it is made
+
+
+# Facts the lab does not probe in one boot, with where they are documented (the
+# tools' manual pages in Debian's packages): how the filesystem recovers, and
+# whether it can be resized while mounted.
+FACTS_SOURCE = {
+    "ext": "resize2fs(8): grows a mounted ext3/ext4 (online resize), ext2 only unmounted; ext4(5): journal",
+    "xfs": "xfs_growfs(8): the filesystem must be mounted to be grown, it cannot shrink; xfs(5): metadata log",
+    "btrfs": "btrfs-filesystem(8) resize: grows and shrinks a mounted filesystem; btrfs(5): copy-on-write",
+    "f2fs": "resize.f2fs(8): an unmounted device only; mkfs.f2fs(8): log-structured, checkpoints",
+    "nilfs2": "nilfs-resize(8): grows and shrinks a mounted filesystem; nilfs(5): log-structured",
+    "fat": "dosfstools/exfatprogs ship no resizer and the kernel none; no journal: fsck.vfat(8), fsck.exfat(8)",
+    "image": "a read-only image is rebuilt, never resized",
+    "ubifs": "UBIFS grows into a larger UBI volume at mount (mtd-utils); journal and wandering trees",
+    "jffs2": "JFFS2 spans its MTD partition; log-structured, rebuilt by a scan at mount",
+}
 
 # UBI volume every UBIFS cell uses; one UBI device per nandsim chip
 UBI_VOLUME = "flashbed"
@@ -48,6 +75,10 @@ class Filesystem:
     compressors: tuple[str, ...] = ()
     compress: tuple[str, ...] = ()
     hard_links: bool = True  # link(2) works (FAT and exFAT have none)
+    # catalogue facts (FACTS_SOURCE[facts] says where each is documented)
+    recovery: Recovery = Recovery.FSCK
+    online_resize: str = "no"  # "grow", "grow and shrink", "no"
+    facts: str = "fat"
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -88,35 +119,40 @@ CATALOGUE: dict[str, Filesystem] = {
     for f in [
         Filesystem("ext2", "block", "ext2", ("mkfs.ext2", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext2: no journal", log_prefix=r"EXT2-fs"),
+                   description="ext2: no journal", log_prefix=r"EXT2-fs", facts="ext"),
         Filesystem("ext3", "block", "ext3", ("mkfs.ext3", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext3: ext2 with a journal", log_prefix=r"EXT[34]-fs", recovery_log=EXT_RECOVERY),
+                   description="ext3: ext2 with a journal", log_prefix=r"EXT[34]-fs", recovery_log=EXT_RECOVERY,
+                   recovery=Recovery.JOURNAL, online_resize="grow", facts="ext"),
         Filesystem("ext4", "block", "ext4", ("mkfs.ext4", "-F", "-q"), "e2fsprogs",
                    check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"), repair_fixed=(1, 2),
-                   description="ext4 with its default journal", log_prefix=r"EXT4-fs", recovery_log=EXT_RECOVERY),
+                   description="ext4 with its default journal", log_prefix=r"EXT4-fs", recovery_log=EXT_RECOVERY,
+                   recovery=Recovery.JOURNAL, online_resize="grow", facts="ext"),
         Filesystem("ext4-nojournal", "block", "ext4", ("mkfs.ext4", "-F", "-q", "-O", "^has_journal"),
                    "e2fsprogs", check=("e2fsck", "-f", "-n"), repair=("e2fsck", "-f", "-y"),
                    repair_fixed=(1, 2), description="ext4 without its journal", log_prefix=r"EXT4-fs",
-                   recovery_log=EXT_RECOVERY),
+                   recovery_log=EXT_RECOVERY, online_resize="grow", facts="ext"),
         # btrfs-progs refuses smaller devices in its default (non-mixed) profile
         Filesystem("btrfs", "block", "btrfs", ("mkfs.btrfs", "-f", "-q"), "btrfs-progs",
                    check=("btrfs", "check", "--readonly"), repair=("btrfs", "check", "--repair", "--force"),
                    min_size=128 * MiB, description="btrfs, copy-on-write", log_prefix=r"BTRFS",
-                   recovery_log=r"log replay|replaying log"),
+                   recovery_log=r"log replay|replaying log", recovery=Recovery.COW, online_resize="grow and shrink",
+                   facts="btrfs"),
         # xfsprogs >= 5.19 refuses filesystems under 300 MB
         Filesystem("xfs", "block", "xfs", ("mkfs.xfs", "-f", "-q"), "xfsprogs",
                    check=("xfs_repair", "-n"), repair=("xfs_repair",),
                    min_size=300 * 1000 * 1000, description="xfs", log_prefix=r"XFS",
-                   recovery_log=r"Starting recovery|Ending recovery"),
+                   recovery_log=r"Starting recovery|Ending recovery", recovery=Recovery.JOURNAL,
+                   online_resize="grow", facts="xfs"),
         Filesystem("f2fs", "block", "f2fs", ("mkfs.f2fs", "-f", "-q"), "f2fs-tools",
                    check=("fsck.f2fs", "-f", "--dry-run"), repair=("fsck.f2fs", "-f", "-y"), repair_fixed=(1,),
                    min_size=64 * MiB, description="f2fs, log-structured for flash", log_prefix=r"F2FS-fs",
-                   recovery_log=r"[Rr]ecover|roll.?forward"),
+                   recovery_log=r"[Rr]ecover|roll.?forward", recovery=Recovery.LOG, facts="f2fs"),
         # nilfs-tools ships no checker
         Filesystem("nilfs2", "block", "nilfs2", ("mkfs.nilfs2", "-f", "-q"), "nilfs-tools",
                    min_size=64 * MiB, description="nilfs2, log-structured with snapshots", log_prefix=r"NILFS",
-                   recovery_log=r"recovery complete|[Rr]ecover"),
+                   recovery_log=r"recovery complete|[Rr]ecover", recovery=Recovery.LOG, online_resize="grow and shrink",
+                   facts="nilfs2"),
         Filesystem("vfat", "block", "vfat", ("mkfs.vfat",), "dosfstools",
                    check=("fsck.vfat", "-n"), repair=("fsck.vfat", "-a"), repair_fixed=(1,),
                    description="FAT (size-chosen FAT16/FAT32)", log_prefix=r"FAT-fs", hard_links=False),
@@ -129,20 +165,23 @@ CATALOGUE: dict[str, Filesystem] = {
                                                      "-no-progress", "{compress}"), "squashfs-tools",
                    mount_opts=("ro",), min_size=4 * MiB, read_only=True, compressors=("gzip", "lz4", "xz", "zstd"),
                    compress=("-comp", "{c}"), description="squashfs: compressed read-only image (gzip unless given)",
-                   log_prefix=r"SQUASHFS|squashfs"),
+                   log_prefix=r"SQUASHFS|squashfs", recovery=Recovery.READ_ONLY, facts="image"),
         Filesystem("erofs", "block", "erofs", ("mkfs.erofs", "--quiet", "{compress}", "{img}", "{src}"),
                    "erofs-utils", check=("fsck.erofs",), mount_opts=("ro",), min_size=4 * MiB, read_only=True,
                    compressors=("lz4", "lz4hc"), compress=("-z{c}",),
-                   description="EROFS: read-only image (uncompressed unless given)", log_prefix=r"erofs|EROFS"),
+                   description="EROFS: read-only image (uncompressed unless given)", log_prefix=r"erofs|EROFS",
+                   recovery=Recovery.READ_ONLY, facts="image"),
         # UBIFS: UBI on the raw NAND, one volume filling it; the kernel formats an
         # empty volume at first mount. mtd-utils in Debian 12 has no fsck.ubifs.
         Filesystem("ubifs", "mtd", "ubifs", ("ubiformat", "-y", "-q"), "mtd-utils",
                    min_size=16 * MiB, description="UBIFS on UBI on raw NAND", log_prefix=r"UBIFS|ubi\d",
-                   recovery_log=r"recovery needed|completing recovery|recovery completed"),
+                   recovery_log=r"recovery needed|completing recovery|recovery completed", recovery=Recovery.JOURNAL,
+                   online_resize="grow", facts="ubifs"),
         # JFFS2 directly on the MTD device; erase with clean markers first
         Filesystem("jffs2", "mtd", "jffs2", ("flash_erase", "-j", "-q"), "mtd-utils",
                    min_size=4 * MiB, description="JFFS2 on raw NAND", log_prefix=r"jffs2|JFFS2",
-                   recovery_log=r"^$x"),  # never: JFFS2 scans, it has no replay to report
+                   recovery_log=r"^$x",  # never: JFFS2 scans, it has no replay to report
+                   recovery=Recovery.LOG, facts="jffs2"),
     ]
 }
 

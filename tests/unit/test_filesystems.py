@@ -51,3 +51,15 @@ def test_missing_tool_names_the_package(monkeypatch):
     monkeypatch.setattr(fscat.shutil, "which", lambda *a, **k: None)
     with pytest.raises(HostToolMissing, match="apt-get install xfsprogs"):
         fscat.check_host_tools(["xfs"])
+
+
+def test_catalogue_facts_say_where_they_come_from():
+    """Recovery model and online resize are the catalogue's (no probe shows them in one boot): each
+    entry names its documented source, and the read-only images recover by never being written."""
+    from flashbed import filesystems as fscat
+    for fs in fscat.CATALOGUE.values():
+        assert fs.facts in fscat.FACTS_SOURCE, fs.name
+        assert fs.online_resize in ("grow", "grow and shrink", "no"), fs.name
+        assert (fs.recovery is fscat.Recovery.READ_ONLY) == fs.read_only, fs.name
+    assert fscat.get("btrfs").recovery is fscat.Recovery.COW
+    assert fscat.get("exfat").recovery is fscat.Recovery.FSCK and fscat.get("exfat").online_resize == "no"

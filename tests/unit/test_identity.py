@@ -14,7 +14,7 @@ OLD_DEFAULT = dict(fs=("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs",
 RUN_IDS = [
     (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount")), "quick-9a4460d7"),
     (PlanRequest(**OLD_DEFAULT), "quick-a7021a70"),
-    # the paper profile's studies before it gained sqlite (issue 18), spelled out
+    # the paper profile's studies before it gained sqlite and caps (issue 18), spelled out: the same id
     (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",),
                  studies=OLD_DEFAULT["studies"]), "paper-17b37363"),
     (PlanRequest(fs=("ext4", "btrfs"), devices=("plain-file@512M",), studies=("powercut", "corruption", "badblocks"),
@@ -31,14 +31,14 @@ def test_same_request_same_run_id_as_before():
 
 
 # the default request since issue 14 (power cuts, corruption, the read-only images), before the
-# quick profile gained the sqlite study (issue 18): spelled out, it keeps its id
+# quick profile gained the sqlite, caps and crashstates studies (issue 18): spelled out, it keeps its id
 ISSUE_14_DEFAULT = dict(fs=OLD_DEFAULT["fs"] + ("squashfs+zstd", "erofs+lz4"),
                         studies=OLD_DEFAULT["studies"] + ("powercut", "corruption"))
 
 
 def test_the_default_request_since_issue_18():
     assert PlanRequest(**ISSUE_14_DEFAULT).run_id() == "quick-6e7d4c40"
-    assert PlanRequest().run_id() == "quick-995d17fa"
+    assert PlanRequest().run_id() == "quick-c15c358d"
 
 
 def test_cells_keep_their_ids_and_file_names():

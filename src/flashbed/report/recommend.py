@@ -20,6 +20,7 @@ from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from . import devcheck
 from .devcheck import DeviceCheck
+from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
 from .load import NOT_OBSERVABLE, Busy, RunData, Stat
 from .rerun import measure_command
 from .weights import Criterion, UseCase
@@ -79,11 +80,20 @@ class Ranking:
     not_observable: list[int] = field(default_factory=list)
     # filesystems a decisive criterion does not apply to (a read-only one where writing decides)
     not_candidates: list[tuple[str, str]] = field(default_factory=list)  # (fs, why)
+    # requirements before scores: filesystems that fail one (never ranked), and the requirement
+    # checks of every candidate (eligibility.py)
+    not_eligible: list[Eligibility] = field(default_factory=list)
+    checks: dict[str, Eligibility] = field(default_factory=dict)
 
     @property
     def scored(self) -> list[int]:
         """Measured criteria that score: the lab-bound and the cached ones are ties for everyone."""
         return [i for i in self.measured if i not in self.lab_bound and i not in self.cached]
+
+    @property
+    def none_eligible(self) -> bool:
+        """Every candidate fails a requirement: nothing to rank, whatever was measured."""
+        return bool(self.checks) and not any(e.eligible for e in self.checks.values())
 
     @property
     def decided(self) -> bool:
@@ -99,7 +109,11 @@ class Ranking:
         return self.entries[1] if self.decided and len(self.entries) > 1 else None
 
     def choice_text(self) -> str:
-        return self.winner.fs if self.winner else ("not decided" if self.measured else "nothing measured")
+        if self.winner:
+            return self.winner.fs
+        if self.none_eligible:
+            return "none eligible"
+        return "not decided" if self.measured else "nothing measured"
 
 
 def _geomean(xs: list[float]) -> float:
@@ -157,12 +171,18 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
         if na:
             not_candidates.append((fs, f"{na[0][1].why}: {', '.join(c.label for c, _v in na)} n/a"))
     fss = [fs for fs in fss if fs not in dict(not_candidates)]
+    # requirements before scores: a filesystem that fails one is listed, never ranked
+    checks = eligibility(run, device, uc, fss)
+    not_eligible = [e for e in checks.values() if not e.eligible]
+    fss = [fs for fs in fss if checks[fs].eligible]
     measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
         if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in fss):
             measured.append(i)
         elif fss and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in fss):
             not_observable.append(i)
+        elif not can_run(run, device, c.study):
+            not_measured.append((i, no_write_log(c.study, device)))
         elif c.study not in run.studies():
             not_measured.append((i, f"study {c.study} is not in this run"))
         elif c.study not in run.studies(device):
@@ -204,7 +224,8 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     entries = [e for e in entries if e.scores]
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
     r = Ranking(device, uc, entries, measured, not_measured, lab_bound, cached=cached,
-                not_observable=not_observable, not_candidates=not_candidates)
+                not_observable=not_observable, not_candidates=not_candidates, not_eligible=not_eligible,
+                checks=checks)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -214,9 +235,25 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
 def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
     """The decisive criteria this ranking lacks (not measured, or lab-bound), with what measures them."""
     out = []
+    # requirements whose study did not run, per study: (labels, filesystems)
+    unchecked: dict[str, tuple[list[str], list[str]]] = {}
+    for e in r.checks.values():
+        for c in e.checks:
+            if c.verdict is Verdict.UNCHECKED and e.eligible:
+                labels, fss = unchecked.setdefault(c.req.study, ([], []))
+                labels += [c.req.label] if c.req.label not in labels else []
+                fss += [e.fs] if e.fs not in fss else []
     reasons = dict(r.not_measured)
+    # a decisive criterion of the same study not measured says it, with the same command
+    missing = {c.study for i, c in enumerate(r.use_case.criteria) if c.decisive and i in reasons}
+    for study, (labels, fss) in unchecked.items():
+        if study in missing:
+            continue
+        out.append(Undecided(-1, f"requirement{'s' if len(labels) > 1 else ''} {', '.join(labels)} not checked "
+                                 f"for {', '.join(fss)} (study {study} did not run for them)",
+                             measure_command(run, r.device, [study]), "check it"))
     for i, c in enumerate(r.use_case.criteria):
-        if not c.decisive or reasons.get(i) == NO_EMULATOR:
+        if not c.decisive or reasons.get(i) in (NO_EMULATOR, no_write_log(c.study, r.device)):
             continue  # a decisive statistic no run can measure on this device does not hold the choice up
         if i in reasons:
             out.append(Undecided(i, f"{c.label} not measured ({reasons[i]})",
@@ -380,12 +417,32 @@ def undecided_text(r: Ranking, head: str = "not decided") -> str:
 def answer_line(r: Ranking) -> str:
     """One line of the first screen: the choice, the runner-up and the deciding figures, or why not."""
     head = f"**{r.use_case.title}**: "
+    tail = f" Not eligible: {not_eligible_text(r, short=True)}." if r.not_eligible else ""
     if r.winner:
         ru = f", runner-up {r.runner_up.fs}" if r.runner_up else ""
-        return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}."
+        return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}." + tail
+    if r.none_eligible:
+        return head + "no filesystem meets the requirements." + tail
     if r.measured:
-        return head + undecided_text(r, "**not decided**") + "."
-    return head + "nothing measured on this device (none of its studies ran here)."
+        return head + undecided_text(r, "**not decided**") + "." + tail
+    return head + "nothing measured on this device (none of its studies ran here)." + tail
+
+
+def not_eligible_text(r: Ranking, short: bool = False) -> str:
+    """'vfat (lacks POSIX owners (chown) (why), …; replay one losing state: `command`)'. `short` (the
+    first screen): what each lacks by name and how much data it lost, without the evidence's detail
+    or commands (the use case's section has them)."""
+    out = []
+    for e in r.not_eligible:
+        if short:
+            caps = [c.req.name.replace("_", " ") for c in e.failed if c.req.study == "caps"]
+            rest = [c.why or c.req.label for c in e.failed if c.req.study != "caps"]
+            out.append(f"{e.fs} ({'; '.join(([('no ' + ', '.join(caps))] if caps else []) + rest)})")
+            continue
+        replay = [c.reproducer.command for c in e.failed if c.reproducer]
+        out.append(f"{e.fs} (lacks {e.text()}" + (f"; replay one losing state: `{replay[0]}`" if replay else "")
+                   + ")")
+    return "; ".join(out)
 
 
 def ranking_section(run: RunData, r: Ranking) -> Section:
@@ -402,6 +459,8 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
         if r.entries:
             sec.add(Paragraph("Partial ranking, on the criteria that were measured: not a recommendation.",
                               cls="missing"))
+    elif r.none_eligible:
+        sec.add(Paragraph("No filesystem meets this use case's requirements on this device.", cls="missing"))
     else:
         sec.add(Paragraph("No filesystem was measured on any criterion of this use case on this device.",
                           cls="missing"))
@@ -417,6 +476,12 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
                           "the device received them): " + "; ".join(
                               f"{uc.criteria[i].label} — " + ", ".join(f"{fs} ({chk.text()})" for fs, chk in items)
                               for i, items in r.cached.items()) + ".", cls="missing"))
+    if r.not_eligible:
+        sec.add(Paragraph("Not eligible (a requirement of this use case fails; not ranked, whatever it scores): "
+                          + not_eligible_text(r) + ".", cls="missing"))
+    cannot = sorted({c.why for e in r.checks.values() for c in e.checks if c.verdict is Verdict.CANNOT})
+    if cannot:
+        sec.add(Paragraph("Requirements not checkable here: " + "; ".join(cannot) + ".", cls="missing"))
     if r.not_candidates:
         sec.add(Paragraph("Not candidates here: " + "; ".join(f"{fs} ({why})" for fs, why in r.not_candidates)
                           + ".", cls="missing"))
@@ -511,7 +576,8 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
     """One row per device and use case: winner, runner-up, scores, what was not measured."""
     cols = [Column("device", numeric=False), Column("use case", numeric=False), Column("choose", numeric=False),
             Column("score", "0–1"), Column("runner-up", numeric=False), Column("runner-up score", "0–1"),
-            Column("criteria measured", "count"), Column("not measured", numeric=False)]
+            Column("criteria measured", "count"), Column("not measured", numeric=False),
+            Column("not eligible", numeric=False)]
     rows = []
     for device, rankings in recs.items():
         for r in rankings:
@@ -522,6 +588,8 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
             else:
                 nm = f"all {len(r.use_case.criteria)} criteria (none was measured on {device})"
             choice = r.choice_text()
+            ne = ", ".join(f"{e.fs} ({', '.join(c.req.name.replace('_', ' ') for c in e.failed)})"
+                           for e in r.not_eligible)
             rows.append([
                 Cell(device, device), Cell(r.use_case.title, r.use_case.title),
                 Cell(choice, w.fs if w else "", cls="" if w else "missing",
@@ -530,7 +598,8 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
                 Cell(ru.fs if ru else "—", ru.fs if ru else ""),
                 Cell(f"{ru.score:.2f}" if ru else "—", round(ru.score, 6) if ru else None),
                 Cell(f"{len(r.measured)} of {len(r.use_case.criteria)}", len(r.measured)),
-                Cell(nm or "—", nm, cls="missing" if nm else "")])
+                Cell(nm or "—", nm, cls="missing" if nm else ""),
+                Cell(ne or "—", ne, title=not_eligible_text(r).replace("`", ""))])
     return Table("tab-recommendation", "Recommendation at a glance", cols, rows,
                  "details, deciding figures and trade-offs per use case below")
 
@@ -559,7 +628,8 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                 "winner": r.winner.fs if r.winner else None,
                 "runner_up": r.runner_up.fs if r.runner_up else None,
                 "deciding": deciding_text(r),
-                "not_decided": [{"criterion": uc.criteria[u.criterion].label, "why": u.why,
+                "not_decided": [{"criterion": uc.criteria[u.criterion].label if u.criterion >= 0 else "requirement",
+                                 "why": u.why,
                                  "command": u.command} for u in r.undecided],
                 "ranking_partial": bool(r.entries) and not r.decided,
                 "ranking": [{"fs": e.fs, "score": round(e.score, 4), "coverage": round(e.coverage, 4),
@@ -568,6 +638,9 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                             for e in r.entries],
                 "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
                 "not_candidates": [{"fs": fs, "why": why} for fs, why in r.not_candidates],
+                "not_eligible": [{"fs": e.fs, "lacks": [c.req.name for c in e.failed], "why": e.text(),
+                                  "replay": [c.reproducer.command for c in e.failed if c.reproducer]}
+                                 for e in r.not_eligible],
                 "lab_bound": [{"criterion": uc.criteria[i].label,
                                "device_busy_pct": {fs: _round(b.util.mean) for fs, b in items}}
                               for i, items in r.lab_bound.items()],

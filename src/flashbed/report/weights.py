@@ -29,11 +29,33 @@ class Criterion:
 
 
 @dataclass(frozen=True)
+class Requirement:
+    """A hard requirement: a filesystem whose value of `metric` (every matching case and repeat)
+    is outside the bound is not eligible for a use case that requires it, whatever it scores."""
+
+    name: str
+    label: str  # what it lacks, in "not eligible: <label>"
+    study: str
+    metric: str
+    case: str = "*"
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def holds(self, value: float) -> bool:
+        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
+
+    def worst(self, values: list[float]) -> float:
+        """The value that decides: the lowest against a floor, the highest against a ceiling."""
+        return min(values) if self.at_least is not None else max(values)
+
+
+@dataclass(frozen=True)
 class UseCase:
     id: str
     title: str
     summary: str
     criteria: tuple[Criterion, ...]
+    requires: tuple[Requirement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +67,7 @@ class Weights:
     outcomes: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     # a timed figure whose device was busy less than this share of its time (%) is lab-bound
     lab_bound_below: float = 50.0
+    requirements: dict[str, Requirement] = field(default_factory=dict)
 
 
 def load_weights(path: Path | None = None) -> Weights:
@@ -70,6 +93,23 @@ def load_weights(path: Path | None = None) -> Weights:
         if both:
             raise bad(f"[outcomes.{study}] lists {', '.join(sorted(both))} more than once")
         outcomes[study] = {"good": tuple(good), "bad": tuple(badl), "ignore": tuple(ignore)}
+
+    requirements: dict[str, Requirement] = {}
+    for name, r in (data.get("requirement") or {}).items():
+        where = f"[requirement.{name}]"
+        if not isinstance(r, dict):
+            raise bad(f"{where} must be a table with label, study, metric and at_least or at_most")
+        for k in ("label", "study", "metric"):
+            if not isinstance(r.get(k), str) or not r.get(k):
+                raise bad(f"{where}: '{k}' is missing")
+        unknown = set(r) - {"label", "study", "metric", "case", "at_least", "at_most"}
+        if unknown:
+            raise bad(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        bounds = [r.get(k) for k in ("at_least", "at_most") if k in r]
+        if len(bounds) != 1 or isinstance(bounds[0], bool) or not isinstance(bounds[0], (int, float)):
+            raise bad(f"{where}: give one bound, at_least or at_most, as a number")
+        requirements[name] = Requirement(name, r["label"], r["study"], r["metric"], str(r.get("case", "*")),
+                                         r.get("at_least"), r.get("at_most"))
 
     ucs = []
     seen: set[str] = set()
@@ -106,12 +146,19 @@ def load_weights(path: Path | None = None) -> Weights:
                                    source=src, decisive=c.get("decisive", False)))
         if not crits:
             raise bad(f"use case '{uid}' has no criteria")
+        req = u.get("requires", [])
+        if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+            raise bad(f"use case '{uid}': requires must be a list of [requirement.NAME] names")
+        unknown = [x for x in req if x not in requirements]
+        if unknown:
+            raise bad(f"use case '{uid}' requires {', '.join(unknown)}, which no [requirement.NAME] table defines")
         ucs.append(UseCase(id=uid, title=str(u.get("title", uid)), summary=str(u.get("summary", "")),
-                           criteria=tuple(crits)))
+                           criteria=tuple(crits), requires=tuple(requirements[x] for x in req)))
     if not ucs:
         raise bad("no [[use_case]] tables")
     lab = data.get("lab_bound") or {}
     below = lab.get("device_busy_below", 50.0) if isinstance(lab, dict) else None
     if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 <= below <= 100:
         raise bad(f"[lab_bound] device_busy_below must be a percentage from 0 to 100, not {below!r}")
-    return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes, lab_bound_below=float(below))
+    return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes, lab_bound_below=float(below),
+                   requirements=requirements)

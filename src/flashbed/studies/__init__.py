@@ -5,6 +5,7 @@ from .badblocks import BadBlocks
 from .bandwidth import Bandwidth
 from .base import Study
 from .bigfile import BigFile
+from .caps import Caps
 from .boot import Boot
 from .corruption import Corruption
 from .crashstates import CrashStates
@@ -19,5 +20,5 @@ from .sqlite import Sqlite
 
 # in each study's order: listings, plans and the report follow it
 STUDIES: dict[str, Study] = {s.name: s for s in sorted((
-    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Sqlite(), Mount(), Boot(), Mkfs(), Cpu(),
-    PowerCut(), CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}
+    Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Sqlite(), Mount(), Boot(), Mkfs(), Caps(),
+    Cpu(), PowerCut(), CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}
