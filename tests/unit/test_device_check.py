@@ -213,7 +213,10 @@ def test_the_packaged_database_use_case_is_not_won_on_a_cached_figure(tmp_path):
             gen.write_job_cell("ext4", SYNC, 400.0, 1.3, sync=True, p99=4000.0),
             gen.write_job_cell("nilfs2", SYNC, 392.0, 1.6, sync=True, p99=4000.0),
             *(gen.cell(fs, "powercut", [("sync", "class:clean", 8, "count"), ("sync", "iterations", 8, "count")],
-                       case="sync") for fs in ("ext4", "nilfs2"))])
+                       case="sync") for fs in ("ext4", "nilfs2")),
+            # durability is the use case's requirement (crash states): both keep every acknowledged write
+            *(gen.cell(fs, "crashstates", gen.crash_meas("powercut", {"clean": 30, "recovered": 90}),
+                       case="powercut") for fs in ("ext4", "nilfs2"))])
     assert rank(load_run(run(tmp_path / "a", 1.05), w), "emmc-1g", db).winner.fs == "nilfs2"
     r = rank(load_run(run(tmp_path / "b", 0.03), w), "emmc-1g", db)
     assert r.winner.fs == "ext4"
