@@ -68,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="allow a run on a real device that carries data (a filesystem or partition table): "
                    "repeat its --device path")
     r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
+    r.add_argument("--workload", metavar="FILE", help="your own workload: a fio job file (.fio) or an executable "
+                   "script (run with $FLASHBED_MNT, the filesystem under test, as its working directory)")
+    r.add_argument("--check", metavar="FILE", help="with --workload: an executable run after recovery in every "
+                   "crash state of the workload (exit 0: your data is consistent)")
     r.add_argument("--repeat", type=int, default=None)
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
@@ -265,6 +269,22 @@ def _overrides(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def _user_workload(workload: str | None, check: str | None, overrides: dict[str, dict],
+                   studies: tuple[str, ...]) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """--workload and --check as the overrides of the studies that run them (their content
+    hashes in the run id), those studies added to the run's."""
+    from . import userwork
+    if not workload:
+        raise FlashbedError("--check needs --workload FILE: the check judges that workload's crash states")
+    w = userwork.load(workload, "--workload")
+    c = userwork.load(check, "--check", fio_allowed=False) if check else None
+    out = dict(overrides)
+    for study, values in userwork.overrides(w, c).items():
+        out[study] = {**out.get(study, {}), **values}
+    wanted = ("workload",) + (("appcheck",) if c else ())
+    return out, tuple(studies) + tuple(s for s in wanted if s not in studies)
+
+
 def _scalar(text: str, parse_size):
     try:
         return parse_size(text)
@@ -283,7 +303,7 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus") if getattr(args, o)]
+                             "cpus", "workload", "check") if getattr(args, o)]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -292,6 +312,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         overrides = _overrides(args.set)
         studies = _split(args.study)
+        if args.workload or args.check:
+            overrides, studies = _user_workload(args.workload, args.check, overrides, studies)
         if args.iterations is not None:
             from .studies import STUDIES
             iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]

@@ -1,5 +1,6 @@
 """The published studies, one module each; STUDIES maps a name to its study."""
 
+from .appcheck import AppCheck
 from .appio import AppIO
 from .badblocks import BadBlocks
 from .bandwidth import Bandwidth
@@ -15,8 +16,9 @@ from .mount import Mount
 from .overwrite import Overwrite
 from .powercut import PowerCut
 from .smallfiles import SmallFiles
+from .workload import Workload
 
 # in each study's order: listings, plans and the report follow it
 STUDIES: dict[str, Study] = {s.name: s for s in sorted((
     Bandwidth(), Mixed(), BigFile(), SmallFiles(), AppIO(), Overwrite(), Mount(), Boot(), Mkfs(), Cpu(), PowerCut(),
-    CrashStates(), Corruption(), BadBlocks()), key=lambda s: s.order)}
+    CrashStates(), Corruption(), BadBlocks(), Workload(), AppCheck()), key=lambda s: s.order)}

@@ -67,7 +67,7 @@ from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_
 
 CSWORK = GUEST_DIR / "crashstates.py"  # this study's guest side
 CSW = f"{PY} {shlex.quote(str(CSWORK))}"
-WORKLOADS = tuple(Workload)
+WORKLOADS = (Workload.POWERCUT, Workload.SEQUENCES)  # its own; USER is the appcheck study's
 KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
 STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"

@@ -1,0 +1,174 @@
+"""`workload`: the user's own workload (`--workload FILE`), a fio job file or an executable
+script, on the filesystem under test, with the device's counters for its phase.
+
+One cell, one lab boot: mkfs, mount, the workload in MNT/wl (fio with `directory=` set
+there; a script with $FLASHBED_MNT there as its working directory, within `timeout`),
+sync, unmount. The file reaches the guest through the cell's run directory (staged and
+checked against its content hash: userwork.stage).
+
+Figures: per fio job fio's own (MB/s, IOPS, latency percentiles, runtime); for a script
+its wall time and every `key=value` line it prints with a numeric value. For both, the
+block layer's view of the phase (/sys/class/block/*/stat: write requests, their mean
+size, flushes) beside the emulator's counters (the cell's device_stats: host and NAND
+bytes, write amplification, erases, busy time).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FlashbedError
+from ..lab.target import BootResult, Step
+from ..userwork import Kind, stage
+from . import fio as fiojson
+from .base import (MNT, RUN, Case, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, seconds,
+                   stats_reset, stats_take, umount)
+from .params import param
+
+WL_DIR = f"{MNT}/wl"
+FIO_OUT, SCRIPT_OUT = "workload.json", "workload.out"
+STAGED = {Kind.FIO: "workload.fio", Kind.SCRIPT: "workload.sh"}
+METRIC = re.compile(r"^\s*([A-Za-z_][\w.:/-]{0,63})\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S{0,12})\s*$")
+# /sys/block/<dev>/stat fields, from 0 (Documentation/block/stat.rst): write requests, sectors
+# written, discard requests, flush requests
+W_IOS, W_SECTORS, D_IOS, F_IOS = 4, 6, 11, 15
+
+
+def metrics(text: str) -> dict[str, tuple[float, str]]:
+    """`key=value[unit]` lines of a script's output (the last value of a key wins)."""
+    out: dict[str, tuple[float, str]] = {}
+    for line in text.splitlines():
+        mt = METRIC.match(line)
+        if mt:
+            out[mt[1]] = (float(mt[2]), mt[3])
+    return out
+
+
+def blk_delta(before: str, after: str) -> dict[str, float]:
+    """The phase's write requests, their mean size, flushes and discards (block layer)."""
+    try:
+        a, b = [int(x) for x in before.split()], [int(x) for x in after.split()]
+    except ValueError:
+        return {}
+    if len(a) < 11 or len(b) != len(a):
+        return {}
+    d = [y - x for x, y in zip(a, b)]
+    out = {"write_requests": float(d[W_IOS]),
+           "write_request_kib": d[W_SECTORS] * 512 / 1024 / d[W_IOS] if d[W_IOS] else 0.0,
+           "discards": float(d[D_IOS]) if len(d) > D_IOS else 0.0}
+    if len(d) >= F_IOS + 1:
+        out["flushes"] = float(d[F_IOS])
+    return out
+
+
+def stat_cmd(device: str) -> str:
+    return f"cat /sys/class/block/$(basename $(readlink -f {device}))/stat"
+
+
+class Workload(Study):
+    name = "workload"
+    title = "Your workload"
+    description = "your own fio job file or script (--workload FILE) on each filesystem, with the device's counters"
+    order = 5
+    primary_metric = "seconds"
+    tools = ("fio",)
+
+    @dataclass(frozen=True)
+    class Params:
+        file: str = param("", help="the workload (set by --workload FILE)")
+        digest: str = param("", help="its content hash (set by --workload; part of the run id)")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
+        timeout: float = param(1800.0, unit="s", help="limit of the workload")
+
+    def cases(self, params, device):
+        if not params.file:
+            raise FlashbedError("study workload runs your own workload: give it with --workload FILE")
+        return [Case(Path(params.file).stem, params)]
+
+    def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
+        p = spec.params
+        staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
+        if p.kind == Kind.FIO:
+            # directory= first, in a [global] of its own: fio merges every [global] section
+            staged.write_text(f"[global]\ndirectory={WL_DIR}\n\n" + staged.read_text())
+
+    def workload_cmd(self, p) -> str:
+        if p.kind == Kind.FIO:
+            return f"fio --output-format=json --output={RUN}/{FIO_OUT} {RUN}/{STAGED[Kind.FIO]}"
+        # $FLASHBED_ACK marks acknowledgements only in a crash-state cell (appcheck): a no-op here
+        return (f"cd {WL_DIR} && FLASHBED_MNT={WL_DIR} FLASHBED_ACK=true {RUN}/{STAGED[Kind.SCRIPT]} "
+                f"> {RUN}/{SCRIPT_OUT} 2>&1")
+
+    def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
+        p, v = spec.params, spec.variant
+        return [[
+            *make_and_mount(v),
+            Step("mkdir", f"mkdir -p {WL_DIR} && sync"),
+            Step("blk-before", stat_cmd(v.device_path())),
+            stats_reset(),
+            Step("workload", self.workload_cmd(p), timeout=p.timeout),
+            Step("sync", "sync", timeout=600),
+            stats_take(),
+            Step("blk-after", stat_cmd(v.device_path())),
+            *umount(v),
+        ]]
+
+    def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
+        p = spec.params
+        case = Path(p.file).stem
+        res = boots[0] if boots else None
+        why = first_failure(boots)
+        if res is None or why:
+            tail = _tail(run_dir / SCRIPT_OUT) if p.kind == Kind.SCRIPT else ""
+            err = why + (f"; it printed: {tail}" if tail else "") if why else "the lab did not boot"
+            return Outcome([], f"error: {err}"[:200], status=passed(False), error=err[:400])
+        meas = m(case, "seconds", seconds(res, "workload"), "s")
+        extra: dict = {"file": p.file, "digest": p.digest, "kind": p.kind}
+        if p.kind == Kind.FIO:
+            out = fiojson.load(run_dir / FIO_OUT)
+            if not out:
+                return Outcome(meas, "error: fio left no JSON output", status=passed(False),
+                               error="fio left no JSON output")
+            jobs = {}
+            for job in out.get("jobs", []):
+                figs = fiojson.job_figures(job)
+                jobs[job["jobname"]] = figs
+                jc = f"{case}:{job['jobname']}"
+                meas += m(jc, "bandwidth", figs["bandwidth"], "MB/s") + m(jc, "iops", figs["iops"], "IOPS")
+                meas += m(jc, "lat_p50", figs["lat_p50"], "us") + m(jc, "lat_p99", figs["lat_p99"], "us")
+                meas += m(jc, "runtime", figs["runtime"], "s")
+            extra["jobs"] = jobs
+        else:
+            found = metrics(_read(run_dir / SCRIPT_OUT))
+            for k, (val, unit) in found.items():
+                meas += m(case, k, val, unit)
+            extra["metrics"] = {k: v for k, (v, _) in found.items()}
+        blk = blk_delta(_stdout(res, "blk-before"), _stdout(res, "blk-after"))
+        for k, val in blk.items():
+            meas += m(case, k, val, "KiB" if k.endswith("_kib") else "count")
+        extra["block"] = blk
+        head = f"{case}: {seconds(res, 'workload') or 0:.1f} s"
+        if blk.get("write_requests"):
+            head += f", {blk['write_requests']:.0f} writes of {blk['write_request_kib']:.0f} KiB"
+        if "flushes" in blk:
+            head += f", {blk['flushes']:.0f} flushes"
+        return Outcome(meas, head, extra=extra)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail(path: Path) -> str:
+    lines = _read(path).strip().splitlines()
+    return lines[-1][:200] if lines else ""
+
+
+def _stdout(res: BootResult, name: str) -> str:
+    s = res.step(name)
+    return s.stdout.strip() if s is not None and s.status.ok else ""
