@@ -1,0 +1,148 @@
+"""The user's own workload and check: edge checks, the run id's content hash, the fio
+option refusal, the figures read from a workload cell, and the lifetime arithmetic."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flashbed import lifetime, userwork
+from flashbed.cli import _user_workload, main
+from flashbed.errors import FlashbedError
+from flashbed.plan import PlanRequest
+from flashbed.studies.workload import blk_delta, metrics
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _script(tmp_path: Path, name: str, body: str, mode: int = 0o755) -> Path:
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(mode)
+    return p
+
+
+def _run_id(workload: Path, check: Path | None = None) -> str:
+    overrides, studies = _user_workload(str(workload), str(check) if check else None, {}, ())
+    return PlanRequest(fs=("ext4",), devices=("emmc-8g@512M",), studies=studies, overrides=overrides).run_id()
+
+
+def test_the_run_id_follows_the_content_of_the_workload_and_the_check(tmp_path):
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    c = _script(tmp_path, "c.sh", "exit 0\n")
+    first = _run_id(w, c)
+    assert _run_id(w, c) == first  # same content: the same run (a resume)
+    w.write_text("#!/bin/sh\necho a=2\n")
+    edited = _run_id(w, c)
+    assert edited != first
+    c.write_text("#!/bin/sh\nexit 1\n")
+    assert _run_id(w, c) not in (first, edited)
+    assert _run_id(w) != _run_id(w, c)  # a check adds its study
+
+
+def test_a_cell_refuses_a_file_edited_after_its_run_started(tmp_path):
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    uf = userwork.load(str(w), "--workload")
+    staged = userwork.stage(uf.path, uf.digest, tmp_path / "staged.sh")
+    assert staged.read_bytes() == w.read_bytes()
+    w.write_text("#!/bin/sh\necho changed\n")
+    with pytest.raises(FlashbedError, match="changed since this run started"):
+        userwork.stage(uf.path, uf.digest, tmp_path / "staged.sh")
+
+
+@pytest.mark.parametrize("line,words", [
+    ("filename=/dev/sda", "leaves the filesystem under test"),
+    ("filename=../../etc/passwd", "leaves the filesystem under test"),
+    ("filename=a:/tmp/b", "leaves the filesystem under test"),
+    ("filename=${HOME}/x", "leaves the filesystem under test"),
+    ("write_bw_log=/tmp/bw", "leaves the filesystem under test"),
+    ("directory=/tmp", "flashbed sets directory="),
+    ("exec_prerun=rm -rf /", "runs a program"),
+    ("exec_postrun=reboot", "runs a program"),
+    ("ioengine=sg", "does not do its I/O through the filesystem's files"),
+    ("ioengine=exec", "does not do its I/O through the filesystem's files"),
+    ("replay_redirect=/dev/sdb", "another device"),
+    ("[unclosed", "is not a [section]"),
+])
+def test_fio_options_that_escape_the_filesystem_are_refused(line, words):
+    problems = userwork.fio_problems(f"[job]\nrw=write\nsize=1M\n{line}\n")
+    assert len(problems) == 1 and words in problems[0] and "line 4" in problems[0]
+
+
+def test_a_plain_fio_job_passes_and_include_is_refused():
+    assert userwork.fio_problems("[global]\nioengine=psync\n; a comment\n[cam]\nrw=write\nbs=1M\n"
+                                 "filename=video.bin\nfsync_on_close=1\n") == []
+    assert "include" in userwork.fio_problems("include other.fio\n[j]\nrw=read\n")[0]
+
+
+def test_the_shipped_camera_job_passes_fio_itself():
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed")
+    uf = userwork.load(str(EXAMPLES / "camera-recording.fio"), "--workload")
+    assert uf.kind is userwork.Kind.FIO
+
+
+def test_bad_workload_input_is_one_line_exit_2(tmp_path, capsys):
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed")
+    bad_fio = tmp_path / "bad.fio"
+    bad_fio.write_text("[job]\nrw=write\nsize=1M\nbogus_option=3\n")
+    escaping = tmp_path / "esc.fio"
+    escaping.write_text("[job]\nfilename=/dev/ubda\nrw=write\n")
+    plain = _script(tmp_path, "plain.sh", "echo hi\n", mode=0o644)
+    ok = _script(tmp_path, "ok.sh", "echo hi\n")
+    out = tmp_path / "never"
+    cases = [
+        (["--workload", str(bad_fio)], "fio does not accept it: Bad option <bogus_option=3>"),
+        (["--workload", str(escaping)], "filename=/dev/ubda leaves the filesystem under test"),
+        (["--workload", str(plain)], "is not executable: chmod +x it"),
+        (["--workload", str(tmp_path / "none.sh")], "no such file"),
+        (["--check", str(ok)], "--check needs --workload FILE"),
+        (["--workload", str(ok), "--check", str(plain)], "--check " + str(plain) + " is not executable"),
+        (["--workload", str(ok), "--check", str(bad_fio)], "is not executable"),
+        (["--resume", "x", "--workload", str(ok)], "drop --workload"),
+    ]
+    for args, words in cases:
+        assert main(["run", *args, "--out", str(out)]) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and "Traceback" not in err, (args, err)
+    assert not out.exists()
+
+
+def test_study_workload_without_a_file_says_how_to_give_one(capsys):
+    assert main(["run", "--study", "workload", "--fs", "ext4", "--device", "emmc-8g@512M"]) == 2
+    assert "--workload FILE" in capsys.readouterr().err
+
+
+def test_script_metrics_and_block_counters():
+    out = metrics("starting\nrows=600\ncommit_ms=207ms\nnote = not a number\nrate=1.5e3 B/s\nrows=640\n")
+    assert out == {"rows": (640.0, ""), "commit_ms": (207.0, "ms"), "rate": (1500.0, "B/s")}
+    before = " ".join(["0"] * 17)
+    # 10 writes of 80 sectors (40 KiB each), 3 discards, 7 flushes
+    after = "0 0 0 0 10 0 800 0 0 0 0 3 0 0 0 7 0"
+    assert blk_delta(before, after) == {"write_requests": 10.0, "write_request_kib": 40.0, "discards": 3.0,
+                                        "flushes": 7.0}
+    assert blk_delta("", after) == {}
+
+
+def test_lifetime_arithmetic():
+    gib = 1 << 30
+    # 8 GiB x 3000 cycles = 24 000 GiB of programs; 2 GiB a day x WAF 3 = 6 GiB a day: 4000 days
+    assert lifetime.years(8 * gib, 3000, 2 * gib, 3.0) == pytest.approx(4000 / 365)
+    assert lifetime.years(8 * gib, 3000, 0, 3.0) == float("inf")
+    with pytest.raises(ValueError):
+        lifetime.years(0, 3000, gib, 1.0)
+    # a rate of 1 MB per 10 s, around the clock
+    assert lifetime.daily_from_rate(1e6, 10) == pytest.approx(8.64e9)
+    lt = lifetime.Lifetime(8 * gib, 3000, "class default: consumer MLC", 2 * gib, "--daily-writes 2G", 3.0,
+                           steady=False, passes=4, erase_spread=(1, 9))
+    text = "\n".join(lt.lines())
+    assert "11.0 years" in text and "did NOT converge in 4 passes" in text and "class default" in text
+    assert "1 to 9" in text
+
+
+def test_write_amplification_converges_only_when_the_last_passes_agree():
+    assert not lifetime.converged([1.2, 2.5])
+    assert not lifetime.converged([1.2, 2.0, 2.6, 3.1])
+    assert lifetime.converged([1.2, 2.0, 3.0, 3.05, 2.98])
+    assert not lifetime.converged([3.0, 3.0, 0.0])  # a pass that wrote nothing does not count
