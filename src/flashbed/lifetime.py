@@ -8,7 +8,9 @@ rating comes from); `Lifetime.lines()` says every assumption.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 DAY = 86400.0
 YEAR_DAYS = 365.0
@@ -74,3 +76,24 @@ class Lifetime:
         out.append("  assumes: the part wears out when its average block reaches its rated cycles; the write "
                    "amplification of the emulated capacity holds at the part's; no other writer")
         return out
+
+
+_ENDURANCE = re.compile(r"^\s*endurance\s*=\s*\d+\s*(?:#\s*(?P<note>.*))?$")
+
+
+def endurance_source(preset: Path) -> str:
+    """Where a preset's P/E rating comes from: the comment of its `endurance` line; a rating
+    from a class of parts (not the part's own datasheet), or with no comment, says
+    "class default" first."""
+    try:
+        text = preset.read_text()
+    except OSError:
+        return "class default (no preset file)"
+    for line in text.splitlines():
+        mt = _ENDURANCE.match(line)
+        if mt:
+            note = (mt["note"] or "").strip()
+            if not note:
+                return "class default (the preset cites no source)"
+            return note if not re.search(r"class|typical", note, re.I) else f"class default: {note}"
+    return "class default (the preset has no endurance line)"

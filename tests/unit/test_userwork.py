@@ -101,6 +101,10 @@ def test_bad_workload_input_is_one_line_exit_2(tmp_path, capsys):
         (["--workload", str(ok), "--check", str(plain)], "--check " + str(plain) + " is not executable"),
         (["--workload", str(ok), "--check", str(bad_fio)], "is not executable"),
         (["--resume", "x", "--workload", str(ok)], "drop --workload"),
+        (["--age", "50"], "--age needs --workload FILE"),
+        (["--daily-writes", "2G"], "--daily-writes needs --workload FILE"),
+        (["--workload", str(ok), "--age", "99"], "--age 99: give the fill in % of the filesystem, 1 to 95"),
+        (["--workload", str(ok), "--daily-writes", "lots"], "--daily-writes lots: give a size a day"),
     ]
     for args, words in cases:
         assert main(["run", *args, "--out", str(out)]) == 2, args
