@@ -69,7 +69,8 @@ class Lifetime:
                f"{self.waf:.2f}) / 365",
                "  write amplification: " + (f"steady (the last {WINDOW} of {self.passes} passes within "
                                             f"{TOLERANCE:.0%})" if self.steady else
-                                            f"did NOT converge in {self.passes} passes: the last pass's figure")]
+                                            f"did NOT converge in {self.passes} pass{'es' if self.passes > 1 else ''}: "
+                                            "the last pass's figure")]
         if self.erase_spread is not None:
             lo, hi = self.erase_spread
             out.append(f"  erase counts: {lo} to {hi} per block (wear levelling's spread)")

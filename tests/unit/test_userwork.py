@@ -150,3 +150,48 @@ def test_write_amplification_converges_only_when_the_last_passes_agree():
     assert not lifetime.converged([1.2, 2.0, 2.6, 3.1])
     assert lifetime.converged([1.2, 2.0, 3.0, 3.05, 2.98])
     assert not lifetime.converged([3.0, 3.0, 0.0])  # a pass that wrote nothing does not count
+
+
+def _phase(waf: float, host: int, secs: float, erases=(0, 3)) -> dict:
+    return {"write_amplification": waf, "host_write_bytes": host, "wall_seconds": secs,
+            "erase_count_min": erases[0], "erase_count_max": erases[1]}
+
+
+def test_a_workload_cell_projects_the_lifetime_from_its_passes(tmp_path):
+    import json
+
+    from flashbed.devices import presets
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+    from flashbed.studies.workload import host_stats
+    from flashbed.results import CellKey
+    from flashbed import variants
+
+    calls = tmp_path / "host-calls"
+    calls.mkdir()
+    phases = {"pass1": _phase(1.5, 10_000_000, 10), "pass2": _phase(2.9, 10_000_000, 10),
+              "pass3": _phase(3.0, 10_000_000, 10), "workload": _phase(3.1, 10_000_000, 10, (2, 9))}
+    for i, (name, data) in enumerate(phases.items()):
+        (calls / f"{i:04d}.req").write_text(json.dumps({"call": "stats", "args": {"phase": name}}))
+        (calls / f"{i:04d}.resp").write_text(json.dumps({"ok": True, "data": data, "error": ""}))
+    assert host_stats(tmp_path) == phases
+    study = STUDIES["workload"]
+    dev = presets.load_spec("emmc-8g@512M")
+    spec = CellSpec(CellKey(dev.label, "ext4", "workload", "w", 0), dev, variants.parse("ext4", dev),
+                    study.params(file="w.sh", passes=4))
+    lt = study.lifetime(spec, phases)
+    assert lt.steady and lt.waf == pytest.approx(3.0)  # the mean of the last three passes
+    assert lt.daily_bytes == pytest.approx(1e6 * 86400)
+    assert lt.capacity == dev.preset_capacity and lt.pe_cycles == dev.info["endurance"]
+    assert lt.pe_source.startswith("class default")
+    assert lt.years == pytest.approx(dev.preset_capacity * lt.pe_cycles / (86.4e9 * 3.0) / 365)
+    assert lt.erase_spread == (2, 9)
+    daily = study.lifetime(dataclasses_replace(spec, study.params(file="w.sh", daily_writes=2 << 30)),
+                           {"workload": phases["workload"]})
+    assert not daily.steady and daily.waf == pytest.approx(3.1) and daily.daily_source == "--daily-writes"
+    assert "did NOT converge in 1 pass:" in "\n".join(daily.lines())
+
+
+def dataclasses_replace(spec, params):
+    import dataclasses
+    return dataclasses.replace(spec, params=params)
