@@ -19,10 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from flashbed import userwork
 from flashbed.plan import PlanRequest
 
 DATA = Path(__file__).resolve().parent / "data" / "replay"
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+_USER = userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger-unsafe.sh"), "--workload"),
+                           userwork.load(str(EXAMPLES / "sqlite-check.sh"), "--check", fio_allowed=False))
 _FAILURE = {
     "powercut": {"iterations": 2, "modes": "async", "cut_min": 0.5, "cut_max": 1.0},
     "badblocks": {"iterations": 1, "files": 4, "file_blocks": 4, "random_blocks": 4, "raw_cases": "bitflips"},
@@ -60,6 +64,11 @@ REQUESTS = [
     # makes failures, so parse() reads some of every kind
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
         "crashstates": {"ops": 12, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
+    # your own workload and check: the SQLite logger's unsafe control (failures to read), a short
+    # lifetime phase after aging
+    PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("workload", "appcheck"), overrides={
+        "workload": {**_USER["workload"], "fill": 30, "churn": 1, "passes": 2},
+        "appcheck": {**_USER["appcheck"], "max_states": 12, "subsets": 1, "tears": 1}}, pace="none"),
 ]
 
 

@@ -154,7 +154,7 @@ class Workload(Study):
             err = why + (f"; it printed: {tail}" if tail else "") if why else "the lab did not boot"
             return Outcome([], f"error: {err}"[:200], status=passed(False), error=err[:400])
         meas = m(case, "seconds", seconds(res, "workload"), "s")
-        extra: dict = {"file": p.file, "digest": p.digest, "kind": p.kind}
+        extra: dict = {"file": Path(p.file).name, "digest": p.digest, "kind": p.kind}
         if p.kind == Kind.FIO:
             out = fiojson.load(run_dir / FIO_OUT)
             if not out:
