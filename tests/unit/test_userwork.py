@@ -195,3 +195,47 @@ def test_a_workload_cell_projects_the_lifetime_from_its_passes(tmp_path):
 def dataclasses_replace(spec, params):
     import dataclasses
     return dataclasses.replace(spec, params=params)
+
+
+def test_the_guest_runs_the_check_on_the_state_and_reads_its_verdict(tmp_path, monkeypatch):
+    from flashbed.lab.guest import crashstates as guest
+    from flashbed.lab.guest.protocol import CrashWorkSpec
+
+    monkeypatch.setenv("FLASHBED_RUN", str(tmp_path))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    (mnt / "count").write_text("3\n")
+    check = _script(tmp_path, "check.sh", 'want=$(tail -n 1 "$FLASHBED_ACKED" | cut -d= -f2)\n'
+                    '[ "$(pwd)" = "$FLASHBED_MNT" ] || exit 9\n'
+                    '[ "$(cat count)" -ge "${want:-0}" ] || { echo "lost: have $(cat count), want $want"; exit 1; }\n')
+    w = CrashWorkSpec(workload="user", mnt=str(mnt), dir=str(mnt), log="", seed=1, mount=[], umount=[], timeout=5,
+                      check=str(check), check_timeout=5)
+    recs = [{"e": "begin", "m": 1}, {"e": "ack", "labels": ["committed=2"], "m": 5},
+            {"e": "ack", "labels": ["committed=3"], "m": 9}]
+    ok = guest.user_check(w, str(mnt), recs)
+    assert ok["n_loss"] == 0 and ok["check"]["rc"] == 0
+    assert (tmp_path / guest.ACKED).read_text() == "committed=2\ncommitted=3\n"
+    lost = guest.user_check(w, str(mnt), recs + [{"e": "ack", "labels": ["committed=4"], "m": 12}])
+    assert lost["n_loss"] == 1 and lost["loss"] == ["the check failed (exit 1): lost: have 3, want 4"]
+    slow = _script(tmp_path, "slow.sh", "sleep 30\n")
+    import dataclasses
+    stuck = guest.user_check(dataclasses.replace(w, check=str(slow), check_timeout=0.5), str(mnt), recs)
+    assert stuck["check_timeout"] and "did not finish within 0.5 s" in stuck["loss"][0]
+
+
+def test_a_check_over_its_limit_is_a_recorded_outcome_not_a_loss():
+    from flashbed.lab.guest.protocol import StateFacts
+    from flashbed.status import PowerCutClass
+    from flashbed.studies import STUDIES
+
+    def facts(verify):
+        return {"phase": "done", "mounted": True, "verified_by": "mount1", "fsck": {"result": "clean"},
+                "mount1": {"status": "ok", "kmsg": []}, "verify": verify}
+    study = STUDIES["appcheck"]
+    timed_out = StateFacts(id="7", kind="cut", acked=3, facts=facts(
+        {"n_loss": 1, "loss": ["the check did not finish within 3 s"], "check_timeout": True}))
+    failed = StateFacts(id="8", kind="cut", acked=3, facts=facts(
+        {"n_loss": 1, "loss": ["the check failed (exit 1): rows lost"]}))
+    assert study._record(timed_out, "ext4")["class"] == PowerCutClass.HANG
+    assert study._record(timed_out, "ext4")["why"] == "the check did not finish within 3 s"
+    assert study._record(failed, "ext4")["class"] == PowerCutClass.DATA_LOSS
