@@ -25,8 +25,12 @@ from flashbed.plan import PlanRequest
 DATA = Path(__file__).resolve().parent / "data" / "replay"
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-_USER = userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger-unsafe.sh"), "--workload"),
-                           userwork.load(str(EXAMPLES / "sqlite-check.sh"), "--check", fio_allowed=False))
+# the figures of the SQLite logger; the check over its unsafe control (failures to read)
+_USER = {"workload": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger.sh"), "--workload"),
+                                        None)["workload"],
+         "appcheck": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger-unsafe.sh"), "--workload"),
+                                        userwork.load(str(EXAMPLES / "sqlite-check.sh"), "--check",
+                                                      fio_allowed=False))["appcheck"]}
 _FAILURE = {
     "powercut": {"iterations": 2, "modes": "async", "cut_min": 0.5, "cut_max": 1.0},
     "badblocks": {"iterations": 1, "files": 4, "file_blocks": 4, "random_blocks": 4, "raw_cases": "bitflips"},
@@ -64,11 +68,13 @@ REQUESTS = [
     # makes failures, so parse() reads some of every kind
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
         "crashstates": {"ops": 12, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
-    # your own workload and check: the SQLite logger's unsafe control (failures to read), a short
-    # lifetime phase after aging
-    PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("workload", "appcheck"), overrides={
-        "workload": {**_USER["workload"], "fill": 30, "churn": 1, "passes": 2},
-        "appcheck": {**_USER["appcheck"], "max_states": 12, "subsets": 1, "tears": 1}}, pace="none"),
+    # your own workload: the SQLite logger after aging, in a short lifetime phase (a plain file: the
+    # replay has no device counters, so the lifetime is tested apart); your check over the logger's
+    # unsafe control, on the emulator's write log
+    PlanRequest(fs=("ext4",), devices=("plain-file@256M",), studies=("workload",), overrides={
+        "workload": {**_USER["workload"], "fill": 30, "churn": 1, "passes": 2}}, pace="none"),
+    PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("appcheck",), overrides={
+        "appcheck": {**_USER["appcheck"], "subsets": 1, "tears": 1}}, pace="none"),
 ]
 
 
