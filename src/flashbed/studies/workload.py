@@ -76,7 +76,8 @@ def blk_delta(before: str, after: str) -> dict[str, float]:
 
 
 def stat_cmd(device: str) -> str:
-    return f"cat /sys/class/block/$(basename $(readlink -f {device}))/stat"
+    # raw NAND (/dev/mtdN) has no block-layer counters: nothing printed, none reported
+    return f"cat /sys/class/block/$(basename $(readlink -f {device}))/stat 2>/dev/null || true"
 
 
 class Workload(Study):
