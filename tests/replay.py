@@ -19,10 +19,18 @@ import sys
 import tempfile
 from pathlib import Path
 
+from flashbed import userwork
 from flashbed.plan import PlanRequest
 
 DATA = Path(__file__).resolve().parent / "data" / "replay"
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+# the figures of the SQLite logger; the check over its unsafe control (failures to read)
+_USER = {"workload": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger.sh"), "--workload"),
+                                        None)["workload"],
+         "appcheck": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger-unsafe.sh"), "--workload"),
+                                        userwork.load(str(EXAMPLES / "sqlite-check.sh"), "--check",
+                                                      fio_allowed=False))["appcheck"]}
 _FAILURE = {
     "powercut": {"iterations": 2, "modes": "async", "cut_min": 0.5, "cut_max": 1.0},
     "badblocks": {"iterations": 1, "files": 4, "file_blocks": 4, "random_blocks": 4, "raw_cases": "bitflips"},
@@ -63,6 +71,13 @@ REQUESTS = [
     # makes failures, so parse() reads some of every kind
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
         "crashstates": {"ops": 12, "exhaustive": 1, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
+    # your own workload: the SQLite logger after aging, in a short lifetime phase (a plain file: the
+    # replay has no device counters, so the lifetime is tested apart); your check over the logger's
+    # unsafe control, on the emulator's write log
+    PlanRequest(fs=("ext4",), devices=("plain-file@256M",), studies=("workload",), overrides={
+        "workload": {**_USER["workload"], "fill": 30, "churn": 1, "passes": 2}}, pace="none"),
+    PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("appcheck",), overrides={
+        "appcheck": {**_USER["appcheck"], "subsets": 1, "tears": 1}}, pace="none"),
 ]
 
 

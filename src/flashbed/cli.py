@@ -96,6 +96,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="allow a run on a real device that carries data (a filesystem or partition table): "
                    "repeat its --device path")
     r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
+    r.add_argument("--workload", metavar="FILE", help="your own workload: a fio job file (.fio) or an executable "
+                   "script (run with $FLASHBED_MNT, the filesystem under test, as its working directory)")
+    r.add_argument("--check", metavar="FILE", help="with --workload: an executable run after recovery in every "
+                   "crash state of the workload (exit 0: your data is consistent)")
+    r.add_argument("--age", type=int, metavar="FILL", help="with --workload: fill the filesystem to FILL %% with "
+                   "a file population and churn it first, then run the workload as a lifetime phase (6 passes "
+                   "unless --set workload.passes=N)")
+    r.add_argument("--daily-writes", metavar="SIZE", help="with --workload: host writes a day for the projected "
+                   "lifetime, e.g. 2G (default: the workload's measured rate, around the clock)")
     r.add_argument("--repeat", type=int, default=None)
     r.add_argument("--seed", type=int, default=None)
     r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
@@ -347,6 +356,37 @@ def _overrides(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def _user_workload(workload: str | None, check: str | None, overrides: dict[str, dict],
+                   studies: tuple[str, ...], age: int | None = None,
+                   daily: str | None = None) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """--workload, --check, --age and --daily-writes as the overrides of the studies that run
+    them (the files' content hashes in the run id), those studies added to the run's."""
+    from . import userwork
+    from .devices.presets import parse_size
+    if not workload:
+        given = "--check" if check else "--age" if age is not None else "--daily-writes"
+        raise FlashbedError(f"{given} needs --workload FILE: it applies to your workload")
+    if age is not None and not 1 <= age <= 95:
+        raise FlashbedError(f"--age {age}: give the fill in % of the filesystem, 1 to 95")
+    w = userwork.load(workload, "--workload")
+    c = userwork.load(check, "--check", fio_allowed=False) if check else None
+    out = dict(overrides)
+    for study, values in userwork.overrides(w, c).items():
+        out[study] = {**out.get(study, {}), **values}
+    if age is not None:
+        out["workload"] = {"passes": 6, **out["workload"], "fill": age}
+    if daily:
+        try:
+            size = parse_size(daily)
+        except FlashbedError:
+            size = 0
+        if size <= 0:
+            raise FlashbedError(f"--daily-writes {daily}: give a size a day, e.g. 2G or 500M")
+        out["workload"]["daily_writes"] = size
+    wanted = ("workload",) + (("appcheck",) if c else ())
+    return out, tuple(studies) + tuple(s for s in wanted if s not in studies)
+
+
 def _run(args: argparse.Namespace) -> int:
     from .execute import execute
     from .executors import make_executor
@@ -358,7 +398,8 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus", "target", "clock") if getattr(args, o) is not None]
+                             "cpus", "target", "clock", "workload", "check", "age", "daily_writes")
+                 if getattr(args, o) is not None]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -366,6 +407,9 @@ def _run(args: argparse.Namespace) -> int:
     else:
         overrides = _overrides(args.set)
         studies = _split(args.study, "study")
+        if args.workload or args.check or args.age is not None or args.daily_writes:
+            overrides, studies = _user_workload(args.workload, args.check, overrides, studies, args.age,
+                                                args.daily_writes)
         if args.iterations is not None:
             from .studies import STUDIES
             iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]

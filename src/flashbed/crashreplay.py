@@ -41,7 +41,9 @@ from .results import CellResult
 from .store import RunStore, resolve_run
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec
-from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, evidence_text, state_ref
+from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, CrashStates, evidence_text, state_ref
+
+STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
 from .studies.powercut import case_variant, shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
@@ -62,7 +64,7 @@ class Target:
 def find(run: str, ref: str) -> Target:
     """The cell and state `ref` names in run `run` (one clear line if none)."""
     store = resolve_run(run)
-    cells = [r for r in store.results() if r.key.study == "crashstates"]
+    cells = [r for r in store.results() if _crash_study(r.key.study)]
     cell_id, sep, state = ref.rpartition(":")
     if not sep:
         state = ref
@@ -191,8 +193,13 @@ def _copy_to_device(src: Path, node: Path) -> None:
         os.close(fd)
 
 
+def _crash_study(name: str) -> bool:
+    """crashstates, or a study on its machinery (appcheck: the user's workload and check)."""
+    return isinstance(STUDIES.get(name), CrashStates)
+
+
 def cell_spec(r: CellResult) -> CellSpec:
-    study = STUDIES["crashstates"]
+    study = STUDIES[r.key.study]
     dev = presets.load_spec(r.key.device)
     stored = {k: v for k, v in r.provenance.get("params", {}).items() if k in study.param_names()}
     return CellSpec(key=r.key, device=dev, variant=variants.parse(r.key.fs, dev), params=study.params(**stored),
@@ -208,7 +215,7 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
     """Boot the lab on a copy of the image and recover it as the cell did: (class, why)."""
     from .lab.kernel import ensure_kernel
     from .lab.labs import UmlLab
-    study = STUDIES["crashstates"]
+    study = STUDIES[t.result.key.study]
     spec = cell_spec(t.result)
     v = case_variant(spec.variant, spec.params.mode)
     listed = {s["id"]: s for s in json.loads((t.logs / STATES_FILE).read_text())["states"]}
@@ -225,6 +232,9 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
         disk = run_dir / "device.img"
         shutil.copyfile(image, disk)  # the lab's recovery writes (journal replay, repair): not to the user's image
         shutil.copyfile(t.logs / LOG_FILE, run_dir / LOG_FILE)
+        for staged in STAGED_FILES:  # appcheck: the user's check (and workload) as the cell staged them
+            if (t.logs / staged).is_file():
+                shutil.copy2(t.logs / staged, run_dir / staged)
         (run_dir / STATES_FILE).write_text(json.dumps({"states": [listed[t.state]]}))
         c = dataclasses.replace(c, serve=False)
         res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",

@@ -78,9 +78,10 @@ def test_a_replayed_run_makes_a_report(replayed):
     assert s["missing_studies"] == []
     dev = plan.cells[0].key.device
     # every study a plain file can hold (crash states need the emulator's write log: the next test;
-    # caps has a request of its own, ext4 beside FAT)
+    # caps has a request of its own, ext4 beside FAT; the user's own workload and check come with their
+    # files, in requests of their own)
     studies = {c.key.study for c in plan.cells}
-    assert studies == set(STUDIES) - {"crashstates", "caps"}
+    assert studies == set(STUDIES) - {"crashstates", "caps", "workload", "appcheck"}
     for study in studies:
         assert slug("tab", dev, study) in s["tables"], study
     assert s["studies"]["powercut"]["cells"] == {"ok": 1}
@@ -129,3 +130,24 @@ def test_a_replayed_crash_state_run_lists_its_failures_with_their_commands(repla
     from flashbed.report.text import print_results
     print_results(store, stream=out)
     assert f"flashbed crashstate replay {store.root.name} {plan.cells[0].key.id}:" in out.getvalue()
+
+
+def test_a_replayed_run_of_your_workload_shows_your_check_failing_with_replay_commands(replayed):
+    from flashbed.report import write_report
+    from flashbed.report.text import print_results
+    from flashbed.report.units import slug
+    plan, store = next((p, st) for p, st in replayed if p.cells[0].key.study == "appcheck")
+    s = json.loads(write_report(store.root).summary.read_text())
+    dev = plan.cells[0].key.device
+    assert slug("tab", dev, "appcheck", "reproducers") in s["tables"]  # synchronous=OFF lost committed rows
+    out = io.StringIO()
+    print_results(store, stream=out)
+    assert "the check failed (exit 1)" in out.getvalue()
+    assert f"flashbed crashstate replay {store.root.name} {plan.cells[0].key.id}:" in out.getvalue()
+    wplan, wstore = next((p, st) for p, st in replayed if p.cells[0].key.study == "workload")
+    out = io.StringIO()
+    print_results(wstore, stream=out)
+    text = out.getvalue()
+    assert "== your workload, per filesystem ==" in text and "not checked (no --check)" in text
+    r = next(iter(wstore.results()))
+    assert r.extra["age"]["fill"] >= 0.3 and {m.metric for m in r.measurements} >= {"rows", "seconds", "flushes"}

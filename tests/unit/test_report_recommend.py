@@ -57,7 +57,7 @@ def test_packaged_weights_cover_the_five_use_cases():
         for c in u.criteria:
             assert c.study in STUDY_ORDER, c
             assert c.better in ("higher", "lower") and c.weight > 0
-    assert set(w.outcomes) == {"powercut", "corruption", "badblocks", "crashstates"}
+    assert set(w.outcomes) == {"powercut", "corruption", "badblocks", "crashstates", "appcheck"}
     assert "clean" in w.outcomes["powercut"]["good"] and "hang" in w.outcomes["powercut"]["bad"]
 
 

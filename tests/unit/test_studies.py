@@ -1,11 +1,18 @@
 """Each study owns its definition: the facts the report and the CLI read from it are complete and agree."""
 
 import dataclasses
+from pathlib import Path
+
+import pytest
+
+from flashbed.errors import FlashbedError
 
 from flashbed.report.load import OUTCOME_PREFIXES
 from flashbed.report.weights import load_weights
 from flashbed.studies import STUDIES
 from flashbed.studies.base import claimed_metrics
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_every_study_states_its_facts_once_and_in_a_distinct_order():
@@ -15,6 +22,11 @@ def test_every_study_states_its_facts_once_and_in_a_distinct_order():
         assert s.name == name and s.title and s.description and s.primary_metric, name
         assert dataclasses.is_dataclass(s.Params), name
         p = s.params()  # the defaults alone make valid parameters
+        if "file" in s.param_names():  # the user's own workload: nothing to run without its file
+            with pytest.raises(FlashbedError, match="--workload FILE"):
+                s.cases(p, _device(s))
+            p = s.params(file=str(EXAMPLES / "sqlite-logger.sh"), check=str(EXAMPLES / "sqlite-check.sh")) \
+                if "check" in s.param_names() else s.params(file=str(EXAMPLES / "sqlite-logger.sh"))
         assert s.min_capacity(s.cases(p, _device(s))[0].params) >= 0
 
 

@@ -68,6 +68,9 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             t = T.study_table(run, device, study)
             if t:
                 ss.add(t)
+            lt = T.lifetime_table(run, device, study)
+            if lt:
+                ss.add(lt)
             rt = T.reproducers_table(run, device, study)
             if rt:
                 ss.add(rt)

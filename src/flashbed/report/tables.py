@@ -306,6 +306,40 @@ def reproducers_table(run: RunData, device: str, study: str) -> Table | None:
                  cols, cells, note)
 
 
+def lifetime_table(run: RunData, device: str, study: str) -> Table | None:
+    """Your workload's projected lifetime per filesystem (studies/workload.py: extra["lifetime"]),
+    with every assumption it rests on."""
+    rows, notes = [], []
+    for fs in sorted({k[1] for k in run.extras if k[0] == device and k[2] == study}, key=units.natural_key):
+        for e in run.extras.get((device, fs, study), []):
+            lt = e.get("lifetime")
+            if not isinstance(lt, dict):
+                continue
+            years = lt.get("years")
+            yt = "unbounded" if years is None or years == float("inf") else f"{years:.1f}"
+            waf = f"{lt['waf']:.2f}" + ("" if lt.get("steady") else " (not converged)")
+            spread = lt.get("erase_spread") or ["?", "?"]
+            age = e.get("age") or {}
+            fill = f"{age['fill']:.0%}" if isinstance(age.get("fill"), (int, float)) else "blank"
+            rows.append([Cell(fs, fs), Cell(yt, years if yt != "unbounded" else None), Cell(waf, lt["waf"]),
+                         Cell(str(lt.get("passes")), lt.get("passes")), Cell(fill, fill),
+                         Cell(f"{(lt.get('daily_bytes') or 0) / (1 << 30):.2f}", lt.get("daily_bytes")),
+                         Cell(f"{spread[0]}-{spread[1]}", spread[1])])
+            daily = "--daily-writes" if lt.get("daily_source") == "--daily-writes" else \
+                "each filesystem's last pass's measured host write rate, around the clock"
+            notes = [f"years = capacity {(lt.get('capacity') or 0) / (1 << 30):.1f} GiB x {lt.get('pe_cycles')} P/E "
+                     f"cycles ({lt.get('pe_source')}) / (host writes a day x steady WAF) / 365; host writes a day: "
+                     f"{daily}; WAF: the mean of the last passes when they converged, else the last pass's.",
+                     *[x for x in lt.get("lines", []) if x.strip().startswith("assumes")]]
+    if not rows:
+        return None
+    cols = [Column("filesystem", numeric=False), Column("lifetime", "years"), Column("steady WAF", "x"),
+            Column("passes"), Column("fill before", numeric=False), Column("host writes a day", "GiB"),
+            Column("erase counts", numeric=False)]
+    return Table(units.slug("tab", device, study, "lifetime"), "Projected lifetime of the part under this workload",
+                 cols, rows, " ".join(x.strip() for x in notes))
+
+
 def tools_table(run: RunData) -> Table:
     cols = [Column("tool", numeric=False), Column("version", numeric=False)]
     rows = [[Cell(k, k), Cell(v, v)] for k, v in run.tools.items()]

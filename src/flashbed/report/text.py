@@ -60,6 +60,45 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
         for spec in (STUDIES[study].figures if study in STUDIES else ()):
             if isinstance(spec, TopList):
                 print_top(by_study[study], spec, stream)
+    if by_study.get("workload") and (not studies or "workload" in studies):
+        print_workload_summary(by_study["workload"], by_study.get("appcheck", []), stream)
+
+
+def print_workload_summary(work: list, checks: list, stream) -> None:
+    """The closing note of a run of your own workload: per device and filesystem its time, the
+    device's write amplification, the projected lifetime, and your check's verdict over the
+    crash states (studies/workload.py, studies/appcheck.py)."""
+    verdicts = {(r.key.device, fs_label(r)): r for r in checks}
+    print("\n== your workload, per filesystem ==", file=stream)
+    print(f"  {'device':26} {'fs':8} {'seconds':>8} {'WAF':>6} {'years':>7} {'crash states: your check':30}",
+          file=stream)
+    for r in sorted(work, key=lambda r: (r.key.device, fs_label(r))):
+        m = {x.metric: x.value for x in r.measurements}
+        lt = r.extra.get("lifetime") or {}
+        waf = f"{lt['waf']:.2f}" + ("" if lt.get("steady") else "*") if lt else "-"
+        years = f"{lt['years']:.1f}" if lt and lt.get("years") not in (None, float("inf")) else "-"
+        c = verdicts.get((r.key.device, fs_label(r)))
+        if c is None:
+            verdict = "not checked (no --check)"
+        elif not c.ok:
+            verdict = f"{c.status}: {c.error[:60]}"
+        else:
+            cm = {x.metric: x.value for x in c.measurements}
+            n, bad = int(cm.get("iterations", 0)), int(cm.get("failures", 0))
+            verdict = f"{n - bad}/{n} consistent" + (f", {bad} FAILED" if bad else "")
+        secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
+        print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"
+              + ("" if r.ok else f" [{r.status}]"), file=stream)
+    if any(not (r.extra.get("lifetime") or {}).get("steady", True) for r in work):
+        print("  * write amplification did not converge: the last pass's (give more passes: --age FILL, "
+              "--set workload.passes=N)", file=stream)
+    first = next((r for r in sorted(work, key=lambda r: (r.key.device, fs_label(r))) if r.extra.get("lifetime")),
+                 None)
+    lines = first.extra["lifetime"].get("lines") if first is not None else None
+    if lines:
+        print(f"  years, e.g. {fs_label(first)} on {first.key.device}: " + lines[1].strip()[2:] + " "
+              + lines[2].strip(), file=stream)
+        print("  " + lines[-1].strip(), file=stream)
 
 
 def fs_label(r) -> str:

@@ -66,7 +66,7 @@ from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_
                        recover_spec, recover_timeout, shell_arg, work_seed)
 
 CSW = f"{PY} {TOOLS}/crashstates.py"  # this study's guest side
-WORKLOADS = tuple(Workload)
+WORKLOADS = (Workload.POWERCUT, Workload.SEQUENCES)  # its own; USER is the appcheck study's
 KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
 STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"

@@ -32,13 +32,13 @@ import sys
 
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences
-    from .guestlib import ContentCache, call_host, now, push, read_log, run
+    from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
     from .protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
-    from guestlib import ContentCache, call_host, now, push, read_log, run
+    from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
     from protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
@@ -92,7 +92,13 @@ def work(w: CrashWorkSpec) -> dict:
     os.makedirs(os.path.dirname(d), exist_ok=True)
     log = MarkedLog(os.path.expandvars(w.log))
     t = now()
-    if w.workload == Workload.POWERCUT:
+    if w.workload == Workload.USER:
+        os.makedirs(d, exist_ok=True)
+        os.sync()  # the empty starting state is durable before the first mark
+        log.write({"e": "begin", "dir": d})
+        out.update(user_work(w, d, log))
+        log.write({"e": "end"})
+    elif w.workload == Workload.POWERCUT:
         log.write({"e": "begin", "seed": w.seed, "dir": d})
         out["ops"], out["skipped_fsync"] = powercut.workload(
             d, log, w.seed, max_bytes=w.max_bytes, max_files=w.max_files, max_file=w.max_file, max_ops=w.ops,
@@ -115,8 +121,53 @@ def work(w: CrashWorkSpec) -> dict:
     return out
 
 
+ACK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ack.py")
+WORK_OUT, ACKED = "workload.out", "acked.txt"
+
+
+def user_env(d: str, **more: str) -> dict[str, str]:
+    return {**os.environ, "FLASHBED_MNT": d, **more}
+
+
+def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
+    """The user's workload in `d`; `$FLASHBED_ACK LABEL...` marks an acknowledgement (ack.py).
+    Its output goes to the run directory; a workload that fails or overruns stops the cell."""
+    ack = f"/usr/bin/python3 -S -I {ACK} {os.path.expandvars(w.log)}"
+    r = run_shell(w.command, w.timeout, cwd=d, env=user_env(d, FLASHBED_ACK=ack))
+    status, rc, so, se, secs = r
+    with open(os.path.join(run_dir(), WORK_OUT), "wb") as f:
+        f.write(so + se)
+    if not status.ok:
+        tail = (so + se).decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(f"the workload {status} (rc {rc}): {tail[-1] if tail else ''}"[:300])
+    acks = sum(1 for r in read_log(os.path.expandvars(w.log)) if r.get("e") == "ack")
+    return {"workload_seconds": round(secs, 6), "acks": acks}
+
+
+def user_check(w: CrashWorkSpec, d: str, recs: list[dict]) -> dict:
+    """The user's check on the recovered filesystem: exit 0 = consistent. It reads the labels
+    the workload acknowledged before this state from $FLASHBED_ACKED (one a line)."""
+    acked = os.path.join(run_dir(), ACKED)
+    with open(acked, "w") as f:
+        f.writelines(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
+    status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
+                                         env=user_env(d, FLASHBED_ACKED=acked))
+    lines = (so + se).decode("utf-8", "replace").strip().splitlines()
+    last = lines[-1][:200] if lines else ""
+    v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6)},
+               "n_garbage": 0, "garbage": []}
+    if status.ok:
+        return {**v, "n_loss": 0, "loss": []}
+    if status.is_hang:
+        return {**v, "n_loss": 1, "check_timeout": True,
+                "loss": [f"the check did not finish within {w.check_timeout:g} s"]}
+    return {**v, "n_loss": 1, "loss": [f"the check failed (exit {rc}): {last}"]}
+
+
 def verifier(w: CrashWorkSpec):
     """(workload directory, log records up to the crash) -> verdict."""
+    if w.workload == Workload.USER:
+        return lambda d, recs: user_check(w, d, recs)
     if w.workload == Workload.POWERCUT:
         return powercut.verify_dir
     seqs = sequence_list(w)

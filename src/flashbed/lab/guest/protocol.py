@@ -271,6 +271,7 @@ class Workload(StrEnum):
 
     POWERCUT = "powercut"  # the powercut study's workload (files created, appended, replaced, deleted)
     SEQUENCES = "sequences"  # short B3-style operation sequences, each followed by its persistence point
+    USER = "user"  # the user's own workload (a script or fio job), judged by the user's own check
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,11 @@ class CrashWorkSpec(Message):
     exhaustive: int = 0
     max_len: int = 0
     skip: list[str] = field(default_factory=list)  # operations the filesystem has not (link on FAT)
+    # user: the workload's shell command (run in `dir`, $FLASHBED_MNT = dir, $FLASHBED_ACK marks an
+    # acknowledgement), and the check run at every crash state ($FLASHBED_ACKED: the acknowledged labels)
+    command: str = ""
+    check: str = ""
+    check_timeout: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,106 @@
+"""`appcheck`: the user's own check (`--check FILE`) at every crash state of the user's own
+workload (`--workload FILE`): the crashstates study's machinery over a workload it did not
+write.
+
+One cell, one lab boot, as crashstates: the device's write log on, mkfs, the workload run
+once (in MNT/cs, $FLASHBED_MNT there), the crash states listed (each flush, lost cache
+subsets, torn programs, and the plain cut at each acknowledgement), then per state: the
+state served, the filesystem recovered as after a power cut (mount, the check, unmount,
+fsck, repair) with the check run on the mounted filesystem, its working directory and
+$FLASHBED_MNT the workload's directory. Exit 0: the application's data is consistent; any
+other exit is a failure of that state (class data-loss, the check's last line as the
+reason); a check over its limit is a recorded outcome (class hang, "the check did not
+finish"), and the next state is checked.
+
+What the workload counts on: right after an operation returns that it relies on (a COMMIT,
+an fsync), it runs `$FLASHBED_ACK LABEL...` (e.g. `$FLASHBED_ACK committed=17`). That puts
+a mark in the device's write log; every crash state at or after the mark acknowledged it,
+and the check reads the labels acknowledged before its state from the file
+$FLASHBED_ACKED (one acknowledgement a line, in order). The labels live in the run
+directory, not on the device under test: a crash cannot take them away, so "no committed
+row lost" is checked against what was acknowledged, not against what survived.
+
+Failing states keep the write log and their replay command, as crash states do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FlashbedError
+from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
+from ..status import PowerCutClass
+from ..userwork import Kind, stage
+from ..variants import FsVariant
+from .base import MNT, RUN, Case, CellSpec
+from .crashstates import LOG_FILE, CrashStates
+from .params import param
+from .powercut import work_seed
+from .workload import STAGED
+
+CHECK = "check.sh"
+
+
+class AppCheck(CrashStates):
+    name = "appcheck"
+    title = "Your check at every crash state"
+    description = ("your own check (--check FILE) after recovery in every crash state of your workload "
+                   "(each flush, lost cache subsets, torn programs)")
+    order = 116
+    case_order = (Workload.USER,)
+
+    @dataclass(frozen=True)
+    class Params:
+        file: str = param("", help="the workload (set by --workload FILE)")
+        digest: str = param("", help="its content hash (set by --workload)")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
+        check: str = param("", help="the check (set by --check FILE)")
+        check_digest: str = param("", help="its content hash (set by --check)")
+        workload: str = param(Workload.USER, choices=(Workload.USER,))
+        mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
+        timeout: float = param(1800.0, unit="s", help="limit of the workload")
+        check_limit: float = param(60.0, unit="s", help="limit of one run of the check (over it: a recorded "
+                                                       "outcome, class hang)")
+        subsets: int = param(4, help="subset states per interval between flushes")
+        tears: int = param(2, help="torn-program states per interval (presets without paired-page protection)")
+        at_marks: bool = param(True, help="also the plain cut right after each acknowledgement")
+        max_states: int = param(0, help="check only the first this many states (0: all)")
+        step_timeout: float = param(60.0, unit="s", help="limit of a mount or unmount")
+        fsck_timeout: float = param(300.0, unit="s")
+        check_timeout: float = param(6 * 3600.0, unit="s", help="limit of checking all states of a cell")
+
+    def cases(self, params, device):
+        if not params.file or not params.check:
+            raise FlashbedError("study appcheck runs your check on your workload: give --workload FILE and "
+                                "--check FILE")
+        return [Case(Workload.USER, params)]
+
+    def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
+        p = spec.params
+        staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
+        if p.kind == Kind.FIO:
+            staged.write_text(f"[global]\ndirectory={MNT}/cs\n\n" + staged.read_text())
+        stage(p.check, p.check_digest, run_dir / CHECK)
+
+    def work_spec(self, spec: CellSpec, v: FsVariant) -> CrashWorkSpec:
+        p = spec.params
+        cmd = (f"fio --output-format=json --output={RUN}/workload.json {RUN}/{STAGED[Kind.FIO]}"
+               if p.kind == Kind.FIO else f"{RUN}/{STAGED[Kind.SCRIPT]}")
+        # the step's own limit covers the workload; a mount or unmount gets step_timeout
+        return CrashWorkSpec(workload=Workload.USER, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
+                             seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
+                             timeout=float(p.timeout), command=cmd, check=f"{RUN}/{CHECK}",
+                             check_timeout=float(p.check_limit))
+
+    def sequence_count(self, spec: CellSpec) -> int:
+        return 0
+
+    def _record(self, s: StateFacts, fstype: str) -> dict:
+        r = super()._record(s, fstype)
+        verify = (s.facts or {}).get("verify") or {}
+        if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
+            r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
+            r["why"] = (verify.get("loss") or ["the check did not finish"])[0]
+        r["check"] = verify.get("check")
+        return r

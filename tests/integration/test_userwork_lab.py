@@ -1,0 +1,91 @@
+"""Your own workload and check in the real lab on the emulated eMMC (64 MiB): the SQLite
+logger's figures and lifetime; its check passes every crash state with synchronous=FULL
+and fails some with synchronous=OFF (the known-unsafe control); a check over its limit is
+a recorded outcome and the next state is checked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flashbed import userwork, variants
+from flashbed.cell import run_cell
+from flashbed.devices import presets
+from flashbed.lab.labs import UmlLab
+from flashbed.results import CellKey
+from flashbed.status import PowerCutClass
+from flashbed.store import RunStore
+from flashbed.studies import STUDIES
+
+pytestmark = [pytest.mark.lab, pytest.mark.emulator]
+
+DEVICE = "emmc-8g@64M"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def spec(study: str, workload: str, check: str | None = None, **params):
+    from flashbed.studies.base import CellSpec
+    dev = presets.load_spec(DEVICE)
+    w = userwork.load(str(EXAMPLES / workload), "--workload")
+    c = userwork.load(check if check.startswith("/") else str(EXAMPLES / check), "--check", fio_allowed=False) \
+        if check else None
+    values = userwork.overrides(w, c)[study]
+    p = STUDIES[study].params(**{**values, **params})
+    case = STUDIES[study].cases(p, dev)[0].label
+    return CellSpec(key=CellKey(dev.label, "ext4", study, case), device=dev, variant=variants.parse("ext4", dev),
+                    params=p, seed=1, pace="none" if study == "appcheck" else "real")
+
+
+def run(kernel, root: Path, cell):
+    store = RunStore(root)
+    store.create()
+    store.write_manifest({"schema": 1, "run_id": root.name})
+    res = run_cell(cell, UmlLab(kernel), store.logs_dir(cell.key), root / "scratch")
+    store.write(res)
+    return res
+
+
+def counts(res):
+    return {m.metric: m.value for m in res.measurements}
+
+
+def test_the_sqlite_logger_gives_its_figures_the_device_counters_and_a_lifetime(kernel, tmp_path):
+    res = run(kernel, tmp_path, spec("workload", "sqlite-logger.sh", passes=2))
+    assert res.status == "ok", res.error
+    c = counts(res)
+    assert c["rows"] == 160 and c["transactions"] == 8  # what the script printed
+    assert c["seconds"] > 0 and c["flushes"] > 0 and c["write_requests"] > 0
+    assert res.device_stats["workload"]["host_write_bytes"] > 0
+    assert "pass1" in res.device_stats
+    lt = res.extra["lifetime"]
+    assert lt["passes"] == 2 and not lt["steady"] and lt["years"] > 0 and lt["pe_source"].startswith("class default")
+
+
+def test_synchronous_full_survives_every_state_and_off_loses_committed_rows(kernel, tmp_path):
+    full = run(kernel, tmp_path / "full", spec("appcheck", "sqlite-logger.sh", "sqlite-check.sh", max_states=80))
+    c = counts(full)
+    assert full.status == "ok", full.error
+    assert c["iterations"] == c["states"] or c["iterations"] == 80
+    assert c["failures"] == 0, full.extra["failures"][:3]
+    assert full.extra["work"]["acks"] == 9  # the schema and eight commits
+
+    off = run(kernel, tmp_path / "off", spec("appcheck", "sqlite-logger-unsafe.sh", "sqlite-check.sh"))
+    c = counts(off)
+    assert off.status == "ok", off.error
+    assert c["class:data-loss"] > 0
+    f = off.extra["failures"][0]
+    assert f["class"] == PowerCutClass.DATA_LOSS and "the check failed" in f["why"]
+    assert (tmp_path / "off" / "logs").is_dir()
+
+
+def test_a_check_over_its_limit_is_recorded_and_the_next_state_checked(kernel, tmp_path):
+    slow = tmp_path / "slow.sh"
+    slow.write_text("#!/bin/sh\nsleep 600\n")
+    slow.chmod(0o755)
+    res = run(kernel, tmp_path / "run", spec("appcheck", "sqlite-logger.sh", str(slow), max_states=2,
+                                             check_limit=2.0))
+    c = counts(res)
+    assert res.status == "ok", res.error
+    assert c["iterations"] == 2 and c["class:hang"] == 2
+    assert all("did not finish within 2 s" in f["why"] for f in res.extra["failures"])

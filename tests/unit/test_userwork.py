@@ -1,0 +1,241 @@
+"""The user's own workload and check: edge checks, the run id's content hash, the fio
+option refusal, the figures read from a workload cell, and the lifetime arithmetic."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flashbed import lifetime, userwork
+from flashbed.cli import _user_workload, main
+from flashbed.errors import FlashbedError
+from flashbed.plan import PlanRequest
+from flashbed.studies.workload import blk_delta, metrics
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _script(tmp_path: Path, name: str, body: str, mode: int = 0o755) -> Path:
+    p = tmp_path / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(mode)
+    return p
+
+
+def _run_id(workload: Path, check: Path | None = None) -> str:
+    overrides, studies = _user_workload(str(workload), str(check) if check else None, {}, ())
+    return PlanRequest(fs=("ext4",), devices=("emmc-8g@512M",), studies=studies, overrides=overrides).run_id()
+
+
+def test_the_run_id_follows_the_content_of_the_workload_and_the_check(tmp_path):
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    c = _script(tmp_path, "c.sh", "exit 0\n")
+    first = _run_id(w, c)
+    assert _run_id(w, c) == first  # same content: the same run (a resume)
+    w.write_text("#!/bin/sh\necho a=2\n")
+    edited = _run_id(w, c)
+    assert edited != first
+    c.write_text("#!/bin/sh\nexit 1\n")
+    assert _run_id(w, c) not in (first, edited)
+    assert _run_id(w) != _run_id(w, c)  # a check adds its study
+
+
+def test_a_cell_refuses_a_file_edited_after_its_run_started(tmp_path):
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    uf = userwork.load(str(w), "--workload")
+    staged = userwork.stage(uf.path, uf.digest, tmp_path / "staged.sh")
+    assert staged.read_bytes() == w.read_bytes()
+    w.write_text("#!/bin/sh\necho changed\n")
+    with pytest.raises(FlashbedError, match="changed since this run started"):
+        userwork.stage(uf.path, uf.digest, tmp_path / "staged.sh")
+
+
+@pytest.mark.parametrize("line,words", [
+    ("filename=/dev/sda", "leaves the filesystem under test"),
+    ("filename=../../etc/passwd", "leaves the filesystem under test"),
+    ("filename=a:/tmp/b", "leaves the filesystem under test"),
+    ("filename=${HOME}/x", "leaves the filesystem under test"),
+    ("write_bw_log=/tmp/bw", "leaves the filesystem under test"),
+    ("directory=/tmp", "flashbed sets directory="),
+    ("exec_prerun=rm -rf /", "runs a program"),
+    ("exec_postrun=reboot", "runs a program"),
+    ("ioengine=sg", "does not do its I/O through the filesystem's files"),
+    ("ioengine=exec", "does not do its I/O through the filesystem's files"),
+    ("replay_redirect=/dev/sdb", "another device"),
+    ("[unclosed", "is not a [section]"),
+])
+def test_fio_options_that_escape_the_filesystem_are_refused(line, words):
+    problems = userwork.fio_problems(f"[job]\nrw=write\nsize=1M\n{line}\n")
+    assert len(problems) == 1 and words in problems[0] and "line 4" in problems[0]
+
+
+def test_a_plain_fio_job_passes_and_include_is_refused():
+    assert userwork.fio_problems("[global]\nioengine=psync\n; a comment\n[cam]\nrw=write\nbs=1M\n"
+                                 "filename=video.bin\nfsync_on_close=1\n") == []
+    assert "include" in userwork.fio_problems("include other.fio\n[j]\nrw=read\n")[0]
+
+
+def test_the_shipped_camera_job_passes_fio_itself():
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed")
+    uf = userwork.load(str(EXAMPLES / "camera-recording.fio"), "--workload")
+    assert uf.kind is userwork.Kind.FIO
+
+
+def test_bad_workload_input_is_one_line_exit_2(tmp_path, capsys):
+    if shutil.which("fio") is None:
+        pytest.skip("fio not installed")
+    bad_fio = tmp_path / "bad.fio"
+    bad_fio.write_text("[job]\nrw=write\nsize=1M\nbogus_option=3\n")
+    escaping = tmp_path / "esc.fio"
+    escaping.write_text("[job]\nfilename=/dev/ubda\nrw=write\n")
+    plain = _script(tmp_path, "plain.sh", "echo hi\n", mode=0o644)
+    ok = _script(tmp_path, "ok.sh", "echo hi\n")
+    out = tmp_path / "never"
+    cases = [
+        (["--workload", str(bad_fio)], "fio does not accept it: Bad option <bogus_option=3>"),
+        (["--workload", str(escaping)], "filename=/dev/ubda leaves the filesystem under test"),
+        (["--workload", str(plain)], "is not executable: chmod +x it"),
+        (["--workload", str(tmp_path / "none.sh")], "no such file"),
+        (["--check", str(ok)], "--check needs --workload FILE"),
+        (["--workload", str(ok), "--check", str(plain)], "--check " + str(plain) + " is not executable"),
+        (["--workload", str(ok), "--check", str(bad_fio)], "is not executable"),
+        (["--resume", "x", "--workload", str(ok)], "drop --workload"),
+        (["--age", "50"], "--age needs --workload FILE"),
+        (["--daily-writes", "2G"], "--daily-writes needs --workload FILE"),
+        (["--workload", str(ok), "--age", "99"], "--age 99: give the fill in % of the filesystem, 1 to 95"),
+        (["--workload", str(ok), "--daily-writes", "lots"], "--daily-writes lots: give a size a day"),
+    ]
+    for args, words in cases:
+        assert main(["run", *args, "--out", str(out)]) == 2, args
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and "Traceback" not in err, (args, err)
+    assert not out.exists()
+
+
+def test_study_workload_without_a_file_says_how_to_give_one(capsys):
+    assert main(["run", "--study", "workload", "--fs", "ext4", "--device", "emmc-8g@512M"]) == 2
+    assert "--workload FILE" in capsys.readouterr().err
+
+
+def test_script_metrics_and_block_counters():
+    out = metrics("starting\nrows=600\ncommit_ms=207ms\nnote = not a number\nrate=1.5e3 B/s\nrows=640\n")
+    assert out == {"rows": (640.0, ""), "commit_ms": (207.0, "ms"), "rate": (1500.0, "B/s")}
+    before = " ".join(["0"] * 17)
+    # 10 writes of 80 sectors (40 KiB each), 3 discards, 7 flushes
+    after = "0 0 0 0 10 0 800 0 0 0 0 3 0 0 0 7 0"
+    assert blk_delta(before, after) == {"write_requests": 10.0, "write_request_kib": 40.0, "discards": 3.0,
+                                        "flushes": 7.0}
+    assert blk_delta("", after) == {}
+
+
+def test_lifetime_arithmetic():
+    gib = 1 << 30
+    # 8 GiB x 3000 cycles = 24 000 GiB of programs; 2 GiB a day x WAF 3 = 6 GiB a day: 4000 days
+    assert lifetime.years(8 * gib, 3000, 2 * gib, 3.0) == pytest.approx(4000 / 365)
+    assert lifetime.years(8 * gib, 3000, 0, 3.0) == float("inf")
+    with pytest.raises(ValueError):
+        lifetime.years(0, 3000, gib, 1.0)
+    # a rate of 1 MB per 10 s, around the clock
+    assert lifetime.daily_from_rate(1e6, 10) == pytest.approx(8.64e9)
+    lt = lifetime.Lifetime(8 * gib, 3000, "class default: consumer MLC", 2 * gib, "--daily-writes 2G", 3.0,
+                           steady=False, passes=4, erase_spread=(1, 9))
+    text = "\n".join(lt.lines())
+    assert "11.0 years" in text and "did NOT converge in 4 passes" in text and "class default" in text
+    assert "1 to 9" in text
+
+
+def test_write_amplification_converges_only_when_the_last_passes_agree():
+    assert not lifetime.converged([1.2, 2.5])
+    assert not lifetime.converged([1.2, 2.0, 2.6, 3.1])
+    assert lifetime.converged([1.2, 2.0, 3.0, 3.05, 2.98])
+    assert not lifetime.converged([3.0, 3.0, 0.0])  # a pass that wrote nothing does not count
+
+
+def _phase(waf: float, host: int, secs: float, erases=(0, 3)) -> dict:
+    return {"write_amplification": waf, "host_write_bytes": host, "wall_seconds": secs,
+            "erase_count_min": erases[0], "erase_count_max": erases[1]}
+
+
+def test_a_workload_cell_projects_the_lifetime_from_its_passes(tmp_path):
+    import json
+
+    from flashbed.devices import presets
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+    from flashbed.studies.workload import host_stats
+    from flashbed.results import CellKey
+    from flashbed import variants
+
+    calls = tmp_path / "host-calls"
+    calls.mkdir()
+    phases = {"pass1": _phase(1.5, 10_000_000, 10), "pass2": _phase(2.9, 10_000_000, 10),
+              "pass3": _phase(3.0, 10_000_000, 10), "workload": _phase(3.1, 10_000_000, 10, (2, 9))}
+    for i, (name, data) in enumerate(phases.items()):
+        (calls / f"{i:04d}.req").write_text(json.dumps({"call": "stats", "args": {"phase": name}}))
+        (calls / f"{i:04d}.resp").write_text(json.dumps({"ok": True, "data": data, "error": ""}))
+    assert host_stats(tmp_path) == phases
+    study = STUDIES["workload"]
+    dev = presets.load_spec("emmc-8g@512M")
+    spec = CellSpec(CellKey(dev.label, "ext4", "workload", "w", 0), dev, variants.parse("ext4", dev),
+                    study.params(file="w.sh", passes=4))
+    lt = study.lifetime(spec, phases)
+    assert lt.steady and lt.waf == pytest.approx(3.0)  # the mean of the last three passes
+    assert lt.daily_bytes == pytest.approx(1e6 * 86400)
+    assert lt.capacity == dev.preset_capacity and lt.pe_cycles == dev.info["endurance"]
+    assert lt.pe_source.startswith("class default")
+    assert lt.years == pytest.approx(dev.preset_capacity * lt.pe_cycles / (86.4e9 * 3.0) / 365)
+    assert lt.erase_spread == (2, 9)
+    daily = study.lifetime(dataclasses_replace(spec, study.params(file="w.sh", daily_writes=2 << 30)),
+                           {"workload": phases["workload"]})
+    assert not daily.steady and daily.waf == pytest.approx(3.1) and daily.daily_source == "--daily-writes"
+    assert "did NOT converge in 1 pass:" in "\n".join(daily.lines())
+
+
+def dataclasses_replace(spec, params):
+    import dataclasses
+    return dataclasses.replace(spec, params=params)
+
+
+def test_the_guest_runs_the_check_on_the_state_and_reads_its_verdict(tmp_path, monkeypatch):
+    from flashbed.lab.guest import crashstates as guest
+    from flashbed.lab.guest.protocol import CrashWorkSpec
+
+    monkeypatch.setenv("FLASHBED_RUN", str(tmp_path))
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    (mnt / "count").write_text("3\n")
+    check = _script(tmp_path, "check.sh", 'want=$(tail -n 1 "$FLASHBED_ACKED" | cut -d= -f2)\n'
+                    '[ "$(pwd)" = "$FLASHBED_MNT" ] || exit 9\n'
+                    '[ "$(cat count)" -ge "${want:-0}" ] || { echo "lost: have $(cat count), want $want"; exit 1; }\n')
+    w = CrashWorkSpec(workload="user", mnt=str(mnt), dir=str(mnt), log="", seed=1, mount=[], umount=[], timeout=5,
+                      check=str(check), check_timeout=5)
+    recs = [{"e": "begin", "m": 1}, {"e": "ack", "labels": ["committed=2"], "m": 5},
+            {"e": "ack", "labels": ["committed=3"], "m": 9}]
+    ok = guest.user_check(w, str(mnt), recs)
+    assert ok["n_loss"] == 0 and ok["check"]["rc"] == 0
+    assert (tmp_path / guest.ACKED).read_text() == "committed=2\ncommitted=3\n"
+    lost = guest.user_check(w, str(mnt), recs + [{"e": "ack", "labels": ["committed=4"], "m": 12}])
+    assert lost["n_loss"] == 1 and lost["loss"] == ["the check failed (exit 1): lost: have 3, want 4"]
+    slow = _script(tmp_path, "slow.sh", "sleep 30\n")
+    import dataclasses
+    stuck = guest.user_check(dataclasses.replace(w, check=str(slow), check_timeout=0.5), str(mnt), recs)
+    assert stuck["check_timeout"] and "did not finish within 0.5 s" in stuck["loss"][0]
+
+
+def test_a_check_over_its_limit_is_a_recorded_outcome_not_a_loss():
+    from flashbed.lab.guest.protocol import StateFacts
+    from flashbed.status import PowerCutClass
+    from flashbed.studies import STUDIES
+
+    def facts(verify):
+        return {"phase": "done", "mounted": True, "verified_by": "mount1", "fsck": {"result": "clean"},
+                "mount1": {"status": "ok", "kmsg": []}, "verify": verify}
+    study = STUDIES["appcheck"]
+    timed_out = StateFacts(id="7", kind="cut", acked=3, facts=facts(
+        {"n_loss": 1, "loss": ["the check did not finish within 3 s"], "check_timeout": True}))
+    failed = StateFacts(id="8", kind="cut", acked=3, facts=facts(
+        {"n_loss": 1, "loss": ["the check failed (exit 1): rows lost"]}))
+    assert study._record(timed_out, "ext4")["class"] == PowerCutClass.HANG
+    assert study._record(timed_out, "ext4")["why"] == "the check did not finish within 3 s"
+    assert study._record(failed, "ext4")["class"] == PowerCutClass.DATA_LOSS
