@@ -130,6 +130,7 @@ fn the_buffer_drains_when_the_device_idles() {
     // runs at SLC speed again
     let t = d.read(t + 2_000_000_000, 0, &mut b).unwrap();
     assert!(stat(&d, "folds") > folds, "no fold while idle");
+    assert!(d.stats_json()["background_busy_ns"].as_u64().unwrap() > 0, "idle folds are background work");
     let (_, again) = stream(&mut d, t, 10 * MIB, 2 * MIB);
     assert!(again > 2.0 * full, "after idling {again:.1} MB/s vs full buffer {full:.1} MB/s");
     d.ftl.check(&d.media).unwrap();
