@@ -144,7 +144,9 @@ def _modelled(st: dict, rw: str) -> dict[str, float]:
     kind = "write" if "write" in rw else "read"
     lat = st["latency_us"][kind]
     moved = st["host"][f"{kind}_bytes"]
-    busy = st["busy_ns"] / 1e9
+    # the device's own background work (an SLC buffer folded while idle) is
+    # busy time no request of the job waited for
+    busy = (st["busy_ns"] - st.get("background_busy_ns", 0)) / 1e9
     return {"iops": 1e6 / lat["mean"] if lat["mean"] else 0.0,
             "bandwidth": moved / busy / 1e6 if busy else 0.0}
 

@@ -59,6 +59,9 @@ pub struct Device {
     /// Latest completion handed out: the device's "now" when not paced.
     pub clock: u64,
     busy_base: u64,
+    /// Busy time of background work (the SLC buffer's idle-time folds),
+    /// part of `busy_ns`, since the last `reset_stats`.
+    background_ns: u64,
     tmp: Vec<u8>,
     /// Where the last read / write ended: a request that starts there
     /// continues the same multi-block command (see `command_overhead`).
@@ -99,6 +102,7 @@ impl Device {
             unit,
             clock: 0,
             busy_base: 0,
+            background_ns: 0,
             tmp: vec![0; unit as usize],
             read_end: u64::MAX,
             write_end: u64::MAX,
@@ -133,7 +137,9 @@ impl Device {
             // background work once the device has been idle long enough
             let from = self.media.tl.drained() + self.cfg.ftl.slc_idle_ns;
             if t > from {
+                let busy = self.media.tl.busy_ns;
                 self.ftl.idle(&mut self.media, from, t);
+                self.background_ns += self.media.tl.busy_ns - busy;
             }
         }
         Ok(())
@@ -541,6 +547,7 @@ impl Device {
         self.media.st = Default::default();
         self.ftl.reset_stats();
         self.busy_base = self.media.tl.busy_ns;
+        self.background_ns = 0;
     }
 
     pub fn busy_ns(&self) -> u64 {
@@ -643,6 +650,8 @@ impl Device {
                 "discard": self.lat.discard.summary_us(),
             },
             "busy_ns": self.busy_ns(),
+            // of which background work no request asked for (idle-time folds)
+            "background_busy_ns": self.background_ns,
             "device_time_ns": self.clock,
             "cache": { "bytes": self.cfg.ftl.cache_bytes, "dirty_bytes": self.cache.len() as u64 * self.unit },
             "slc": {

@@ -83,6 +83,27 @@ fn writes_fill_the_buffer_fast_then_run_at_the_sustained_rate() {
 }
 
 #[test]
+fn with_a_full_buffer_every_request_sees_the_sustained_rate() {
+    // the foreground fold is paced a step per page the host fills: 1 MiB
+    // requests take about the same time each, no request a whole fold's
+    // stall (a median of request times tells the rate, as the probe reads it)
+    let mut d = null_device(&preset(true), None, 1);
+    let (mut t, _) = stream(&mut d, 0, 0, 8 * MIB);
+    let buf = vec![0u8; MIB as usize];
+    let mut lat = Vec::new();
+    for i in 8..32 {
+        let done = d.write(t, i * MIB, &buf).unwrap();
+        lat.push(done - t);
+        t = done;
+    }
+    lat.sort();
+    let (median, max) = (lat[lat.len() / 2], lat[lat.len() - 1]);
+    let mean = lat.iter().sum::<u64>() / lat.len() as u64;
+    assert!(max < median * 3 / 2, "median {median} ns, max {max} ns");
+    assert!(mean < median * 11 / 10 && median < mean * 11 / 10, "median {median} ns, mean {mean} ns");
+}
+
+#[test]
 fn without_a_buffer_the_array_rate_is_unchanged() {
     let mut d = null_device(&preset(false), None, 1);
     let (_, rate) = stream(&mut d, 0, 0, 24 * MIB);
@@ -109,6 +130,7 @@ fn the_buffer_drains_when_the_device_idles() {
     // runs at SLC speed again
     let t = d.read(t + 2_000_000_000, 0, &mut b).unwrap();
     assert!(stat(&d, "folds") > folds, "no fold while idle");
+    assert!(d.stats_json()["background_busy_ns"].as_u64().unwrap() > 0, "idle folds are background work");
     let (_, again) = stream(&mut d, t, 10 * MIB, 2 * MIB);
     assert!(again > 2.0 * full, "after idling {again:.1} MB/s vs full buffer {full:.1} MB/s");
     d.ftl.check(&d.media).unwrap();

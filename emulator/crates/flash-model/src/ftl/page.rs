@@ -251,8 +251,9 @@ impl PageFtl {
         }
     }
 
-    /// Folds buffer superblocks until one is free again (the foreground
-    /// fold, a partly folded one first). False when there is nothing to fold.
+    /// Folds buffer superblocks until one is free again (what the paced
+    /// foreground fold in `write` left, a partly folded one first). False
+    /// when there is nothing to fold.
     fn fold_once(&mut self, m: &mut Media, t: u64) -> bool {
         let free = self.slc_free.len();
         while self.slc_free.len() == free {
@@ -762,6 +763,17 @@ impl Ftl for PageFtl {
             return Err(FtlError::ReadOnly);
         }
         let stream = if self.slc_on() { Stream::Slc } else { Stream::Host };
+        if stream == Stream::Slc
+            && self.slc_free.is_empty()
+            && self.slc.as_ref().map_or(false, |w| w.lpns.len() as u32 + 1 == self.upp)
+        {
+            // The buffer's last superblock is filling: fold a step per page
+            // the host fills, so the oldest one is free about when this one
+            // is full (the controller paces its foreground fold; the host
+            // sees the sustained rate evenly, not a whole fold's stall every
+            // superblock).
+            self.fold_step(m, t);
+        }
         let r = self.append(m, stream, lpn, data, t)?;
         if self.since_commit >= self.journal_interval {
             self.commit(m, r.1);
