@@ -18,12 +18,21 @@ from flashbed.yaffs2 import build
 # 4 KiB pages, 64 per block: nandsim's free OOB with Hamming on a 128-byte OOB (78),
 # BCH-4 and BCH-8 on 224 bytes (166, 118), and a 16-byte one (bare tags, no tag ECC)
 LAYOUTS = (78, 166, 118, 16)
-BLOCKS = 48
+BLOCKS = 96
 
 
 @pytest.fixture(scope="module")
 def daemon() -> Path:
     return build.ensure_daemon()
+
+
+@pytest.fixture(autouse=True)
+def _no_mount_left(tmp_path):
+    yield
+    # a failed test must not leave a FUSE mount behind
+    mnt = tmp_path / "mnt"
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], timeout=30)
 
 
 class Mounted:
@@ -49,10 +58,14 @@ class Mounted:
         return [json.loads(l) for l in self.stats.read_text().splitlines()]
 
     def _gone(self) -> None:
+        # the daemon is its session's leader, reaped by whoever adopts it, maybe late:
+        # a zombie has exited
+        stat = Path(f"/proc/{self.pid}/stat")
         for _ in range(1000):
             try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
+                if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    raise FileNotFoundError
+            except FileNotFoundError:
                 self.pidfile.unlink()
                 return
             time.sleep(0.01)
