@@ -144,7 +144,7 @@ class FsVariant:
         return fscat.ubi_attach_cmd(vid_offset=self.ubi_vid_offset)
 
     def umount_cmds(self, mnt: str = "/mnt") -> list[str]:
-        return [f"umount {mnt}"] + ([f"umount {LOWER_MNT}"] if self.lower else [])
+        return [self.fs.umount_cmd(mnt)] + ([self.lower.umount_cmd(LOWER_MNT)] if self.lower else [])
 
     def check_cmd(self) -> str | None:
         """The checker of the filesystem on the device (None if it has none)."""
@@ -182,6 +182,8 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             continue
         if t not in TAGS:
             raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
+        if (lower or fs).fuse_daemon and not lower:
+            raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE) and takes no mount options")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
         if t == "tuned":

@@ -44,6 +44,7 @@ def test_layered_variant_makes_an_image_on_the_lower_filesystem():
     ("ext4+tuned", None, "needs a device"),
     ("jffs2+discard", None, "does not apply"),
     ("ubifs@f2fs", None, "only a block filesystem"),
+    ("yaffs2+noatime", None, "runs in user space .FUSE. and takes no mount options"),
 ])
 def test_bad_specs_say_what_is_wrong(spec, device, words):
     with pytest.raises(FlashbedError, match=words):
@@ -101,3 +102,14 @@ def test_read_only_variants_are_an_image_of_a_tree_written_to_the_device():
 def test_read_only_variants_refuse_what_does_not_apply(spec, words):
     with pytest.raises(FlashbedError, match=words):
         variants.parse(spec, SD)
+
+
+def test_an_ext2_image_on_yaffs2_mounts_and_unmounts_yaffs2_through_its_daemon():
+    v = variants.parse("ext2@yaffs2")
+    assert v.media == "mtd" and v.base.name == "yaffs2"
+    make = v.make_cmds()
+    assert make[0] == "flash_erase -q /dev/mtd1 0 0"
+    assert "--mtd /dev/mtd1" in make[2] and make[2].endswith(" /lower")
+    assert v.mount_cmds("/mnt")[1] == "mount -t ext2 -o loop /lower/fs.img /mnt"
+    umount = v.umount_cmds("/mnt")
+    assert umount[0] == "umount /mnt" and umount[1].startswith("umount /lower && p=$(cat /tmp/yaffs2/lower.pid)")

@@ -78,9 +78,14 @@ def build_root() -> Path:
     return cache_dir() / "yaffs2"
 
 
+def daemon_path(spec: SourceSpec = SOURCE) -> Path:
+    """Where the daemon for the current source and C files is (built or not)."""
+    return build_root() / cache_key(spec) / BINARY
+
+
 def cached_daemon(spec: SourceSpec = SOURCE) -> Path | None:
     """The built daemon for the current source and C files, if there."""
-    path = build_root() / cache_key(spec) / BINARY
+    path = daemon_path(spec)
     return path if path.exists() else None
 
 

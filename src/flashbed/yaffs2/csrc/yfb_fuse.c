@@ -5,8 +5,8 @@
  *   flashbed-yaffs2 (--mtd /dev/mtdN | --file PATH --geometry PAGE:OOB:PAGES:BLOCKS)
  *                   [--stats FILE] [--pidfile FILE] [--no-checkpoint] [--foreground] MOUNTPOINT
  *
- * yaffs_mount runs before FUSE starts and is timed on its own; --stats gets one
- * JSON line then (mount time, checkpoint restored or scan) and one at exit
+ * yaffs_mount runs before FUSE starts and is timed on its own; stdout and --stats
+ * get one JSON line then (mount time, checkpoint restored or scan) and one at exit
  * (yaffs_unmount time, which writes the checkpoint, and NAND counters). The
  * daemon exits when the FUSE mount goes away (umount); YAFFS2 is unmounted then,
  * so whoever unmounts waits for the --pidfile process to end. A background
@@ -353,14 +353,18 @@ static void usage(void)
 			"[--stats FILE] [--pidfile FILE] [--no-checkpoint] [--foreground] MOUNTPOINT\n");
 }
 
-static void stats_line(const char *path, const char *line)
+/* a JSON line to --stats (if given), and to stdout while there is one (before the
+ * daemon detaches: the command that mounts sees its mount time) */
+static void stats_line(const char *path, const char *line, int on_stdout)
 {
 	FILE *f;
 
-	if (!path) {
-		fprintf(stderr, "%s\n", line);
-		return;
+	if (on_stdout) {
+		printf("%s\n", line);
+		fflush(stdout);
 	}
+	if (!path)
+		return;
 	f = fopen(path, "a");
 	if (f) {
 		fprintf(f, "%s\n", line);
@@ -450,7 +454,7 @@ int main(int argc, char **argv)
 		 "\"pages_per_block\": %u, \"blocks\": %u, \"oob_avail\": %u}",
 		 mount_s, yfb_yaffs_restored(dev) ? "true" : "false", nand->page_size, nand->pages_per_block,
 		 nand->blocks, nand->oob_avail);
-	stats_line(stats, line);
+	stats_line(stats, line, 1);
 
 	fuse_opt_add_arg(&args, argv[0]);
 	fuse_opt_add_arg(&args, "-o");
@@ -494,7 +498,7 @@ int main(int argc, char **argv)
 		 "\"erasures\": %lu, \"gc_copies\": %lu, \"bg_gcs\": %lu, \"ecc_fixed\": %lu, \"ecc_unfixed\": %lu}",
 		 unmount_s, c.page_reads, c.page_writes, c.erasures, c.gc_copies, c.bg_gcs, c.ecc_fixed,
 		 c.ecc_unfixed);
-	stats_line(stats, line);
+	stats_line(stats, line, foreground);
 	nand->close(nand);
 	return r ? 1 : 0;
 }
