@@ -206,7 +206,8 @@ def check_device(v: FsVariant, dev: Device) -> None:
         raise FlashbedError(
             f"{v.spec} needs a {'raw NAND (nandsim)' if want == 'nandsim' else 'block'} device, "
             f"but {dev.label} is {'raw NAND' if dev.kind == 'nandsim' else 'a block device'}")
-    if v.base.media == "mtd" and dev.info.get("cell") in ("mlc", "tlc"):
+    # (YAFFS2's own MTD driver takes MLC NAND; the kernel's UBI and JFFS2 do not)
+    if v.base.media == "mtd" and not v.base.fuse_daemon and dev.info.get("cell") in ("mlc", "tlc"):
         raise FlashbedError(
             f"{v.spec}: the kernel's {v.base.name} refuses {dev.info['cell'].upper()} NAND ({dev.label}); "
             f"use an SLC preset with the same geometry, e.g. nand-2g-4k")

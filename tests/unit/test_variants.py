@@ -66,6 +66,7 @@ def test_raw_nand_filesystems_refuse_mlc_and_take_the_ubi_layout_from_the_device
     from flashbed.devices import presets
     with pytest.raises(FlashbedError, match="refuses MLC NAND .* nand-2g-4k"):
         variants.check_device(variants.parse("ubifs"), presets.load_spec("nand-mlc-2g@128M"))
+    variants.check_device(variants.parse("yaffs2"), presets.load_spec("nand-mlc-2g@128M"))  # its own driver
     dev = presets.load_spec("nand-2g-4k@128M")
     v = variants.parse("ubifs", dev)
     variants.check_device(v, dev)
