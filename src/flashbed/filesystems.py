@@ -85,7 +85,6 @@ class Filesystem:
         opts = ",".join([*self.mount_opts, *extra])
         return shlex.join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
 
-
     def umount_cmd(self, mnt: str) -> str:
         return yaffs2_guest.umount_cmd(mnt) if self.fuse_daemon else f"umount {shlex.quote(mnt)}"
 
