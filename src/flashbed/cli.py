@@ -318,6 +318,9 @@ def _run(args: argparse.Namespace) -> int:
     for line in ([note] if note else []) + plan.skipped_lines():
         print(f"flashbed: {line}", file=sys.stderr)
     infos = [kernel.ensure_kernel(k) for k in plan.kernels]
+    if any(c.variant.base.fuse_daemon for c in plan.cells):
+        from .yaffs2.build import ensure_daemon
+        ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
     for line in _build_changes(store, infos):
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()
