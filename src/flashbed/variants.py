@@ -29,7 +29,8 @@ MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "nobarrier": ("nobarrier",),
 }
 TAGS = (*MOUNT_TAGS, "tuned")
-LOWER_MNT = "/lower"
+# in the guest's tmpfs: its root is the host's, read-only, and has no /lower to mount on
+LOWER_MNT = "/tmp/lower"
 IMAGE = f"{LOWER_MNT}/fs.img"
 # a read-only image is built in the shared run directory (the guest's working directory:
 # host disk, no guest memory limit) and written to the device from there, as a flashing

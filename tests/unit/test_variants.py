@@ -110,7 +110,7 @@ def test_an_ext2_image_on_yaffs2_mounts_and_unmounts_yaffs2_through_its_daemon()
     assert v.media == "mtd" and v.base.name == "yaffs2"
     make = v.make_cmds()
     assert make[0] == "flash_erase -q /dev/mtd1 0 0"
-    assert "--mtd /dev/mtd1" in make[2] and make[2].endswith(" /lower")
-    assert v.mount_cmds("/mnt")[1] == "mount -t ext2 -o loop /lower/fs.img /mnt"
+    assert "--mtd /dev/mtd1" in make[2] and make[2].endswith(" /tmp/lower")
+    assert v.mount_cmds("/mnt")[1] == "mount -t ext2 -o loop /tmp/lower/fs.img /mnt"
     umount = v.umount_cmds("/mnt")
-    assert umount[0] == "umount /mnt" and umount[1].startswith("umount /lower && p=$(cat /tmp/yaffs2/lower.pid)")
+    assert umount[0] == "umount /mnt" and umount[1].startswith("umount /tmp/lower && p=$(cat /tmp/yaffs2/tmp_lower.pid)")
