@@ -35,7 +35,7 @@ def test_layered_variant_makes_an_image_on_the_lower_filesystem():
     assert v.media == "block" and v.base.name == "f2fs"
     cmds = v.make_cmds()
     assert cmds[0].startswith("mkfs.f2fs") and cmds[-1].startswith("mkfs.ext2") and variants.IMAGE in cmds[-1]
-    assert "loop" in v.mount_cmds()[-1] and v.umount_cmds() == ["umount /mnt", "umount /lower"]
+    assert "loop" in v.mount_cmds()[-1] and v.umount_cmds() == ["umount /mnt", "umount /tmp/lower"]
     assert variants.parse("ext2@ubifs").media == "mtd"
 
 
