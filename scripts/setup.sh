@@ -1,5 +1,5 @@
 #!/bin/sh
-# Idempotent setup: Debian packages, the Python package, the emulator, the lab kernel.
+# Idempotent setup: Debian packages, the Python package, the emulator, the YAFFS2 daemon, the lab kernel.
 # Safe to run again: each stage skips what is already there.
 set -eu
 cd "$(dirname "$0")/.."
@@ -42,6 +42,11 @@ if [ -f emulator/Cargo.toml ]; then
     echo "setup: building the emulator (cargo build --release)"
     cargo build -q --release --manifest-path emulator/Cargo.toml
 fi
+
+# YAFFS2 (in no kernel): its core from Debian's u-boot source, fetched with apt into
+# flashbed's cache, built with flashbed's MTD driver and FUSE front
+echo "setup: YAFFS2 daemon"
+$PY -m flashbed.yaffs2 >/dev/null
 
 echo "setup: lab kernel (the default one; the other is built on first use)"
 $PY -m flashbed.cli kernel build >/dev/null

@@ -450,6 +450,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
     infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
+    if any(c.variant.base.fuse_daemon for c in plan.cells):
+        from .yaffs2.build import ensure_daemon
+        ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
     for line in _build_changes(store, infos):
         print(f"flashbed: {line}", file=sys.stderr)
     store.create()

@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from .errors import FlashbedError, HostToolMissing
 from .lab.target import shell_join
+from .yaffs2 import guest as yaffs2_guest
+from .yaffs2.build import ensure_daemon
 
 MiB = 1024 * 1024
 
@@ -40,6 +42,8 @@ FACTS_SOURCE = {
     "image": "a read-only image is rebuilt, never resized",
     "ubifs": "UBIFS grows into a larger UBI volume at mount (mtd-utils); journal and wandering trees",
     "jffs2": "JFFS2 spans its MTD partition; log-structured, rebuilt by a scan at mount",
+    "yaffs2": "YAFFS2 spans its MTD partition; log-structured: a checkpoint written at unmount, else a scan "
+              "of the chunks' tags at mount (yaffs_guts.c)",
 }
 
 # UBI volume every UBIFS cell uses; one UBI device per nandsim chip
@@ -79,6 +83,9 @@ class Filesystem:
     recovery: Recovery = Recovery.FSCK
     online_resize: str = "no"  # "grow", "grow and shrink", "no"
     facts: str = "fat"
+    # mounted by flashbed's own FUSE daemon (YAFFS2 in user space), not `mount -t`;
+    # unmounting waits for the daemon to exit
+    fuse_daemon: bool = False
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -108,8 +115,13 @@ class Filesystem:
         return shell_join([*self.repair, dev]) if self.repair else None
 
     def mount_cmd(self, dev: str, mnt: str, extra: tuple[str, ...] = ()) -> str:
+        if self.fuse_daemon:
+            return yaffs2_guest.mount_cmd(dev, mnt)
         opts = ",".join([*self.mount_opts, *extra])
         return shell_join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
+
+    def umount_cmd(self, mnt: str) -> str:
+        return yaffs2_guest.umount_cmd(mnt) if self.fuse_daemon else f"umount {shlex.quote(mnt)}"
 
 
 EXT_RECOVERY = r"recovery complete|orphan|recovering journal"
@@ -182,6 +194,12 @@ CATALOGUE: dict[str, Filesystem] = {
                    min_size=4 * MiB, description="JFFS2 on raw NAND", log_prefix=r"jffs2|JFFS2",
                    recovery_log=r"^$x",  # never: JFFS2 scans, it has no replay to report
                    recovery=Recovery.LOG, facts="jffs2"),
+        # YAFFS2 is in no kernel: its core runs in user space behind FUSE (flashbed.yaffs2).
+        # Formatting is erasing; blank flash mounts as an empty YAFFS2.
+        Filesystem("yaffs2", "mtd", "fuse.yaffs2", ("flash_erase", "-q"), "mtd-utils",
+                   min_size=4 * MiB, description="YAFFS2 on raw NAND (in user space, through FUSE)",
+                   log_prefix=r"yaffs", recovery_log=r"^$x", fuse_daemon=True,
+                   recovery=Recovery.LOG, facts="yaffs2"),
     ]
 }
 
@@ -214,6 +232,8 @@ def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
                     f"{tool} (needed for {fs.name}) is not installed: run `make setup` "
                     f"or `apt-get install {fs.package}`"
                 )
+        if fs.fuse_daemon:
+            ensure_daemon()  # built at setup; else now, once
 
 
 # --- guest command snippets for raw NAND ------------------------------------------
@@ -235,7 +255,9 @@ def ubi_detach_cmd(ubi: int = 0) -> str:
 
 
 def raw_device(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
-    """What `mount` takes for a raw-NAND filesystem."""
+    """What `mount` (or YAFFS2's daemon) takes for a raw-NAND filesystem."""
+    if fs.fuse_daemon:
+        return f"/dev/mtd{mtd}"
     return f"ubi{ubi}:{UBI_VOLUME}" if fs.fstype == "ubifs" else f"mtd{mtd}"
 
 

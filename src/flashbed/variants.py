@@ -30,7 +30,8 @@ MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "nobarrier": ("nobarrier",),
 }
 TAGS = (*MOUNT_TAGS, "tuned")
-LOWER_MNT = "/lower"
+# in the guest's tmpfs: its root is the host's, read-only, and has no /lower to mount on
+LOWER_MNT = "/tmp/lower"
 IMAGE = f"{LOWER_MNT}/fs.img"
 # a read-only image is built in the shared run directory (the guest's working directory:
 # host disk, no guest memory limit) and written to the device from there, as a flashing
@@ -146,7 +147,7 @@ class FsVariant:
         return fscat.ubi_attach_cmd(vid_offset=self.ubi_vid_offset)
 
     def umount_cmds(self, mnt: str = "/mnt") -> list[str]:
-        return [f"umount {mnt}"] + ([f"umount {LOWER_MNT}"] if self.lower else [])
+        return [self.fs.umount_cmd(mnt)] + ([self.lower.umount_cmd(LOWER_MNT)] if self.lower else [])
 
     def check_cmd(self) -> str | None:
         """The checker of the filesystem on the device (None if it has none)."""
@@ -184,6 +185,8 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             continue
         if t not in TAGS:
             raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
+        if (lower or fs).fuse_daemon and not lower:
+            raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE) and takes no mount options")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
         if t == "tuned":
@@ -206,7 +209,8 @@ def check_device(v: FsVariant, dev: Device) -> None:
         raise FlashbedError(
             f"{v.spec} needs a {'raw NAND (nandsim)' if want == 'nandsim' else 'block'} device, "
             f"but {dev.label} is {'raw NAND' if dev.kind == 'nandsim' else 'a block device'}")
-    if v.base.media == "mtd" and dev.info.get("cell") in ("mlc", "tlc"):
+    # (YAFFS2's own MTD driver takes MLC NAND; the kernel's UBI and JFFS2 do not)
+    if v.base.media == "mtd" and not v.base.fuse_daemon and dev.info.get("cell") in ("mlc", "tlc"):
         raise FlashbedError(
             f"{v.spec}: the kernel's {v.base.name} refuses {dev.info['cell'].upper()} NAND ({dev.label}); "
             f"use an SLC preset with the same geometry, e.g. nand-2g-4k")

@@ -113,3 +113,16 @@ def test_powercut_on_raw_nand_jffs2_freezes_snapshots_and_restores(kernel, tmp_p
     # every writer stopped at one instant and the flash restored as it was: JFFS2 keeps what it acked
     assert classes(res)["data-loss"] == 0, its
     assert res.value("async", "mount") is not None
+
+
+def test_powercut_on_raw_nand_yaffs2_kills_its_daemon_between_two_nand_operations(kernel, tmp_path):
+    spec = cell("powercut", "yaffs2", "async", {"iterations": 2, "cut_min": 1.5, "cut_max": 2.5},
+                device="nand-slc-256m@64M")
+    res = run(spec, kernel, tmp_path)
+    its = res.extra["iterations"]
+    assert [r["class"] for r in its if r["class"] == "error"] == [], its
+    assert all(r["acks"] for r in its), its
+    # the daemon dies between two NAND operations and the flash keeps everything it wrote:
+    # YAFFS2 keeps what it acknowledged (fsync writes through to the NAND)
+    assert classes(res)["data-loss"] == 0, its
+    assert res.value("async", "mount") is not None

@@ -4,12 +4,13 @@ from flashbed import filesystems as fscat
 from flashbed.errors import FlashbedError, HostToolMissing
 
 
-def test_catalogue_has_the_fourteen_filesystems():
-    # the twelve writable ones, and (issue 14) the read-only images squashfs and erofs
+def test_catalogue_has_the_fifteen_filesystems():
+    # the twelve writable ones, (issue 14) the read-only images squashfs and erofs, and
+    # (issue 20) YAFFS2 in user space
     assert set(fscat.CATALOGUE) == {
         "ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs", "f2fs", "nilfs2",
-        "vfat", "exfat", "ubifs", "jffs2", "squashfs", "erofs"}
-    assert set(fscat.RAW) == {"ubifs", "jffs2"}
+        "vfat", "exfat", "ubifs", "jffs2", "yaffs2", "squashfs", "erofs"}
+    assert set(fscat.RAW) == {"ubifs", "jffs2", "yaffs2"}
     assert set(fscat.READ_ONLY) == {"squashfs", "erofs"}
 
 
@@ -63,3 +64,17 @@ def test_catalogue_facts_say_where_they_come_from():
         assert (fs.recovery is fscat.Recovery.READ_ONLY) == fs.read_only, fs.name
     assert fscat.get("btrfs").recovery is fscat.Recovery.COW
     assert fscat.get("exfat").recovery is fscat.Recovery.FSCK and fscat.get("exfat").online_resize == "no"
+
+
+def test_yaffs2_is_erased_then_mounted_by_its_daemon_and_unmounting_waits_for_the_checkpoint():
+    from flashbed.yaffs2.build import daemon_path
+    y = fscat.get("yaffs2")
+    assert fscat.raw_make_cmds(y) == ["flash_erase -q /dev/mtd1 0 0"]  # blank flash is an empty YAFFS2
+    dev = fscat.raw_device(y)
+    assert dev == "/dev/mtd1"
+    mount = y.mount_cmd(dev, "/mnt")
+    assert f"{daemon_path()} --mtd /dev/mtd1 --pidfile /tmp/yaffs2/mnt.pid" in mount
+    assert mount.endswith('--stats "$FLASHBED_RUN/yaffs2.jsonl" /mnt')
+    umount = y.umount_cmd("/mnt")
+    assert umount.startswith("umount /mnt && p=$(cat /tmp/yaffs2/mnt.pid)")  # then waits for its exit
+    assert fscat.get("jffs2").umount_cmd("/mnt") == "umount /mnt"

@@ -35,7 +35,7 @@ def test_layered_variant_makes_an_image_on_the_lower_filesystem():
     assert v.media == "block" and v.base.name == "f2fs"
     cmds = v.make_cmds()
     assert cmds[0].startswith("mkfs.f2fs") and cmds[-1].startswith("mkfs.ext2") and variants.IMAGE in cmds[-1]
-    assert "loop" in v.mount_cmds()[-1] and v.umount_cmds() == ["umount /mnt", "umount /lower"]
+    assert "loop" in v.mount_cmds()[-1] and v.umount_cmds() == ["umount /mnt", "umount /tmp/lower"]
     assert variants.parse("ext2@ubifs").media == "mtd"
 
 
@@ -44,6 +44,7 @@ def test_layered_variant_makes_an_image_on_the_lower_filesystem():
     ("ext4+tuned", None, "needs a device"),
     ("jffs2+discard", None, "does not apply"),
     ("ubifs@f2fs", None, "only a block filesystem"),
+    ("yaffs2+noatime", None, "runs in user space .FUSE. and takes no mount options"),
 ])
 def test_bad_specs_say_what_is_wrong(spec, device, words):
     with pytest.raises(FlashbedError, match=words):
@@ -65,6 +66,7 @@ def test_raw_nand_filesystems_refuse_mlc_and_take_the_ubi_layout_from_the_device
     from flashbed.devices import presets
     with pytest.raises(FlashbedError, match="refuses MLC NAND .* nand-2g-4k"):
         variants.check_device(variants.parse("ubifs"), presets.load_spec("nand-mlc-2g@128M"))
+    variants.check_device(variants.parse("yaffs2"), presets.load_spec("nand-mlc-2g@128M"))  # its own driver
     dev = presets.load_spec("nand-2g-4k@128M")
     v = variants.parse("ubifs", dev)
     variants.check_device(v, dev)
@@ -101,3 +103,14 @@ def test_read_only_variants_are_an_image_of_a_tree_written_to_the_device():
 def test_read_only_variants_refuse_what_does_not_apply(spec, words):
     with pytest.raises(FlashbedError, match=words):
         variants.parse(spec, SD)
+
+
+def test_an_ext2_image_on_yaffs2_mounts_and_unmounts_yaffs2_through_its_daemon():
+    v = variants.parse("ext2@yaffs2")
+    assert v.media == "mtd" and v.base.name == "yaffs2"
+    make = v.make_cmds()
+    assert make[0] == "flash_erase -q /dev/mtd1 0 0"
+    assert "--mtd /dev/mtd1" in make[2] and make[2].endswith(" /tmp/lower")
+    assert v.mount_cmds("/mnt")[1] == "mount -t ext2 -o loop /tmp/lower/fs.img /mnt"
+    umount = v.umount_cmds("/mnt")
+    assert umount[0] == "umount /mnt" and umount[1].startswith("umount /tmp/lower && p=$(cat /tmp/yaffs2/tmp_lower.pid)")

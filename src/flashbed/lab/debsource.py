@@ -1,17 +1,20 @@
-"""Fetch a Debian package's .deb with apt's own client, signature checks and
-all, without touching the host's apt configuration.
+"""Fetch a Debian package's .deb, or its source, with apt's own client,
+signature checks and all, without touching the host's apt configuration.
 
 apt-get runs with a private sources list, lists, cache and an empty dpkg
 status, all under flashbed's cache directory; the only things taken from the
 host are its apt.conf settings (a proxy, say) and the Debian mirror its own
-sources name, so the repository never names a mirror. The package is only
-unpacked (dpkg-deb -x), never installed.
+sources name, so the repository never names a mirror. A package is only
+unpacked (dpkg-deb -x), never installed; a source package is unpacked by
+apt-get source (dpkg-source -x) after apt checks its files against the signed
+Sources index.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +129,7 @@ class PrivateApt:
     root: Path
     mirror: str
     suite: str
+    types: tuple[str, ...] = ("deb",)  # ("deb-src",) for source packages
 
     def options(self) -> list[str]:
         r = self.root
@@ -148,8 +152,8 @@ class PrivateApt:
         for d in (self.root / "lists" / "partial", self.root / "cache" / "archives" / "partial"):
             d.mkdir(parents=True, exist_ok=True)
         (self.root / "status").touch()
-        (self.root / "sources.list").write_text(
-            f"deb [signed-by={DEBIAN_KEYRING}] {self.mirror} {self.suite} main\n")
+        (self.root / "sources.list").write_text("".join(
+            f"{t} [signed-by={DEBIAN_KEYRING}] {self.mirror} {self.suite} main\n" for t in self.types))
 
     def run(self, tool: str, *args: str, cwd: Path | None = None) -> str:
         cmd = [tool, *self.options(), *args]
@@ -165,6 +169,22 @@ class PrivateApt:
         return [line.split("|")[1].strip() for line in out.splitlines() if line.count("|") >= 2]
 
 
+def _serving_apt(package: str, version: str, suite: str, root: Path, log: Callable[[str], None],
+                 mirror: str | None, types: tuple[str, ...], who: str, pinned_in: str) -> PrivateApt:
+    """A private apt with fresh, signature-checked lists of `suite` that serves `package`=`version`."""
+    apt = PrivateApt(root / "apt" / (suite if types == ("deb",) else f"{suite}-{'+'.join(types)}"),
+                     mirror or debian_mirror(host_sources()), suite, types)
+    apt.prepare()
+    log(f"{who}: fetching the {suite} package lists with apt (signature checked)")
+    apt.run("apt-get", "update", "-q", "--error-on=any")
+    served = apt.versions(package)
+    if version not in served:
+        newest = served[0] if served else "none"
+        raise FlashbedError(f"{package} {version} is no longer served by {suite} (newest served: {newest}): "
+                            f"update the pinned version in {pinned_in}")
+    return apt
+
+
 def fetch_deb(package: str, version: str, suite: str, root: Path,
               log: Callable[[str], None], mirror: str | None = None) -> Path:
     """Download `package`=`version` from `suite` into root/debs (once); its path."""
@@ -174,21 +194,34 @@ def fetch_deb(package: str, version: str, suite: str, root: Path,
     existing = [p for p in debs.glob(f"{package}_*.deb") if _deb_version(p) == version]
     if existing:
         return existing[0]
-    apt = PrivateApt(root / "apt" / suite, mirror or debian_mirror(host_sources()), suite)
-    apt.prepare()
-    log(f"kernel: fetching the {suite} package lists with apt (signature checked)")
-    apt.run("apt-get", "update", "-q", "--error-on=any")
-    served = apt.versions(package)
-    if version not in served:
-        newest = served[0] if served else "none"
-        raise FlashbedError(f"{package} {version} is no longer served by {suite} (newest served: {newest}): "
-                            f"update the pinned version in flashbed's kernel list")
+    apt = _serving_apt(package, version, suite, root, log, mirror, ("deb",), "kernel", "flashbed's kernel list")
     log(f"kernel: downloading {package} {version}")
     apt.run("apt-get", "download", "-q", f"{package}={version}", cwd=debs)
     got = [p for p in debs.glob(f"{package}_*.deb") if _deb_version(p) == version]
     if not got:
         raise FlashbedError(f"apt-get download left no {package} {version} .deb in {debs}")
     return got[0]
+
+
+def fetch_source(package: str, version: str, suite: str, root: Path, log: Callable[[str], None],
+                 pinned_in: str, mirror: str | None = None) -> Path:
+    """The unpacked source tree of source package `package`=`version` from `suite`
+    (Debian's patches applied), under root/sources (fetched once); its path."""
+    dest = root / "sources" / f"{package}_{version.replace(':', '%3a')}"
+    done = dest / ".unpacked"
+    if done.exists():
+        return Path(done.read_text().strip())
+    apt = _serving_apt(package, version, suite, root, log, mirror, ("deb-src",), package, pinned_in)
+    log(f"{package}: downloading and unpacking the {package} {version} source")
+    if dest.exists():  # an interrupted earlier try
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    apt.run("apt-get", "source", "-q", f"{package}={version}", cwd=dest)
+    trees = [p for p in dest.iterdir() if p.is_dir()]
+    if len(trees) != 1:
+        raise FlashbedError(f"apt-get source left {len(trees)} source trees in {dest}, not one")
+    done.write_text(f"{trees[0]}\n")
+    return trees[0]
 
 
 def _deb_version(deb: Path) -> str:

@@ -66,7 +66,7 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
                  Step("write", write.format(MNT), timeout=300), Step("sync", "sync", timeout=120)]
     steps += [
         Step("used", f"df -B1 --output=used {MNT} | tail -n 1", timeout=30),
-        Step("umount", f"umount {MNT}", timeout=120),
+        Step("umount", fs.umount_cmd(MNT), timeout=120),
     ]
     if check:
         steps.append(Step("fsck", check, timeout=300))
@@ -75,7 +75,7 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
         # cold cache: verification must read from the device, not memory
         Step("drop-caches", "echo 3 > /proc/sys/vm/drop_caches", timeout=30),
         Step("verify", f"{tool} verify-tree {MNT} {manifest}", timeout=300),
-        Step("final-umount", f"umount {MNT}", timeout=120),
+        Step("final-umount", fs.umount_cmd(MNT), timeout=120),
     ]
     return steps
 

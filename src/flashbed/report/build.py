@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..status import CellStatus
+from ..yaffs2 import note as yaffs2_note
 from . import figures as F
 from . import recommend as R
 from . import tables as T
@@ -59,6 +60,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
             ss = Section(units.slug("dev", device, study), units.study_title(study))
             if catalog.description(study):
                 ss.add(Paragraph(f"`{study}`: {catalog.description(study)}.", cls="note"))
+            if any(yaffs2_note.on_fuse(fs) for fs in run.filesystems(device, study)):
+                ss.add(Paragraph(yaffs2_note.path_note(study), cls="note"))
             skipped = run.skipped(device, study)
             if skipped:
                 whys = sorted({f"{s.get('case')} ({s.get('why')})" for s in skipped})

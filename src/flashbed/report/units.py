@@ -26,6 +26,10 @@ _METRICS: dict[str, tuple[str, str]] = {
     "seconds": ("time", LOWER),
     "mount": ("mount", LOWER),
     "attach": ("UBI attach", LOWER),
+    # YAFFS2 in user space: yaffs_mount with its checkpoint ignored, and the whole mount
+    # command (daemon start, yaffs_mount, FUSE mount)
+    "mount_scan": ("mount, checkpoint ignored", LOWER),
+    "startup": ("mount incl. FUSE start-up", LOWER),
     "read": ("read", LOWER),
     "used": ("space used", LOWER),
     "mkfs": ("mkfs time", LOWER),

@@ -7,6 +7,11 @@ is the lab being killed, a kernel crash; the device keeps what it acknowledged.
 Raw NAND (UBIFS): UBI's debugfs power-cut emulation in the same boot, then
 detach and re-attach; UBI attach and UBIFS mount are timed apart (attach
 scans every erase block, so it grows with the device; UBIFS mount should not).
+YAFFS2 (in user space, through FUSE): the mount figure is yaffs_mount's own
+time, as the daemon measures it (FUSE start-up apart, as `startup`); a clean
+mount restores YAFFS2's checkpoint, and one more ignores it (`mount_scan`:
+the full scan); the unclean stop is the daemon killed after a 1 MB fsynced
+write, between two NAND operations: no checkpoint, so the next mount scans.
 Read-only images (squashfs, erofs): an image holding the fill level's share of
 the device in the same 1 MB files, written to the device, mounted cold; nothing
 writes to it, so there is no unclean reboot (n/a).
@@ -14,6 +19,7 @@ writes to it, so there is no unclean reboot (n/a).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,6 +27,7 @@ from ..lab.guest.protocol import Call
 from ..lab.target import BootResult, Step
 from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
     passed, tree_on_device, umount
+from ..yaffs2 import guest as yaffs2_guest
 from .params import param
 from .views import Axis, Bars, CaseLabel, Curves
 
@@ -64,6 +71,8 @@ class Mount(Study):
             return [self._ubi_boot(spec)]
         if v.read_only:
             return [self._image_boot(spec)]
+        if v.base.fuse_daemon:
+            return [self._yaffs2_boot(spec)]
         first = make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean")
         if v.base.fstype == "jffs2":
             return [first + umount(v, "umount-clean")]  # no power-cut emulation below JFFS2
@@ -81,6 +90,19 @@ class Mount(Study):
         return [Step("fill", f"{TOOL} fill {tree} --bytes {size} --seed {spec.seed}", timeout=7200),
                 *tree_on_device(v, tree), Step("rm-tree", f"rm -rf {tree}", timeout=600),
                 *umount(v), drop_caches(), *mount(v, "mount-clean"), *umount(v, "umount-clean")]
+
+    def _yaffs2_boot(self, spec: CellSpec) -> list[Step]:
+        v = spec.variant
+        dev = v.device_path()
+        return make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean") + \
+            umount(v, "umount-clean") + [
+                drop_caches("drop-caches-scan"),
+                Step("mount-scan", yaffs2_guest.mount_cmd(dev, MNT, checkpoint=False), timeout=600),
+                Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
+                     timeout=600),
+                Step("cut-daemon", yaffs2_guest.kill_cmd(MNT), timeout=120),
+                drop_caches("drop-caches-cut"),
+            ] + mount(v, "mount-unclean") + umount(v, "umount-unclean")
 
     def _ubi_boot(self, spec: CellSpec) -> list[Step]:
         v = spec.variant
@@ -116,9 +138,25 @@ class Mount(Study):
             s = all_steps.get(name)
             return s.seconds if s is not None and s.status.ok else None
 
+        def yaffs_mount(name):
+            """The daemon's own yaffs_mount time (its JSON line on the step's stdout)."""
+            s = all_steps.get(name)
+            if s is None or not s.status.ok:
+                return None
+            lines = [json.loads(l) for l in s.stdout.splitlines() if l.startswith("{")]
+            return next((l["mount_s"] for l in lines if l.get("event") == "mount"), None)
+
+        daemon = spec.variant.base.fuse_daemon
         for clean in (True, False):
             case = self.label(spec, clean)
-            out += m(case, "mount", sec("mount-clean" if clean else "mount-unclean"), "s")
+            step = "mount-clean" if clean else "mount-unclean"
+            if daemon:
+                out += m(case, "mount", yaffs_mount(step), "s")
+                out += m(case, "startup", sec(step), "s")
+                if clean:
+                    out += m(case, "mount_scan", yaffs_mount("mount-scan"), "s")
+            else:
+                out += m(case, "mount", sec(step), "s")
             out += m(case, "attach", sec("attach-clean" if clean else "attach-unclean"), "s")
         err = first_failure(boots, allowed={"write-cut", "umount-cut"})
         cut = all_steps.get("write-cut")
@@ -126,7 +164,8 @@ class Mount(Study):
             # the emulated cut never fired: the "unclean" figure would be a clean one
             out = [x for x in out if not x.case.endswith("unclean")]
             err = err or "UBI power-cut emulation did not fire during the 4 MB write"
-        c, u = sec("mount-clean"), sec("mount-unclean")
+        c, u = (yaffs_mount("mount-clean"), yaffs_mount("mount-unclean")) if daemon else \
+            (sec("mount-clean"), sec("mount-unclean"))
         head = ", ".join(filter(None, [f"clean {c * 1000:.0f} ms" if c is not None else "",
                                        f"unclean {u * 1000:.0f} ms" if u is not None else ""]))
         a = sec("attach-clean")

@@ -78,6 +78,7 @@ from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, Snapcut
 from ..lab.target import TOOLS, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
+from ..yaffs2 import guest as yaffs2_guest
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
 
@@ -397,9 +398,13 @@ class PowerCut(Study):
                               may_fail=True))
             if fs.fstype != "ubifs":
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
+                # a filesystem in user space: the cut is its daemon's SIGKILL, the dead FUSE mount
+                # then detached
+                daemon = fs.fuse_daemon
                 snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
-                                   mtd=v.device_path(), snapshot="/tmp/flash.snap", umount=v.umount_cmds(MNT),
-                                   timeout=t)
+                                   mtd=v.device_path(), snapshot="/tmp/flash.snap",
+                                   umount=[f"umount -l {MNT}"] if daemon else v.umount_cmds(MNT), timeout=t,
+                                   kill_pidfile=yaffs2_guest.pidfile(MNT) if daemon else "")
                 steps.append(Step(f"work{k}", f"{PCW} snapcut {shell_arg(snap)}", timeout=n + 3 * t + 60, may_fail=True))
                 rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
                 steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),

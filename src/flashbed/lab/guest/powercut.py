@@ -685,6 +685,8 @@ def snapcut(args: argparse.Namespace) -> int:
             except OSError:
                 pass
     out["gc"] = {str(pid): _stop(pid, 2.0) for pid in gcs}
+    if spec.kill_pidfile:
+        return _kill_daemon(spec, w, out)
     snap = spec.snapshot
     # data pages only: JFFS2 keeps nothing but clean markers in the OOB, and a block
     # without one is erased again at mount (part of its recovery)
@@ -719,6 +721,39 @@ def snapcut(args: argparse.Namespace) -> int:
     print(json.dumps(out))
     return 0 if out["cut"] else 1
 
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    """The process has exited (a zombie has: the guest's init may reap it late)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (OSError, IndexError):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _kill_daemon(spec: SnapcutSpec, w: subprocess.Popen, out: dict) -> int:
+    """snapcut's cut for a filesystem in user space: its daemon killed, the flash kept."""
+    try:
+        with open(spec.kill_pidfile) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, signal.SIGKILL)
+        out["cut"] = _gone(pid, spec.timeout)
+        out["daemon"] = pid
+    except (OSError, ValueError) as e:
+        out["error"] = f"no daemon to kill ({spec.kill_pidfile}): {e}"
+    os.killpg(w.pid, signal.SIGKILL)
+    w.wait()
+    for c in spec.umount:
+        r = run(c, spec.timeout)
+        out.setdefault("umount", []).append(r["status"])
+    print(json.dumps(out))
+    return 0 if out["cut"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -254,6 +254,10 @@ class SnapcutSpec(Message):
     umount: list[str]
     timeout: float
     gc_prefix: str = "jffs2_gcd_mtd"
+    # a filesystem in user space (YAFFS2's daemon, its pid in this file): the cut is the
+    # daemon's SIGKILL once the writers are stopped, between two NAND operations, and the
+    # flash stays as it is (no dump: YAFFS2 keeps its tags in the OOB)
+    kill_pidfile: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,45 @@
+"""Shell commands that run YAFFS2's FUSE daemon in the lab's guest.
+
+The guest runs the host's cached binary (its root is the host's / through hostfs).
+The daemon detaches once YAFFS2 and the FUSE mount are up, printing its
+yaffs_mount time on stdout; `umount` only ends the FUSE connection, so an
+unmount waits for the daemon to exit: YAFFS2 writes its checkpoint then.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from .build import daemon_path
+
+PID_DIR = "/tmp/yaffs2"
+STATS = '"$FLASHBED_RUN/yaffs2.jsonl"'  # every mount's and unmount's JSON line
+
+
+def pidfile(mnt: str) -> str:
+    return f"{PID_DIR}/{mnt.strip('/').replace('/', '_') or 'root'}.pid"
+
+
+def mount_cmd(dev: str, mnt: str, checkpoint: bool = True) -> str:
+    """Start the daemon on the MTD device `dev` (/dev/mtdN) at `mnt`; `checkpoint`
+    False ignores the checkpoint on flash (the mount scans)."""
+    args = [str(daemon_path()), "--mtd", dev, "--pidfile", pidfile(mnt), *([] if checkpoint else ["--no-checkpoint"])]
+    return f"mkdir -p {PID_DIR} && {shlex.join(args)} --stats {STATS} {shlex.quote(mnt)}"
+
+
+def _wait_exit(mnt: str) -> str:
+    # a zombie has exited (the guest's init may reap it late)
+    f = pidfile(mnt)
+    return (f"p=$(cat {f}) && while [ -e /proc/$p ] && [ \"$(cut -d' ' -f3 /proc/$p/stat)\" != Z ]; "
+            f"do sleep 0.02; done; rm -f {f}")
+
+
+def umount_cmd(mnt: str) -> str:
+    """Unmount and wait for the daemon to write the checkpoint and exit."""
+    return f"umount {shlex.quote(mnt)} && {_wait_exit(mnt)}"
+
+
+def kill_cmd(mnt: str) -> str:
+    """The daemon killed between two NAND operations (no checkpoint, nothing more written),
+    then its dead FUSE mount detached: YAFFS2's view of a power cut."""
+    return f"kill -9 $(cat {pidfile(mnt)}) && {_wait_exit(mnt)}; umount -l {shlex.quote(mnt)}"

@@ -1,0 +1,188 @@
+"""flashbed-yaffs2 without a kernel: YAFFS2 on a file NAND (the free-OOB sizes of
+nandsim's ECC layouts), mounted through FUSE on the host. The MTD backend is the
+same driver hooks over ioctls; the lab's smoke test runs it on nandsim."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from flashbed.yaffs2 import build
+
+# 4 KiB pages, 64 per block: nandsim's free OOB with Hamming on a 128-byte OOB (78),
+# BCH-4 and BCH-8 on 224 bytes (166, 118), and a 16-byte one (bare tags, no tag ECC)
+LAYOUTS = (78, 166, 118, 16)
+BLOCKS = 96
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Path:
+    return build.ensure_daemon()
+
+
+@pytest.fixture(autouse=True)
+def _no_mount_left(tmp_path):
+    yield
+    # a failed test must not leave a FUSE mount behind
+    mnt = tmp_path / "mnt"
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], timeout=30)
+
+
+class Mounted:
+    def __init__(self, daemon: Path, nand: Path, mnt: Path, oob: int, extra: tuple[str, ...] = ()):
+        self.stats = nand.with_suffix(".stats")
+        self.pidfile = nand.with_suffix(".pid")
+        self.mnt = mnt
+        mnt.mkdir(exist_ok=True)
+        r = subprocess.run([str(daemon), "--file", str(nand), "--geometry", f"4096:{oob}:64:{BLOCKS}",
+                            "--stats", str(self.stats), "--pidfile", str(self.pidfile), *extra, str(mnt)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        self.pid = self._wait_pid()
+
+    def _wait_pid(self) -> int:
+        for _ in range(200):
+            if self.pidfile.exists() and self.pidfile.read_text().strip():
+                return int(self.pidfile.read_text())
+            time.sleep(0.01)
+        raise AssertionError("the daemon wrote no pidfile")
+
+    def events(self) -> list[dict]:
+        return [json.loads(l) for l in self.stats.read_text().splitlines()]
+
+    def _gone(self) -> None:
+        # the daemon is its session's leader, reaped by whoever adopts it, maybe late:
+        # a zombie has exited
+        stat = Path(f"/proc/{self.pid}/stat")
+        for _ in range(1000):
+            try:
+                if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                    raise FileNotFoundError
+            except FileNotFoundError:
+                self.pidfile.unlink()
+                return
+            time.sleep(0.01)
+        raise AssertionError("the daemon did not exit")
+
+    def unmount(self) -> None:
+        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=True, timeout=30)
+        self._gone()
+
+    def cut(self) -> None:
+        """A power cut: the daemon dies between two NAND operations, nothing written after."""
+        os.kill(self.pid, signal.SIGKILL)
+        self._gone()
+        subprocess.run(["fusermount3", "-u", "-z", str(self.mnt)], timeout=30)
+
+
+def _payload(n: int, seed: int) -> bytes:
+    return bytes((i * 131 + seed) & 0xFF for i in range(n))
+
+
+@pytest.mark.parametrize("oob", LAYOUTS)
+def test_written_data_reads_back_after_a_clean_remount_from_the_checkpoint(daemon, tmp_path, oob):
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", oob)
+    assert m.events()[0]["checkpoint_restored"] is False  # blank flash: nothing to restore
+    (m.mnt / "dir").mkdir()
+    big = _payload(1024 * 1024 + 123, 7)
+    (m.mnt / "dir" / "big").write_bytes(big)
+    (m.mnt / "small").write_text("hello yaffs2\n")
+    os.rename(m.mnt / "small", m.mnt / "renamed")
+    assert (m.mnt / "dir" / "big").read_bytes() == big
+    m.unmount()
+    unmount = m.events()[-1]
+    assert unmount["event"] == "unmount" and unmount["page_writes"] >= len(big) // 4096
+
+    m = Mounted(daemon, nand, tmp_path / "mnt", oob)
+    mount = m.events()[-1]
+    assert mount["checkpoint_restored"] is True  # the clean unmount wrote one
+    assert mount["oob_avail"] == oob and mount["page_size"] == 4096
+    assert (m.mnt / "dir" / "big").read_bytes() == big
+    assert (m.mnt / "renamed").read_text() == "hello yaffs2\n"
+    assert not (m.mnt / "small").exists()
+    m.unmount()
+
+
+def test_after_a_cut_the_mount_scans_and_finds_what_was_fsynced(daemon, tmp_path):
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    m.unmount()  # a checkpoint on flash, then writes make it stale
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    data = _payload(600 * 1024, 3)
+    with open(m.mnt / "kept", "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    m.cut()
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert m.events()[-1]["checkpoint_restored"] is False  # no checkpoint after a cut: a scan
+    assert (m.mnt / "kept").read_bytes() == data
+    m.unmount()
+
+
+def test_without_the_checkpoint_a_clean_mount_scans(daemon, tmp_path):
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    (m.mnt / "f").write_bytes(b"x" * 10000)
+    m.unmount()
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, ("--no-checkpoint",))
+    assert m.events()[-1]["checkpoint_restored"] is False
+    assert (m.mnt / "f").read_bytes() == b"x" * 10000
+    m.unmount()
+
+
+def test_a_block_marked_bad_is_never_written(daemon, tmp_path):
+    nand = tmp_path / "nand.img"
+    stride = 4096 + 78
+    bad = 5
+    # blank flash in the file NAND's layout: pages (data and free OOB), then its
+    # bad-block table, one byte per block
+    table = bytearray(b"\xff" * BLOCKS)
+    table[bad] = 0
+    nand.write_bytes(b"\xff" * (BLOCKS * 64 * stride) + bytes(table))
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    data = _payload(BLOCKS * 64 * 4096 // 2, 11)  # half the flash: passes every block
+    (m.mnt / "half").write_bytes(data)
+    m.unmount()
+    with open(nand, "rb") as f:
+        f.seek(bad * 64 * stride)
+        assert set(f.read(64 * stride)) == {0xFF}
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert (m.mnt / "half").read_bytes() == data
+    m.unmount()
+
+
+def test_too_few_free_oob_bytes_is_one_clear_line(daemon, tmp_path):
+    r = subprocess.run([str(daemon), "--file", str(tmp_path / "n"), "--geometry", f"4096:8:64:{BLOCKS}",
+                        str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == ["flashbed-yaffs2: 8 free OOB bytes cannot hold YAFFS2's 16-byte tags"]
+
+
+def test_a_bad_geometry_is_one_clear_line_and_exit_2(daemon, tmp_path):
+    r = subprocess.run([str(daemon), "--file", str(tmp_path / "n"), "--geometry", "4096x78", str(tmp_path)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "PAGE:OOB:PAGES:BLOCKS" in r.stderr
+
+
+def test_the_build_key_follows_flashbeds_own_c_sources(tmp_path, monkeypatch):
+    key = build.cache_key()
+    csrc = tmp_path / "csrc"
+    (csrc / "shim").mkdir(parents=True)
+    for p in build.own_sources():
+        dest = csrc / p.relative_to(build.CSRC)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(p.read_bytes())
+    monkeypatch.setattr(build, "CSRC", csrc)
+    assert build.cache_key() == key
+    (csrc / "yfb_fuse.c").write_text((csrc / "yfb_fuse.c").read_text() + "\n/* changed */\n")
+    assert build.cache_key() != key
