@@ -59,16 +59,16 @@ class AppCheck(CrashStates):
         check_digest: str = param("", help="its content hash (set by --check)")
         workload: str = param(Workload.USER, choices=(Workload.USER,))
         mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
-        timeout: float = param(1800.0, unit="s", help="limit of the workload")
-        check_limit: float = param(60.0, unit="s", help="limit of one run of the check (over it: a recorded "
+        timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload")
+        check_limit: float = param(60.0, unit="s", above=0, help="limit of one run of the check (over it: a recorded "
                                                        "outcome, class hang)")
-        subsets: int = param(4, help="subset states per interval between flushes")
-        tears: int = param(2, help="torn-program states per interval (presets without paired-page protection)")
+        subsets: int = param(4, low=0, help="subset states per interval between flushes")
+        tears: int = param(2, low=0, help="torn-program states per interval (presets without paired-page protection)")
         at_marks: bool = param(True, help="also the plain cut right after each acknowledgement")
-        max_states: int = param(0, help="check only the first this many states (0: all)")
-        step_timeout: float = param(60.0, unit="s", help="limit of a mount or unmount")
-        fsck_timeout: float = param(300.0, unit="s")
-        check_timeout: float = param(6 * 3600.0, unit="s", help="limit of checking all states of a cell")
+        max_states: int = param(0, low=0, help="check only the first this many states (0: all)")
+        step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount or unmount")
+        fsck_timeout: float = param(300.0, unit="s", above=0)
+        check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
 
     def cases(self, params, device):
         if not params.file or not params.check:

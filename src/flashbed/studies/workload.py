@@ -93,13 +93,13 @@ class Workload(Study):
         file: str = param("", help="the workload (set by --workload FILE)")
         digest: str = param("", help="its content hash (set by --workload; part of the run id)")
         kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
-        timeout: float = param(1800.0, unit="s", help="limit of the workload (each pass)")
-        fill: int = param(0, help="precondition: fill the filesystem to this % with a file population and "
+        timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload (each pass)")
+        fill: int = param(0, low=0, high=95, help="precondition: fill the filesystem to this % with a file population and "
                                   "churn it first (--age FILL; 0: a blank device)")
-        churn: int = param(2, help="precondition: rounds of deleting a quarter of the files and refilling")
-        passes: int = param(1, help="run the workload this many times (the lifetime phase: until the write "
+        churn: int = param(2, low=0, help="precondition: rounds of deleting a quarter of the files and refilling")
+        passes: int = param(1, low=1, help="run the workload this many times (the lifetime phase: until the write "
                                     "amplification converges)")
-        daily_writes: int = param(0, unit="bytes", help="host writes a day for the lifetime (--daily-writes; "
+        daily_writes: int = param(0, unit="bytes", low=0, help="host writes a day for the lifetime (--daily-writes; "
                                                        "0: the workload's measured rate, around the clock)")
 
     def cases(self, params, device):
