@@ -236,18 +236,9 @@ impl PageFtl {
                 return Err(FtlError::ReadOnly);
             }
             let Some(sb) = self.slc_free.pop() else { continue };
-            let mut ok = true;
-            for p in 0..self.planes {
-                if m.nand.is_bad(self.sbt.member(sb, p)) && !self.sbt.replace(sb, p) {
-                    ok = false;
-                }
+            if self.claim(m, sb) {
+                return Ok(sb);
             }
-            if !ok {
-                self.retire(sb);
-                continue;
-            }
-            self.state[sb as usize] = OPEN;
-            return Ok(sb);
         }
     }
 
@@ -407,20 +398,27 @@ impl PageFtl {
                 return Err(FtlError::ReadOnly);
             };
             let sb = self.free.swap_remove(idx);
-            // A block may have been declared bad while the superblock was free.
-            let mut ok = true;
-            for p in 0..self.planes {
-                if m.nand.is_bad(self.sbt.member(sb, p)) && !self.sbt.replace(sb, p) {
-                    ok = false;
-                }
+            if self.claim(m, sb) {
+                return Ok(sb);
             }
-            if !ok {
-                self.retire(sb);
-                continue;
-            }
-            self.state[sb as usize] = OPEN;
-            return Ok(sb);
         }
+    }
+
+    /// Opens a superblock taken from a free pool, replacing members declared bad while it
+    /// was free; one it cannot make whole is retired (false: take another).
+    fn claim(&mut self, m: &Media, sb: u32) -> bool {
+        let mut ok = true;
+        for p in 0..self.planes {
+            if m.nand.is_bad(self.sbt.member(sb, p)) && !self.sbt.replace(sb, p) {
+                ok = false;
+            }
+        }
+        if !ok {
+            self.retire(sb);
+            return false;
+        }
+        self.state[sb as usize] = OPEN;
+        true
     }
 
     fn retire(&mut self, sb: u32) {
