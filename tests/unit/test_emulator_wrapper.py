@@ -156,3 +156,19 @@ def test_start_stats_stop(tmp_path):
             emu.inject("meteor", block=0)
     assert not emu.running
     assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_a_control_socket_too_long_for_unix_goes_to_a_short_private_directory(tmp_path):
+    """A Unix socket path holds 108 bytes: a long case label in a deep run directory must not
+    make the emulator unreachable (its socket then lives in a private temporary directory)."""
+    from flashbed.devices import presets
+    from flashbed.devices.session import EmulatorSession
+    dev = presets.load_spec("ideal@64M")
+    short = EmulatorSession(dev, tmp_path)
+    assert short._control_path() == tmp_path / "control.sock"
+    deep = tmp_path / ("x" * 60) / ("y" * 60)
+    s = EmulatorSession(dev, deep)
+    path = s._control_path()
+    assert len(str(path)) < 100 and path.name == "control.sock" and path.parent.is_dir()
+    s._close()
+    assert not path.parent.exists()

@@ -22,6 +22,7 @@ import errno
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,18 @@ class EmulatorSession(_PacedModel, _Session):
         self.emu = None
         self.cut = False
         self._cpu = contextlib.ExitStack()
+        self._sock_dir: str | None = None  # a short private directory for the control socket
+
+    def _control_path(self) -> Path:
+        """The control socket: in the cell's scratch, unless that path is too long for a Unix
+        socket (108 bytes with its NUL; a long case label in a deep run directory), then in a
+        private temporary directory removed with the session."""
+        path = self.scratch / "control.sock"
+        if len(os.fsencode(path)) < 100:
+            return path
+        if self._sock_dir is None:
+            self._sock_dir = tempfile.mkdtemp(prefix="flashbed-emu-")
+        return Path(self._sock_dir) / "control.sock"
 
     def _open(self) -> None:
         # the emulator and every lab of this session share one host CPU
@@ -157,13 +170,16 @@ class EmulatorSession(_PacedModel, _Session):
         finally:
             self.emu = None
             self._cpu.close()
+            if self._sock_dir is not None:
+                shutil.rmtree(self._sock_dir, ignore_errors=True)
+                self._sock_dir = None
 
     def _start(self) -> None:
         from . import emulator
 
         spec = emulator.EmulatorSpec(
             preset=self.device.path, state_dir=self.scratch / "state", mount_dir=self.scratch / "mnt",
-            control=self.scratch / "control.sock", capacity=self.device.capacity, pace=self.pace, seed=self.seed)
+            control=self._control_path(), capacity=self.device.capacity, pace=self.pace, seed=self.seed)
         (self.scratch / "mnt").mkdir(exist_ok=True)
         self.emu = emulator.Emulator(spec)
         self.emu.start()
