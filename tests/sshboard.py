@@ -85,7 +85,19 @@ class SshBoard:
     def config(self) -> str:
         return str(self.dir / "ssh_config")
 
+    def power_cmd(self, delay: float = 3.0) -> str:
+        """--power-cmd for this "board" (tests/sshpower.py says what it does and does not simulate)."""
+        import shlex
+        import sys
+        here = Path(__file__).resolve().parent / "sshpower.py"
+        return f"{shlex.quote(sys.executable)} {shlex.quote(str(here))} {shlex.quote(str(self.dir))} {delay} {{action}}"
+
     def __exit__(self, *exc) -> None:
+        # an sshd that tests/sshpower.py started again (its pid file names it)
+        with contextlib.suppress(OSError, ValueError):
+            pid = int((self.dir / "sshd.pid").read_text())
+            if self.proc is None or pid != self.proc.pid:
+                os.kill(pid, 15)
         if self.proc is not None:
             self.proc.terminate()
             try:

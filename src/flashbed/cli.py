@@ -126,6 +126,8 @@ def _parser() -> argparse.ArgumentParser:
                    "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
     r.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
     r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
+    r.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a command "
+                   "run here with {action} made on, off or cycle: enables the powercut study on the board")
     r.add_argument("--clock", action="append", help="real (default) or virtual: the lab's clock (repeatable or "
                    "comma-separated: cells of each). Virtual: the time-travel lab kernel, each request of an "
                    "emulated device completing when its model says; nandsim and real devices run in real time")
@@ -425,9 +427,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.target:
             from .lab.ssh import parse_target
             target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
-        elif args.ssh_key or args.ssh_config:
-            raise FlashbedError(f"--{'ssh-key' if args.ssh_key else 'ssh-config'} is for --target ssh://...: "
-                                f"add --target, or drop it")
+        elif args.ssh_key or args.ssh_config or args.power_cmd is not None:
+            flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
+            raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
         req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=_split(args.fs, "fs"),
                           devices=tuple(d if target else absolute_spec(d) for d in _split(args.device, "device")),
                           studies=studies, repeat=args.repeat if args.repeat is not None else 1,
@@ -439,6 +441,8 @@ def _run(args: argparse.Namespace) -> int:
         store = RunStore(args.out or Path("runs") / req.run_id())
     if req.target:
         return _run_board(args, req, store)
+    if args.power_cmd is not None:  # a resumed lab run
+        raise FlashbedError("--power-cmd is for --target ssh://...: the lab cuts an emulated device's power itself")
     kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     from .execute import check_resume
@@ -470,7 +474,9 @@ def _run_board(args: argparse.Namespace, req, store) -> int:
         raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
                             "executor")
     from .executors import LocalExecutor
-    board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or "")).open()
+    from .lab.power import parse_power_cmd
+    power = parse_power_cmd(args.power_cmd) if args.power_cmd is not None else None
+    board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or ""), power).open()
     try:
         plan = make_plan(req, tuple(args.destroy_data_on), board=board)
         for line in plan.skipped_lines():

@@ -240,8 +240,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                 if v.media not in study.media:
                     continue
                 if study.power_switch and not session_has(session_class(dev), PowerSwitch) and board is not None:
-                    raise FlashbedError(f"study {sname} cuts the device's power, and flashbed has no power switch for "
-                                        f"a board (yet): drop {sname}, or run it on a preset (its twin) in the lab")
+                    raise FlashbedError(f"study {sname} cuts the device's power: give the board's power switch with "
+                                        f"--power-cmd 'CMD {{action}}' (flashbed runs it with on, off or cycle), "
+                                        f"or drop {sname}")
                 if study.power_switch and not session_has(session_class(dev), PowerSwitch):
                     raise FlashbedError(
                         f"study {sname} cannot run on {dev.label} ({dev.path}): it cuts the device's power, which "

@@ -109,7 +109,7 @@ def test_a_device_with_data_needs_destroy_data_on(board, tmp_path):
 
 
 @pytest.mark.parametrize("study,words", [
-    ("powercut", "study powercut cuts the device's power, and flashbed has no power switch for a board"),
+    ("powercut", "study powercut cuts the device's power: give the board's power switch with --power-cmd"),
     ("crashstates", "study crashstates needs an emulated device (its write log)"),
 ])
 def test_studies_a_board_cannot_run_are_one_line(board, tmp_path, study, words):
@@ -125,3 +125,30 @@ def test_destroy_data_on_must_name_the_boards_device(board, tmp_path):
         r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node + "9", "--fs", "ext4", "--study", "mkfs",
                      timeout=120)
     one_line(r, f"--destroy-data-on {node}9 names no device of this run on the board")
+
+
+def test_powercut_on_the_board_through_its_power_command(tmp_path):
+    """--power-cmd: tests/sshpower.py is this "board"'s switch. `off` kills the private sshd, so
+    the boot's session drops as a dying board's does (the board side then shuts the
+    filesystem down without its log and kills the workload); `on` starts the sshd 3 s later,
+    so flashbed's SSH retry has to wait for it. This host keeps its page cache and the loop
+    file's: what a real cut loses from caches below the filesystem is not simulated."""
+    with SshBoard(tmp_path / "sshd") as b, loop_device(tmp_path, 512 << 20) as node:
+        r = flashbed("run", "--target", b.target, "--ssh-config", b.config, "--device", node, "--destroy-data-on",
+                     node, "--fs", "ext4", "--study", "powercut", "--iterations", "2", "--set",
+                     "powercut.modes=async", "--power-cmd", b.power_cmd(3.0), "--out", str(tmp_path / "run"),
+                     timeout=900)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert (b.dir / "power.log").read_text().split() == ["off", "on", "off", "on"]
+        sshd_log = (b.dir / "sshd.log").read_text()
+    cell = json.loads(next((tmp_path / "run" / "cells").glob("*.json")).read_text())
+    assert cell["status"] == "ok", cell["headline"]
+    its = cell["extra"]["iterations"]
+    assert len(its) == 2, its
+    # each cut classified as the lab's are; ext4 replays its journal after a cut of its log flush
+    assert all(i["class"] in ("clean", "recovered") for i in its), [(i["class"], i["why"]) for i in its]
+    assert all(i.get("acks_after_cut") == 0 and i["acks"] for i in its), its
+    logs = tmp_path / "run" / "logs" / next((tmp_path / "run" / "logs").iterdir()).name
+    assert "power was cut" not in sshd_log
+    console = (logs / "boot0" / "console.log").read_text()
+    assert "shut down" in console or "agent exit" not in console

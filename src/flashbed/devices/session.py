@@ -254,8 +254,8 @@ SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": File
 def session_class(device: Device) -> type[_Session]:
     """The class that serves `device` in the lab: its capabilities are the plan's to check."""
     if device.backend == "board":  # a board's own device (--target ssh://...)
-        from ..lab.board import BoardSession
-        return BoardSession
+        from ..lab.board import session_for
+        return session_for(device)
     try:
         return SESSIONS[device.backend]
     except KeyError:

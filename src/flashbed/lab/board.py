@@ -8,7 +8,13 @@ studies, on the board's own kernel, storage controller and device.
                 agent runs under the board's python3 (boardrun.py relays its host calls
                 over the SSH session); the run directory's files come back
     BoardSession  the board's device: no disks for a lab to attach, no statistics, no
-                write log, no power switch (the powercut study is refused)
+                write log; a power switch only with --power-cmd (power.py: PoweredBoardSession),
+                else the powercut study is refused
+
+A power cut (--power-cmd): the switch turns the board off at the seeded moment, so the
+boot ends with the board; the boot that was cut turns it back on, waits for SSH to
+answer (bounded) and only then fetches its run directory (the workload's log, fsync'ed
+on the board's own storage) for the recovery that follows.
 
 Each boot runs in a private mount namespace on the board (unshare), with its own
 /tmp: its mounts end with it and are never seen by the board's other processes.
@@ -33,6 +39,7 @@ from ..devices.presets import Device
 from ..errors import FlashbedError
 from ..status import BootStatus
 from .guest.protocol import HostAnswer, HostCall, steps_file
+from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
 from .ssh import Ssh, SshTarget
 from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping, on_stop, stopping
 
@@ -61,12 +68,16 @@ class BoardFacts:
 class Board:
     """One board: its connection, its working directory, its identity."""
 
-    def __init__(self, target: SshTarget):
+    def __init__(self, target: SshTarget, power: PowerCommand | None = None, boot_wait: float = BOOT_WAIT):
         self.target = target
         self.ssh = Ssh(target)
+        self.power = power  # --power-cmd: the board's power switch
+        self.boot_wait = boot_wait
         self.base = ""  # the board's working directory
         self.identity: dict[str, Any] = {}
         self.cells = threading.Lock()  # held by a cell's session: its boots alone use the device
+        self.off = False  # its power is cut (set before the switch runs: a boot ending meanwhile sees it)
+        self._switch = threading.Lock()  # one power command at a time
 
     def open(self, wait: float = 10.0) -> "Board":
         self.ssh.start(wait)
@@ -87,7 +98,49 @@ class Board:
             raise
         return self
 
+    def cut(self) -> dict[str, Any]:
+        """Cut the board's power now (the powercut study's cut)."""
+        assert self.power is not None
+        self.off = True
+        with self._switch:
+            seconds = self.power.run(Action.OFF)
+        # the power is off by the time the switch's command returns, at the latest: no
+        # acknowledgement may come later (powercut.ack_timing)
+        return {"power": "off", "command": self.power.command(Action.OFF), "seconds": round(seconds, 3),
+                "off_wall": time.time()}
+
+    def back_on(self) -> None:
+        """After a cut: power on, and wait until SSH answers (bounded); a board that does not
+        answer is power-cycled once and waited for again, then one line."""
+        if not self.off:
+            return
+        assert self.power is not None
+        with self._switch:
+            time.sleep(OFF_HOLD)
+            self.power.run(Action.ON)
+            try:
+                self.ssh.reconnect(self.boot_wait)
+            except FlashbedError:
+                self.power.run(Action.CYCLE)
+                try:
+                    self.ssh.reconnect(self.boot_wait)
+                except FlashbedError as e:
+                    raise FlashbedError(f"{self.target.url} did not answer SSH within {self.boot_wait:.0f}s of "
+                                        f"'{self.power.command(Action.ON)}', nor after "
+                                        f"'{self.power.command(Action.CYCLE)}' ({e}): check that the board boots "
+                                        f"and starts its sshd") from None
+            self.off = False
+            # a board that cleans /var/tmp at boot: the guest programs again
+            if self.ssh.run(f"test -f {shlex.quote(self.tools)}/agent.py", check=False).returncode != 0:
+                self.ssh.put(GUEST_DIR, sorted(p.name for p in GUEST_DIR.glob("*.py")), self.tools)
+
     def close(self) -> None:
+        if self.off and self.power is not None:  # never leave a board off
+            try:
+                self.power.run(Action.ON)
+            except FlashbedError:
+                pass
+            self.off = False
         if self.base:
             self.ssh.run(f"rm -rf {shlex.quote(self.base)}", check=False)
             self.base = ""
@@ -120,7 +173,7 @@ class Board:
         name = f"{self.target.host}-{realdev.label(ident)}"
         what = self.identity.get("model") or self.identity.get("dmi") or self.identity.get("release")
         info = {"name": name, "kind": BACKEND, "node": node, "target": self.target.url,
-                "capacity_bytes": ident["size_bytes"], "identity": ident,
+                "capacity_bytes": ident["size_bytes"], "identity": ident, "power_switch": self.power is not None,
                 "description": f"{node} on {self.target.url} ({what})"}
         return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                       page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
@@ -208,18 +261,43 @@ class BoardSession:
         return 0
 
 
+class PoweredBoardSession(BoardSession):
+    """The board's device with its power switch (--power-cmd): the powercut study runs."""
+
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real",
+                 held: threading.Lock | None = None, board: "Board | None" = None):
+        super().__init__(device, scratch, seed, pace, held)
+        self.board = board
+
+    def cut_power(self) -> dict[str, Any] | None:
+        if self.board is None:
+            raise FlashbedError("this board session has no board to cut the power of")
+        return self.board.cut()
+
+    def restart_if_cut(self) -> None:
+        if self.board is not None:
+            self.board.back_on()
+
+
+def session_for(device: Device) -> type[BoardSession]:
+    """The session class of a board's device: with a power switch or without."""
+    return PoweredBoardSession if device.info.get("power_switch") else BoardSession
+
+
 class BoardLab:
     """One cell's boots on the board (target.Lab)."""
 
     def __init__(self, board: Board, device: str):
         self.board = board
-        self.layout = GuestLayout(device=device, tools=board.tools)
+        self.layout = GuestLayout(device=device, tools=board.tools, fsync_logs=board.power is not None)
 
     @property
     def release(self) -> str:
         return self.board.identity.get("release", "")
 
     def open_session(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> BoardSession:
+        if session_for(device) is PoweredBoardSession:
+            return PoweredBoardSession(device, scratch, seed, pace, held=self.board.cells, board=self.board)
         return BoardSession(device, scratch, seed, pace, held=self.board.cells)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
@@ -269,8 +347,12 @@ class BoardLab:
                     _, name, body = line.rstrip("\n").split(" ", 2)
                     threading.Thread(target=_answer, args=(proc, host, name, body), daemon=True).start()
             proc.wait()
-            killed = kill is not None and kill.is_set()
+            # the power switch took the board (and this session) down: a cut, as the kill is
+            killed = (kill is not None and kill.is_set()) or self.board.off
             timed_out = not killed and time.monotonic() - started > spec.timeout
+        cut = self.board.off
+        if cut:  # its files are on the board: it has to be up again first
+            self.board.back_on()
         ssh.get(remote, run_dir, KEEP_BYTES)
         data: dict = {}
         try:
@@ -280,7 +362,9 @@ class BoardLab:
         steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
         status = BootStatus.derive(data.get("status", ""), timed_out=timed_out, killed=killed)
         error = data.get("error", "")
-        if killed:
+        if cut:
+            error = "the board's power was cut (--power-cmd off), then turned on again"
+        elif killed:
             error = "boot stopped on request (power cut: the board's filesystems shut down, its processes killed)"
         elif timed_out:
             error = f"the board's boot did not finish within {spec.timeout:.0f}s"

@@ -90,6 +90,12 @@ class Ssh:
                 raise FlashbedError(f"cannot reach {self.target.url}: {why}")
             time.sleep(2)
 
+    def reconnect(self, wait: float) -> None:
+        """A new master after the board went away (its power cut): retried until it answers
+        or `wait` seconds passed (then one line)."""
+        self.close()
+        self.start(wait)
+
     def close(self) -> None:
         if self._dir is not None:
             subprocess.run([*self.args()[:1], "-O", "exit", *self.args()[1:]], capture_output=True,

@@ -53,10 +53,14 @@ class GuestLayout:
 
     device: str
     tools: str
+    # logs a power cut must not lose (the powercut study's) are fsync'ed, not only written
+    # back: on a board whose power is cut they live on its own storage, not on a host file
+    fsync_logs: bool = False
 
     def env(self) -> dict[str, str]:
         """The variables the agent sets for every step."""
-        return {"FLASHBED_DEV": self.device, "FLASHBED_TOOLS": self.tools}
+        return {"FLASHBED_DEV": self.device, "FLASHBED_TOOLS": self.tools} | \
+            ({"FLASHBED_FSYNC_LOGS": "1"} if self.fsync_logs else {})
 
 
 def shell_join(args: list[str] | tuple[str, ...]) -> str:

@@ -230,9 +230,12 @@ def ack_timing(work_dir: Path) -> dict:
     """How the last acknowledgement stood to the cut: `last_ack_ms` before the
     host cut the power (negative: after it), and `acks_after_cut`, which must be
     0: an fsync that returned after the power was gone promised what no device
-    could keep. Empty when either side is missing (an older run)."""
+    could keep. A board's power switch (--power-cmd) cuts by the time its command returned
+    (the device's reply's off_wall), not when it was started. Empty when either side is
+    missing (an older run)."""
     try:
-        cut = json.loads((work_dir / "cut.json").read_text())["host_wall"]
+        data = json.loads((work_dir / "cut.json").read_text())
+        cut = (data.get("emulator") or {}).get("off_wall") or data["host_wall"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     acks = [float(r["t"]) for r in guestlib.read_log(str(work_dir / "pclog.jsonl"))

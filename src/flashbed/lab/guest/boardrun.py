@@ -31,9 +31,14 @@ SHUTDOWN_NOLOGFLUSH = 2
 
 
 def say(line: str) -> None:
+    """A line to the host; lost when the host has gone (a power switch took the SSH session
+    down first): what follows, shutting down and killing, must still happen."""
     with LOCK:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
 
 
 LOCK = threading.Lock()

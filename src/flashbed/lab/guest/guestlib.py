@@ -79,8 +79,12 @@ def push(fd: int) -> None:
     """Hand what was written to `fd` on the shared run directory (hostfs) over to
     the host now: sync_file_range writes the pages back to the host file without
     the host's own fsync (a disk flush the host does not need: only the lab dies
-    in a power cut); fsync where that call is missing."""
+    in a power cut); fsync where that call is missing, or where the run directory is
+    on storage a power cut takes down too (a board's: $FLASHBED_FSYNC_LOGS)."""
     global _SFR
+    if os.environ.get("FLASHBED_FSYNC_LOGS") == "1":
+        os.fsync(fd)
+        return
     if _SFR is None:
         try:
             _SFR = ctypes.CDLL(None, use_errno=True).sync_file_range

@@ -1,0 +1,83 @@
+"""A board's power switch (--power-cmd): the template, its commands, the way back after a cut.
+The real thing, a private sshd switched off and on, is tests/integration/test_board_ssh.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from flashbed.devices.presets import Device
+from flashbed.devices.session import session_class
+from flashbed.errors import FlashbedError
+from flashbed.lab import board as board_mod
+from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
+from flashbed.lab.power import Action, PowerCommand, parse_power_cmd
+from flashbed.lab.ssh import SshTarget
+from flashbed.lab.target import PowerSwitch, session_has
+
+
+def test_the_template_gets_the_action():
+    p = parse_power_cmd("pdu --outlet 3 {action} --wait")
+    assert p.command(Action.OFF) == "pdu --outlet 3 off --wait"
+    assert p.command(Action.CYCLE) == "pdu --outlet 3 cycle --wait"
+
+
+def test_a_power_command_runs_and_a_failing_one_is_one_line(tmp_path):
+    log = tmp_path / "log"
+    PowerCommand(f"echo {{action}} >> {log}").run(Action.ON)
+    assert log.read_text() == "on\n"
+    with pytest.raises(FlashbedError, match=r"'echo off; exit 3' failed \(exit 3\): off"):
+        PowerCommand("echo {action}; exit 3").run(Action.OFF)
+
+
+class FakeSsh:
+    def __init__(self, fails: int):
+        self.fails = fails
+        self.reconnects = 0
+
+    def reconnect(self, wait: float) -> None:
+        self.reconnects += 1
+        if self.reconnects <= self.fails:
+            raise FlashbedError("cannot reach ssh://root@b: Connection refused")
+
+    def run(self, cmd: str, **kw):
+        class R:
+            returncode = 0
+        return R()
+
+
+def powered(tmp_path, fails: int) -> tuple[Board, FakeSsh, object]:
+    log = tmp_path / "power.log"
+    b = Board(SshTarget("root", "b"), PowerCommand(f"echo {{action}} >> {log}"), boot_wait=1)
+    b.ssh = FakeSsh(fails)  # type: ignore[assignment]
+    b.base = "/var/tmp/x"
+    return b, b.ssh, log
+
+
+def test_a_cut_turns_the_board_off_and_back_on_once_it_answers(tmp_path, monkeypatch):
+    monkeypatch.setattr(board_mod, "OFF_HOLD", 0)
+    b, ssh, log = powered(tmp_path, fails=0)
+    assert b.cut()["power"] == "off" and b.off
+    b.back_on()
+    b.back_on()  # once up, nothing more
+    assert not b.off and log.read_text() == "off\non\n" and ssh.reconnects == 1
+
+
+def test_a_board_that_does_not_answer_is_cycled_once_then_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(board_mod, "OFF_HOLD", 0)
+    b, ssh, log = powered(tmp_path, fails=1)
+    b.cut()
+    b.back_on()
+    assert log.read_text() == "off\non\ncycle\n" and not b.off
+    b, ssh, log = powered(tmp_path / "2", fails=2) if (tmp_path / "2").mkdir() is None else None
+    b.cut()
+    with pytest.raises(FlashbedError, match=r"did not answer SSH within 1s of 'echo on .*', nor after 'echo cycle"):
+        b.back_on()
+
+
+def test_the_power_switch_is_a_capability_of_the_boards_device_only_with_power_cmd():
+    dev = Device(name="b-loop0", path=__import__("pathlib").Path("/dev/loop0"), kind="block", capacity=1 << 30,
+                 page_size=512, erase_block=0, preset_capacity=1 << 30,
+                 info={"kind": "board", "power_switch": False})
+    assert session_class(dev) is BoardSession and not session_has(BoardSession, PowerSwitch)
+    dev.info["power_switch"] = True
+    assert session_class(dev) is PoweredBoardSession and session_has(PoweredBoardSession, PowerSwitch)
