@@ -576,6 +576,8 @@ def _report(args: argparse.Namespace) -> int:
     elif len(args.runs) == 2:
         a, b = (resolve_run(r).root for r in args.runs)
         paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"))
+        from .report.comparison import TEXT_NAME
+        print((paths.html.parent / TEXT_NAME).read_text(), end="")
     else:
         raise FlashbedError("flashbed report takes one run, or two runs to compare")
     print(f"report: {paths.html}")

@@ -97,3 +97,63 @@ def test_compare_stays_a_function_after_use(tmp_path):
     run = gen.write_run(tmp_path / "r", [gen.cell("ext4", "smallfiles", [("copy", "seconds", 20.0, "s")])])
     report.compare(run, run, tmp_path / "out")
     assert callable(report.compare) and callable(report.write_report) and callable(report.recommendation_text)
+
+
+# --- a board against its twin: ratios board / twin, rank agreement per study -------------------
+
+def test_kendall_tau():
+    from flashbed.report.comparison import kendall_tau
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert kendall_tau([1, 2, 3], [20, 10, 30]) == pytest.approx(1 / 3)
+    assert kendall_tau([1, 1], [1, 2]) is None and kendall_tau([1], [1]) is None
+
+
+def _board_and_twin(tmp_path):
+    board = {"board-loop0": {"name": "board-loop0", "kind": "board", "capacity_bytes": 1 << 30}}
+    twin = {"plain-file": {"name": "plain-file", "kind": "plain", "capacity_bytes": 1 << 30}}
+    # the board: xfs writes fastest, then btrfs, then ext4; the twin: btrfs, xfs, ext4
+    b = gen.write_run(tmp_path / "board", [
+        gen.cell(fs, "bigfile", [("write", "bandwidth", v, "MB/s"), ("write", "time", 64 / v, "s")],
+                 device="board-loop0") for fs, v in (("ext4", 70.0), ("xfs", 190.0), ("btrfs", 150.0))],
+        devices=board)
+    t = gen.write_run(tmp_path / "twin", [
+        gen.cell(fs, "bigfile", [("write", "bandwidth", v, "MB/s"), ("write", "time", 64 / v, "s")],
+                 device="plain-file") for fs, v in (("ext4", 100.0), ("xfs", 140.0), ("btrfs", 160.0))],
+        devices=twin)
+    return b, t
+
+
+def test_a_board_against_its_twin_is_board_over_twin_with_rank_agreement(tmp_path):
+    b, t = _board_and_twin(tmp_path)
+    for first, second in ((b, t), (t, b)):  # either order: the twin is A, the board B
+        s = json.loads(compare(first, second, tmp_path / "out").summary.read_text())
+        assert s["twin_check"] and s["a"]["run_id"] == "twin" and s["b"]["run_id"] == "board"
+        r = next(r for r in s["rows"] if r["fs_a"] == "xfs" and r["metric"] == "bandwidth")
+        assert r["ratio"] == pytest.approx(190 / 140, rel=1e-4)
+        k = next(k for k in s["rankings"] if k["metric"] == "bandwidth")
+        assert (k["best_a"], k["best_b"], k["same_best"]) == ("btrfs", "xfs", False)
+        assert k["tau"] == pytest.approx(1 / 3, rel=1e-4)
+        assert s["rank_agreement"] == [{"device": "plain-file → board-loop0", "study": "bigfile", "figures": 1,
+                                        "same_winner": 0, "median_tau": pytest.approx(1 / 3, rel=1e-4)}]
+    text = (tmp_path / "out" / "comparison.txt").read_text()
+    assert text.startswith("flashbed twin check: board board (B) against its twin twin (A)")
+    assert "== Rank agreement per study ==" in text and "0 of 1" in text and "1.36×" in text
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "Rank agreement per study" in md and "| same best |" in md
+    assert 'id="tab-cmp-ranks"' in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_the_cli_prints_the_comparison_and_refuses_runs_without_shared_figures(tmp_path, capsys):
+    from flashbed.cli import main
+    b, t = _board_and_twin(tmp_path)
+    assert main(["report", str(b), str(t), "--out", str(tmp_path / "out")]) == 0
+    out, _ = capsys.readouterr()
+    assert "Rank agreement per figure" in out and "plain-file → board-loop0" in out and "report: " in out
+    other = gen.write_run(tmp_path / "other", [gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.1, "s")],
+                                                        device="plain-file")],
+                          devices={"plain-file": {"name": "plain-file", "kind": "plain"}})
+    assert main(["report", str(b), str(other), "--out", str(tmp_path / "out2")]) == 2
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "share no figures (studies mkfs against bigfile)" in err
+    assert not (tmp_path / "out2").exists()

@@ -3,11 +3,19 @@
 Devices are paired by label, then (for different presets) by kind and order; filesystem
 variants by name, then by filesystem family (ext4 -> ext4+noatime), so "default vs tuned"
 runs line up. What only one run has is listed, not compared.
+
+Beside the ratios, rank agreement: for every figure of a metric with a direction that
+both runs measured on two or more filesystems, whether the same filesystem wins and
+Kendall's tau-b of the two orders; per study, the share of same winners and the median
+tau. A board run against a lab run (`flashbed report BOARD_RUN TWIN_RUN`, either order)
+is a twin check: the lab run is A and the board B, so B / A is board / twin and the rank
+agreement says how well the twin predicted the board's choice.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +25,8 @@ from . import recommend as R
 from . import catalog, units
 from .doc import Cell, Column, Document, ListBlock, Paragraph, Section, Table
 from .load import RunData, Stat, load_run
-from .output import ReportPaths, write_outputs
+from .output import ReportPaths, write_outputs, write_text
+from .text import table_text
 from .provenance import fs_families, relevant_tools, tools_text
 from .summary import SUMMARY_SCHEMA, r6, run_info
 
@@ -128,6 +137,133 @@ def comparison_rows(a: RunData, b: RunData, devs: list[Pair]) -> list[Row]:
                         rows.append(Row(dp, fp, study, "(emulator)", k, units.device_stat_unit(k), da.get(k),
                                         db.get(k), "device"))
     return rows
+
+
+def kendall_tau(xs: list[float], ys: list[float]) -> float | None:
+    """Kendall's tau-b of two lists of values (ties in either count as neither agreeing nor
+    disagreeing); None below two items or when one side is all ties."""
+    n = len(xs)
+    agree = disagree = tie_x = tie_y = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tie_x += 1
+            elif dy == 0:
+                tie_y += 1
+            elif (dx > 0) == (dy > 0):
+                agree += 1
+            else:
+                disagree += 1
+    denom = math.sqrt((agree + disagree + tie_x) * (agree + disagree + tie_y))
+    return None if n < 2 or denom == 0 else (agree - disagree) / denom
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """How two runs order the filesystems by one figure (device pair, study, case, metric)."""
+
+    dev: Pair
+    study: str
+    case: str
+    metric: str
+    fs: tuple[Pair, ...]  # the filesystems both measured
+    winner_a: str
+    winner_b: str
+    tau: float | None
+
+    @property
+    def same_winner(self) -> bool:
+        return self.winner_a == self.winner_b
+
+
+def rankings(rows: list[Row]) -> list[Ranking]:
+    """Rank agreement of every measured figure with a direction, two or more filesystems."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        if r.source == "measure" and r.a is not None and r.b is not None and r.direction != units.NEUTRAL:
+            groups.setdefault((r.dev, r.study, r.case, r.metric), []).append(r)
+    out = []
+    for (dev, study, case, metric), rs in groups.items():
+        if len(rs) < 2:
+            continue
+        sign = 1 if rs[0].direction == units.HIGHER else -1  # larger is better after the sign
+        best_a = max(rs, key=lambda r: sign * r.a.mean)
+        best_b = max(rs, key=lambda r: sign * r.b.mean)
+        tau = kendall_tau([r.a.mean for r in rs], [r.b.mean for r in rs])
+        out.append(Ranking(dev, study, case, metric, tuple(r.fs for r in rs), str(best_a.fs.a), str(best_b.fs.b),
+                           tau))
+    return out
+
+
+def rank_table(ranks: list[Ranking]) -> Table:
+    cols = [Column("device (A → B)", numeric=False), Column("study", numeric=False), Column("case", numeric=False),
+            Column("metric", numeric=False), Column("filesystems"), Column("A's best", numeric=False),
+            Column("B's best", numeric=False), Column("same best", numeric=False), Column("Kendall tau")]
+    rows = []
+    for k in ranks:
+        same = "yes" if k.same_winner else "no"
+        rows.append([Cell(k.dev.label), Cell(k.study), Cell(k.case), Cell(units.metric_label(k.metric)),
+                     Cell(str(len(k.fs)), len(k.fs)), Cell(k.winner_a), Cell(k.winner_b),
+                     Cell(same, same, cls="" if k.same_winner else "bad"),
+                     Cell(f"{k.tau:+.2f}" if k.tau is not None else "—", k.tau)])
+    return Table("tab-cmp-ranks", "Rank agreement per figure (filesystems ordered by each run)", cols, rows,
+                 "best: the filesystem with the best mean by the metric's direction; Kendall tau-b of the two "
+                 "orders: +1 the same order, 0 unrelated, -1 reversed")
+
+
+def study_agreement(ranks: list[Ranking]) -> list[dict]:
+    """Per device pair and study: figures, same best, median tau."""
+    out = []
+    for dev, study in dict.fromkeys((k.dev, k.study) for k in ranks):
+        ks = [k for k in ranks if k.dev == dev and k.study == study]
+        taus = [k.tau for k in ks if k.tau is not None]
+        out.append({"device": dev.label, "study": study, "figures": len(ks),
+                    "same_winner": sum(k.same_winner for k in ks),
+                    "median_tau": r6(statistics.median(taus)) if taus else None})
+    return out
+
+
+def agreement_table(agree: list[dict]) -> Table:
+    cols = [Column("device (A → B)", numeric=False), Column("study", numeric=False), Column("figures"),
+            Column("same best"), Column("median Kendall tau")]
+    rows = [[Cell(g["device"]), Cell(g["study"]), Cell(str(g["figures"]), g["figures"]),
+             Cell(f"{g['same_winner']} of {g['figures']}", g["same_winner"] / g["figures"],
+                  cls="" if g["same_winner"] == g["figures"] else "bad"),
+             Cell(f"{g['median_tau']:+.2f}" if g["median_tau"] is not None else "—", g["median_tau"])]
+            for g in agree]
+    return Table("tab-cmp-agreement", "Rank agreement per study", cols, rows,
+                 "over the figures of the rank table: in how many the same filesystem is best, and the median "
+                 "Kendall tau of the two orders")
+
+
+def figures_table(rows: list[Row]) -> Table:
+    """Every figure both runs measured, B / A: the comparison in one table."""
+    cols = [Column("device (A → B)", numeric=False), Column("filesystem (A → B)", numeric=False),
+            Column("study", numeric=False), Column("case", numeric=False), Column("metric", numeric=False),
+            Column("unit", numeric=False), Column("A"), Column("B"), Column("B / A", "×")]
+    out = []
+    for r in rows:
+        if r.source != "measure" or r.ratio is None:
+            continue
+        out.append([Cell(r.dev.label), Cell(r.fs.label), Cell(r.study), Cell(r.case), Cell(_label(r)),
+                    Cell(units.display_unit(r.unit)), _fmt_stat(r.a, r.unit), _fmt_stat(r.b, r.unit),
+                    Cell(units.ratio_text(r.ratio), round(r.ratio, 6))])
+    return Table("tab-cmp-figures", "Every figure both runs measured, B / A", cols, out,
+                 "A, B: mean ± sd over repeats")
+
+
+def is_board_run(run: RunData) -> bool:
+    return any(run.device_info(d).get("kind") == "board" for d in run.devices())
+
+
+def twin_order(a: RunData, b: RunData) -> tuple[RunData, RunData, bool]:
+    """(A, B, twin check): a board run against a lab run puts the lab (the twin) first."""
+    if is_board_run(a) != is_board_run(b):
+        return (b, a, True) if is_board_run(a) else (a, b, True)
+    return a, b, False
 
 
 def _label(r: Row) -> str:
@@ -292,10 +428,16 @@ def kernels_differ(a: RunData, b: RunData) -> str:
 
 
 def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
+    a, b, twin = twin_order(a, b)
     devs = pair_devices(a, b)
     if not any(dp.a and dp.b for dp in devs):
         raise FlashbedError(f"runs {a.run_id} and {b.run_id} have no device in common to compare")
     rows = comparison_rows(a, b, devs)
+    if not any(r.a is not None and r.b is not None for r in rows):
+        raise FlashbedError(f"runs {a.run_id} and {b.run_id} share no figures (studies {', '.join(a.studies())} "
+                            f"against {', '.join(b.studies())}): compare runs of the same studies and filesystems")
+    ranks = rankings(rows)
+    agree = study_agreement(ranks)
     ra, rb = R.recommend(a), R.recommend(b)
     all_labels = sorted({r.fs.label for r in rows}, key=units.natural_key)
     colors = F.fs_colors(all_labels)
@@ -303,8 +445,12 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
     head = Section("compare", "What is compared")
     head.add(Paragraph(f"**A** = run `{a.run_id}`, **B** = run `{b.run_id}`. Ratios are B / A of the means over "
                        f"repeats; better/worse follow each metric's direction (within 5 % = same)."))
+    if twin:
+        head.add(Paragraph(f"A twin check: **B** is the board (`{b.kernel_text}`), **A** its twin in the lab "
+                           f"(`{a.kernel_text}`). B / A is board / twin: 1.00× is a perfect prediction; the rank "
+                           f"agreement says whether the twin picks the board's best filesystem."))
     lab = kernels_differ(a, b)
-    if lab:
+    if lab and not twin:
         head.add(Paragraph(lab))
     head.add(provenance_table(a, b, devs), pairs_table(a, b, devs))
     only = [(s, "A") for s in a.studies() if s not in b.studies()] + [(s, "B") for s in b.studies()
@@ -313,6 +459,15 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
         head.add(Paragraph("Studies in one run only (not compared): " +
                            ", ".join(f"`{s}` (only in {w})" for s, w in only) + ".", cls="missing"))
     sections = [head]
+
+    ranked = Section("cmp-ranks", "Rank agreement: does B order the filesystems as A does?")
+    if ranks:
+        ranked.add(agreement_table(agree), rank_table(ranks))
+    else:
+        ranked.add(Paragraph("No figure with a direction was measured on two or more filesystems in both runs.",
+                             cls="missing"))
+    ranked.add(figures_table(rows))
+    sections.append(ranked)
 
     rec = Section("cmp-recommendation", "Recommendation: A vs B")
     rec.add(recommendation_compare(a, b, devs, ra, rb))
@@ -356,7 +511,9 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
             ds.add(ss)
         sections.append(ds)
 
-    doc = Document(title=f"flashbed comparison: {b.run_id} (B) vs {a.run_id} (A)",
+    title = f"flashbed twin check: board {b.run_id} (B) against its twin {a.run_id} (A)" if twin else \
+        f"flashbed comparison: {b.run_id} (B) vs {a.run_id} (A)"
+    doc = Document(title=title,
                    subtitle="Differences between two runs, as ratios B / A.",
                    meta=[("A", f"`{a.run_id}` ({a.profile}, kernel {a.kernel_text}, "
                                f"{', '.join(a.devices())})"),
@@ -370,6 +527,12 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
                   "case": r.case, "metric": r.metric, "source": r.source, "unit": r.unit,
                   "a": r6(r.a.mean) if r.a else None, "b": r6(r.b.mean) if r.b else None,
                   "ratio": r6(r.ratio), "verdict": verdict(r.direction, r.ratio)[0]} for r in rows],
+        "twin_check": twin,
+        "rank_agreement": agree,
+        "rankings": [{"device_a": k.dev.a, "device_b": k.dev.b, "study": k.study, "case": k.case,
+                      "metric": k.metric, "filesystems": len(k.fs), "best_a": k.winner_a, "best_b": k.winner_b,
+                      "same_best": k.same_winner, "tau": r6(k.tau) if k.tau is not None else None}
+                     for k in ranks],
         "moved_threshold": MOVED,
         "moved": [{"device_a": r.dev.a, "device_b": r.dev.b, "fs_a": r.fs.a, "fs_b": r.fs.b, "study": r.study,
                    "case": r.case, "metric": r.metric, "unit": r.unit, "a": r6(r.a.mean), "b": r6(r.b.mean),
@@ -383,7 +546,19 @@ def build_comparison(a: RunData, b: RunData) -> tuple[Document, dict]:
     return doc, summary
 
 
+TEXT_NAME = "comparison.txt"  # beside report.html: the rank agreement and every figure's ratio as text
+TEXT_TABLES = ("tab-cmp-agreement", "tab-cmp-ranks", "tab-cmp-figures")
+
+
+def comparison_text(doc: Document) -> str:
+    """The comparison's heart as plain text: what `flashbed report A B` prints."""
+    tables = {t.id: t for t in doc.tables()}
+    return doc.title + "\n" + "".join("\n" + table_text(tables[t]) for t in TEXT_TABLES if t in tables)
+
+
 def compare_runs(run_a: Path, run_b: Path, out_dir: Path) -> ReportPaths:
     a, b = load_run(run_a), load_run(run_b)
     doc, summary = build_comparison(a, b)
-    return write_outputs(doc, summary, out_dir)
+    paths = write_outputs(doc, summary, out_dir)
+    write_text(Path(out_dir) / TEXT_NAME, comparison_text(doc))
+    return paths

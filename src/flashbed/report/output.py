@@ -24,7 +24,7 @@ class ReportPaths:
     figures: Path  # directory of the figures as SVG files (linked from report.md)
 
 
-def _write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -41,13 +41,13 @@ def write_outputs(doc: Document, summary: dict[str, Any], out_dir: Path) -> Repo
             if old.name not in wanted:
                 old.unlink()
         for f in figs:
-            _write_text(figs_dir / f"{f.id}.svg", f.svg)
+            write_text(figs_dir / f"{f.id}.svg", f.svg)
 
         def link(f: Figure) -> str:
             return f"{FIGURES_DIR}/{f.id}.svg"
         paths = ReportPaths(out_dir / "report.html", out_dir / "report.md", out_dir / "summary.json", figs_dir)
-        _write_text(paths.html, render_html(doc))
-        _write_text(paths.markdown, render_markdown(doc, link))
+        write_text(paths.html, render_html(doc))
+        write_text(paths.markdown, render_markdown(doc, link))
         write_json_atomic(paths.summary, summary)
     except OSError as e:
         raise FlashbedError(f"cannot write the report to {out_dir}: {e.strerror or e}") from None

@@ -209,3 +209,18 @@ def _fmt(v: float) -> str:
     if abs(v) >= 10:
         return f"{v:.1f}"
     return f"{v:.3g}"
+
+
+def table_text(t) -> str:
+    """A report table (doc.Table) as aligned plain text: its title, header, rows, note."""
+    head = [c.header for c in t.columns]
+    body = [[c.text for c in row] for row in t.rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    numeric = [c.numeric for c in t.columns]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(x.rjust(w) if num else x.ljust(w) for x, w, num in zip(cells, widths, numeric)).rstrip()
+    out = [f"== {t.title} ==", line(head), *(line(r) for r in body)]
+    if t.note:
+        out.append(f"({t.note})")
+    return "\n".join(out) + "\n"
