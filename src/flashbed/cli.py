@@ -479,6 +479,8 @@ def _run_board(args: argparse.Namespace, req, store) -> int:
     board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or ""), power).open()
     try:
         plan = make_plan(req, tuple(args.destroy_data_on), board=board)
+        from .execute import check_resume
+        check_resume(plan, store)  # a changed request: refused before anything runs
         for line in plan.skipped_lines():
             print(f"flashbed: {line}", file=sys.stderr)
         store.create()

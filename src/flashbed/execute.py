@@ -86,9 +86,10 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
 
 
 def preset_hashes(plan: Plan) -> dict[str, str]:
-    """The content hash of each device's preset file, by device label (real devices have none)."""
+    """The content hash of each device's preset file, by device label (real devices and a board's
+    have none: their path is a device node, on this machine or the board)."""
     return {label: "sha256:" + hashlib.sha256(d.path.read_bytes()).hexdigest()
-            for label, d in plan.devices.items() if d.backend != "real"}
+            for label, d in plan.devices.items() if d.backend not in ("real", "board")}
 
 
 def check_resume(plan: Plan, store: RunStore) -> None:

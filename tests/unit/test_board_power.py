@@ -3,6 +3,8 @@ The real thing, a private sshd switched off and on, is tests/integration/test_bo
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from flashbed.devices.presets import Device
@@ -75,9 +77,19 @@ def test_a_board_that_does_not_answer_is_cycled_once_then_one_line(tmp_path, mon
 
 
 def test_the_power_switch_is_a_capability_of_the_boards_device_only_with_power_cmd():
-    dev = Device(name="b-loop0", path=__import__("pathlib").Path("/dev/loop0"), kind="block", capacity=1 << 30,
+    dev = Device(name="b-loop0", path=Path("/dev/loop0"), kind="block", capacity=1 << 30,
                  page_size=512, erase_block=0, preset_capacity=1 << 30,
                  info={"kind": "board", "power_switch": False})
     assert session_class(dev) is BoardSession and not session_has(BoardSession, PowerSwitch)
     dev.info["power_switch"] = True
     assert session_class(dev) is PoweredBoardSession and session_has(PoweredBoardSession, PowerSwitch)
+
+
+def test_a_boards_device_has_no_preset_hash(tmp_path):
+    """Its path names a node on the board: a run must not read this machine's node of that name."""
+    from types import SimpleNamespace
+    from flashbed.execute import preset_hashes
+    never = tmp_path / "not-to-be-read"  # stands for the host's own /dev/mmcblk0p3
+    dev = Device(name="b-mmcblk0p3", path=never, kind="block", capacity=1 << 30, page_size=512, erase_block=0,
+                 preset_capacity=1 << 30, info={"kind": "board"})
+    assert preset_hashes(SimpleNamespace(devices={"b-mmcblk0p3": dev})) == {}
