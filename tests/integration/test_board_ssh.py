@@ -152,3 +152,33 @@ def test_powercut_on_the_board_through_its_power_command(tmp_path):
     assert "power was cut" not in sshd_log
     console = (logs / "boot0" / "console.log").read_text()
     assert "shut down" in console or "agent exit" not in console
+
+
+def test_probe_on_the_boards_device_writes_a_preset(board, tmp_path):
+    """flashbench and fio natively on the board's device; the preset fitted as for a host device."""
+    with loop_device(tmp_path, 256 << 20) as node:
+        r = flashbed("probe", "--target", board.target, "--ssh-config", board.config, "--device", node,
+                     "--destroy-data-on", node, "--runtime", "2", "--max-open", "2", "--out", str(tmp_path / "probe"),
+                     "--write-preset", str(tmp_path / "board.toml"), timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = json.loads((tmp_path / "probe" / "probe.json").read_text())
+    assert got["kernel"] == os.uname().release and got["lab_us"] == {}  # no lab between fio and the device
+    assert got["rates"]["seq-write"]["bandwidth"] > 0 and got["raw"]["align"]
+    assert "fitted by `flashbed probe`" in (tmp_path / "board.toml").read_text()
+
+
+def test_probe_copies_flashbench_when_the_board_lacks_it(tmp_path):
+    # the board's shell finds no flashbench (its PATH holds the rest): this machine's is copied over
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for d in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for tool in Path(d).iterdir() if Path(d).is_dir() else ():
+            if tool.name != "flashbench" and not (bare / tool.name).exists():
+                (bare / tool.name).symlink_to(tool)
+    force = f'ForceCommand env PATH={bare} sh -c "$SSH_ORIGINAL_COMMAND"\n'
+    with SshBoard(tmp_path / "sshd", extra=force) as b, loop_device(tmp_path, 128 << 20) as node:
+        r = flashbed("probe", "--target", b.target, "--ssh-config", b.config, "--device", node, "--destroy-data-on",
+                     node, "--runtime", "1", "--max-open", "2", "--out", str(tmp_path / "probe"), timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = json.loads((tmp_path / "probe" / "probe.json").read_text())
+    assert "copied to the board" in got["tools"]["flashbench"] and got["raw"]["align"]

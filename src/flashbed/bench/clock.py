@@ -25,6 +25,7 @@ from ..devices.session import open_session
 from ..lab.clock import Clock
 from ..lab.clock import pace as clock_pace
 from ..lab.kernel import ensure_kernel
+from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
 from ..probe.rates import RatePlan, random_job
 
@@ -64,7 +65,7 @@ def measure(preset: str, clock: Clock, work: Path, runtime: float, seq_bytes: in
     walls: dict[str, float] = {}
     js = jobs(dev.capacity, runtime, seq_bytes)
     with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
-        figs = run_fio(session, kernel, work, js, model=model, walls=walls)
+        figs = run_fio(session, UmlLab(kernel), work, js, model=model, walls=walls)
     out = ClockRun(clock)
     for name in js:
         out.figures[name] = figure(name, figs[name])

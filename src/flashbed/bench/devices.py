@@ -15,6 +15,7 @@ from pathlib import Path
 from ..devices import presets
 from ..devices.session import open_session
 from ..lab.kernel import KernelInfo, ensure_kernel
+from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
 
 MiB = 1 << 20
@@ -24,7 +25,7 @@ def _fio_in_lab(kernel: KernelInfo, device: presets.Device, jobs: dict[str, dict
                 pace: str = "real") -> dict[str, dict]:
     """Run fio jobs one after another on the raw device; return fio figures per job."""
     with open_session(device, work / "scratch", pace=pace) as dev:
-        return run_fio(dev, kernel, work, jobs)
+        return run_fio(dev, UmlLab(kernel), work, jobs)
 
 
 def fuse_latency(runs: int = 5, stream=sys.stdout) -> None:

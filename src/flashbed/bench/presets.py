@@ -33,6 +33,7 @@ from ..devices import presets
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
+from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
 from ..probe.rates import FIGURES, RatePlan, figures_from, fill_job, random_job, seq_read_job
 
@@ -68,7 +69,7 @@ def measure(device: presets.Device, span: int, runtime: float, work: Path) -> di
             "randread-spread": random_job(plan, "randread", "spread"),
             "randwrite-spread": random_job(plan, "randwrite", "spread")}
     with open_session(device, work / "scratch") as session:
-        figs = run_fio(session, ensure_kernel(), work, jobs)
+        figs = run_fio(session, UmlLab(ensure_kernel()), work, jobs)
     return figures_from(figs)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import tempfile
 import threading
 import time
@@ -178,6 +179,31 @@ class Board:
         return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                       page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
                       preset_capacity=ident["size_bytes"], info=info)
+
+    def flashbench(self) -> str:
+        """How the board runs flashbench: its own, or this machine's copied into the guest
+        programs' directory when both are the same architecture; one line when neither."""
+        if self.ssh.run("command -v flashbench", check=False).stdout.strip():
+            return "flashbench"
+        arch = self.ssh.run("uname -m").stdout.decode().strip()
+        here = shutil.which("flashbench")
+        if here is None:
+            raise FlashbedError(f"{self.target.url} has no flashbench, and this machine has none to copy over: "
+                                f"install flashbench on the board (Debian: apt install flashbench)")
+        if arch != os.uname().machine:
+            raise FlashbedError(f"{self.target.url} has no flashbench, and this machine's is for {os.uname().machine}, "
+                                f"the board is {arch}: install flashbench on the board (Debian: apt install flashbench)")
+        real = Path(here).resolve()
+        self.ssh.put(real.parent, [real.name], self.tools)
+        return f"{self.tools}/{real.name}"
+
+    def versions(self, *packages: str) -> dict[str, str]:
+        """The board's Debian package versions of `packages` ("unknown" where dpkg does not say)."""
+        out = {}
+        for pkg in packages:
+            r = self.ssh.run(f"dpkg-query -W -f '${{Version}}' {shlex.quote(pkg)}", check=False)
+            out[pkg] = r.stdout.decode().strip() if r.returncode == 0 and r.stdout.strip() else "unknown"
+        return out
 
     def lacking(self, fstypes: set[str]) -> str | None:
         """One line naming what the board lacks for these filesystems (its kernel, its mkfs tools, fio)."""

@@ -13,8 +13,15 @@ from ..errors import FlashbedError
 
 def add_parser(sub) -> None:
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
-    p.add_argument("device", help="preset name or preset file, optionally @SIZE (e.g. lexar-c10-16g@256M), or a "
-                   "real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
+    p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
+                   "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
+    p.add_argument("--device", dest="device_opt", metavar="DEVICE", help="the same as DEVICE (with --target: the "
+                   "board's device, e.g. /dev/mmcblk0p3)")
+    p.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="probe a board's own device over SSH, with "
+                   "the board's flashbench and fio (this machine's flashbench is copied over when the board has "
+                   "none and the architectures match)")
+    p.add_argument("--ssh-key", metavar="FILE", help="the key for --target")
+    p.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
     p.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                    help="allow probing a real device that carries data (a filesystem or partition table): "
                    "repeat its path")
@@ -25,7 +32,6 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import fit, lab, render
     if args.runtime <= 0:
         raise FlashbedError("--runtime must be positive")
     if args.max_open < 2:
@@ -36,14 +42,62 @@ def run(args: argparse.Namespace) -> int:
         if not args.write_preset.parent.is_dir():
             raise FlashbedError(f"--write-preset {args.write_preset}: directory {args.write_preset.parent} "
                                 "does not exist")
+    if args.device and args.device_opt:
+        raise FlashbedError(f"give the device once: {args.device} or --device {args.device_opt}")
+    args.device = args.device or args.device_opt
+    if not args.device:
+        raise FlashbedError("flashbed probe needs a device: a preset (e.g. lexar-c10-16g@256M), a real device, or "
+                            "with --target the board's (--device /dev/mmcblk0p3)")
+    if args.target:
+        return _on_board(args)
+    if args.ssh_key or args.ssh_config:
+        raise FlashbedError(f"--{'ssh-key' if args.ssh_key else 'ssh-config'} is for --target ssh://...: add "
+                            f"--target, or drop it")
     if args.destroy_data_on and not realdev.names_device(args.device):
         raise FlashbedError(f"--destroy-data-on applies to a real device, and {args.device} is a preset")
     from ..plan import load_devices  # a preset or a real device, refused as a run refuses it
     (device,) = load_devices((args.device,), tuple(args.destroy_data_on)).values()
+    return _probe(args, device)
+
+
+def _on_board(args: argparse.Namespace) -> int:
+    """The probe on a board's own device: checked on the board as a run checks it."""
+    from ..lab.board import Board, BoardLab
+    from ..lab.ssh import parse_target
+    from .lab import OnBoard
+    target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "")
+    if not args.device.startswith("/dev/"):
+        raise FlashbedError(f"--target {target.url}: give the board's device with --device /dev/... (e.g. "
+                            f"/dev/mmcblk0p3); presets are probed in the lab, without --target")
+    for path in args.destroy_data_on:  # a typo must not pass for permission
+        if path != args.device:
+            raise FlashbedError(f"--destroy-data-on {path} names no device of this probe on the board "
+                                f"({args.device}): repeat the --device path exactly")
+    board = Board(target).open()
+    try:
+        device = board.load_device(args.device, tuple(args.destroy_data_on))
+        if "fio" in board.identity.get("missing_tools", ()):
+            raise FlashbedError(f"{target.url} has no fio: the probe's rates are fio jobs (Debian: apt install fio)")
+        on = OnBoard(lab=BoardLab(board, args.device), flashbench=board.flashbench(),
+                     tools=board.versions("flashbench", "fio"))
+        if on.flashbench != "flashbench":
+            on.tools["flashbench"] = lab_tool_version() + " (this machine's, copied to the board)"
+        return _probe(args, device, on)
+    finally:
+        board.close()
+
+
+def lab_tool_version() -> str:
+    from .lab import tool_versions
+    return tool_versions()["flashbench"]
+
+
+def _probe(args: argparse.Namespace, device, board=None) -> int:
+    from . import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime)
+    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime, board=board)
     for name, text in result.raw.items():
         (out / f"flashbench-{name}.txt").write_text(text)
     print(render.text(result))

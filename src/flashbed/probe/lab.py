@@ -1,6 +1,10 @@
 """Run the probe in the lab: Debian's flashbench and fio on the lab's device, in a few
 lab boots on one device session (the emulator keeps its state between them),
-so the host can show progress and pick the next open-AU count to try."""
+so the host can show progress and pick the next open-AU count to try.
+
+The lab is a target.Lab: the UML lab (UmlLab) or a board over SSH (BoardLab), where
+flashbench and fio run natively on the board's device; there no lab sits between them
+and the device, so the lab's own latency is not measured (and not taken out)."""
 
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.kernel import KernelInfo, ensure_kernel
-from ..lab.target import DEV, BootResult, BootSpec, DeviceSession, DeviceStats, Step, session_has
-from ..lab.uml import boot
+from ..lab.labs import UmlLab
+from ..lab.target import DEV, BootResult, BootSpec, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb
@@ -95,10 +99,10 @@ def tool_versions() -> dict[str, str]:
     return out
 
 
-def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[str, dict],
+def run_fio(session: DeviceSession, lab: Lab, work: Path, jobs: dict[str, dict],
             timeout: float = 3600, model: dict[str, dict[str, float]] | None = None,
             walls: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
-    """fio jobs one after another on the raw device, in one lab boot of `session`.
+    """fio jobs one after another on the raw device, in one boot of `lab` on `session`.
 
     With `model` (an emulated device), each job's figures as the device model
     itself timed them (no lab in them) go there too, from the emulator's
@@ -127,7 +131,7 @@ def run_fio(session: DeviceSession, kernel: KernelInfo, work: Path, jobs: dict[s
         steps += [Step(f"reset-{name}", host="reset-stats", args={"job": name}),
                   Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout),
                   Step(f"stats-{name}", host="stats", args={"job": name})]
-    _boot(session, kernel, work, steps, host)
+    _boot(session, lab, work, steps, host)
     out = {}
     for name, job in jobs.items():
         data = fio.load(work / f"{name}.json")
@@ -176,7 +180,7 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, flo
                     runtime=runtime)
     model: dict[str, dict[str, float]] = {}
     with open_session(dev, work / "scratch") as session:
-        figs = run_fio(session, kernel, work, {"randread": random_job(plan, "randread", "spread"),
+        figs = run_fio(session, UmlLab(kernel), work, {"randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
     out = {}
     for kind in ("read", "write"):
@@ -186,21 +190,21 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, flo
     return out
 
 
-def _boot(session: DeviceSession, kernel: KernelInfo, work: Path, steps: list[Step], host=None) -> BootResult:
+def _boot(session: DeviceSession, lab: Lab, work: Path, steps: list[Step], host=None) -> BootResult:
     work.mkdir(parents=True, exist_ok=True)
     timeout = sum(s.timeout for s in steps) + 120
-    res = boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), kernel, host=host)
+    res = lab.boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), host=host)
     if not res.ok:
         raise FlashbedError(f"probe lab on {session.device.label} failed: {res.status} {res.error} "
                             f"({res.console_log})")
     return res
 
 
-def _flashbench(session: DeviceSession, kernel: KernelInfo, work: Path, name: str, args: str,
-                timeout: float = 3600) -> str:
+def _flashbench(session: DeviceSession, lab: Lab, work: Path, name: str, args: str,
+                timeout: float = 3600, flashbench: str = "flashbench") -> str:
     # -o: Debian's flashbench 62 otherwise opens stdin's descriptor for its
     # report and fails; -a prints on stdout anyway, -O and -f into the file
-    res = _boot(session, kernel, work, [Step(name, f"flashbench {args} -o {name}.txt {DEV}", timeout=timeout)])
+    res = _boot(session, lab, work, [Step(name, f"{flashbench} {args} -o {name}.txt {DEV}", timeout=timeout)])
     step = res.step(name)
     return (step.stdout if step else "") + (work / f"{name}.txt").read_text()
 
@@ -221,32 +225,47 @@ class Phases:
         self.done += 1
 
 
+@dataclass(frozen=True)
+class OnBoard:
+    """A probe on a board (lab/board.py): its lab, where flashbench is there, the tools' versions."""
+
+    lab: Lab
+    flashbench: str
+    tools: dict[str, str]
+
+
 def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
-          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None) -> ProbeResult:
-    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites)."""
+          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None,
+          board: OnBoard | None = None) -> ProbeResult:
+    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites);
+    or, with `board`, a board's own device, natively."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
-    tools = tool_versions()
-    kernel = kernel or ensure_kernel()
+    if board is not None:
+        tools, lab, flashbench = board.tools, board.lab, board.flashbench
+    else:
+        tools, flashbench = tool_versions(), "flashbench"
+        kernel = kernel or ensure_kernel()
+        lab = UmlLab(kernel)
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
-    phases = Phases(device.label, 5 + min(max_open, nr_fit), stream=None)
+    phases = Phases(device.label, 5 + min(max_open, nr_fit) - (board is not None), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
-    with open_session(device, work / "scratch") as session:
+    with lab.open_session(device, work / "scratch") as session:
         say("sequential write (fills the device), sequential and random reads, flashbench -a")
         plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
         model: dict[str, dict[str, float]] = {}
-        rates = run_fio(session, kernel, work / "reads", {"seq-write": fill_job(plan0),
+        rates = run_fio(session, lab, work / "reads", {"seq-write": fill_job(plan0),
                                                           "seq-read": seq_read_job(plan0)}, model=model)
-        raw["align"] = _flashbench(session, kernel, work / "align", "align",
-                                   f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}")
+        raw["align"] = _flashbench(session, lab, work / "align", "align",
+                                   f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}", flashbench=flashbench)
         geometry = fb.analyse_align(fb.parse_align(raw["align"]))
         eu = geometry.erase_unit or DEFAULT_EU
         plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime)
         say(f"random 4 KiB reads in one {format_size(eu)} AU and spread over {format_size(cap)}")
-        rates |= run_fio(session, kernel, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
+        rates |= run_fio(session, lab, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
                                                               "randread-spread": random_job(plan, "randread",
                                                                                             "spread")},
                          model=model)
@@ -256,24 +275,27 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
         runs: dict[int, list[fb.RateRow]] = {}
         for nr in range(1, limit + 1):
             say(f"flashbench -O --open-au-nr={nr} (erase size {format_size(eu)}, blocks down to {format_size(bs)})")
-            raw[f"open-au-{nr}"] = _flashbench(session, kernel, work / f"open-au-{nr}", f"open-au-{nr}",
-                                               f"-O --erasesize={eu} --blocksize={bs} --open-au-nr={nr}")
+            raw[f"open-au-{nr}"] = _flashbench(session, lab, work / f"open-au-{nr}", f"open-au-{nr}",
+                                               f"-O --erasesize={eu} --blocksize={bs} --open-au-nr={nr}",
+                                               flashbench=flashbench)
             runs[nr] = fb.parse_rates(raw[f"open-au-{nr}"])
             if nr > 1 and fb.collapsed(runs[nr], runs[1]):
                 break
         open_aus = fb.analyse_open_aus(runs)
         say(f"flashbench -f (the first {FAT_NR} AUs)")
-        raw["fat"] = _flashbench(session, kernel, work / "fat", "fat",
-                                 f"-f --erasesize={eu} --blocksize={bs} --fat-nr={FAT_NR}")
+        raw["fat"] = _flashbench(session, lab, work / "fat", "fat",
+                                 f"-f --erasesize={eu} --blocksize={bs} --fat-nr={FAT_NR}", flashbench=flashbench)
         fat = fb.parse_rates(raw["fat"])
         say(f"random 4 KiB writes in one AU and spread over {format_size(cap)}")
-        rates |= run_fio(session, kernel, work / "randwrite", {"randwrite-au": random_job(plan, "randwrite", "au"),
+        rates |= run_fio(session, lab, work / "randwrite", {"randwrite-au": random_job(plan, "randwrite", "au"),
                                                                "randwrite-spread": random_job(plan, "randwrite",
                                                                                               "spread")},
                          model=model)
-    say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
-    lab_us = lab_latency(kernel, work / "lab-latency", runtime)
-    result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=kernel.release, tools=tools,
+    lab_us: dict[str, float] = {}
+    if board is None:  # natively on a board, no lab sits between fio and the device
+        say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
+        lab_us = lab_latency(kernel, work / "lab-latency", runtime)
+    result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
                          lab_us=lab_us, model=model)
     (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
