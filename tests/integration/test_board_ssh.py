@@ -167,18 +167,32 @@ def test_probe_on_the_boards_device_writes_a_preset(board, tmp_path):
     assert "fitted by `flashbed probe`" in (tmp_path / "board.toml").read_text()
 
 
-def test_probe_copies_flashbench_when_the_board_lacks_it(tmp_path):
-    # the board's shell finds no flashbench (its PATH holds the rest): this machine's is copied over
-    bare = tmp_path / "bin"
-    bare.mkdir()
-    for d in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"):
-        for tool in Path(d).iterdir() if Path(d).is_dir() else ():
-            if tool.name != "flashbench" and not (bare / tool.name).exists():
-                (bare / tool.name).symlink_to(tool)
-    force = f'ForceCommand env PATH={bare} sh -c "$SSH_ORIGINAL_COMMAND"\n'
-    with SshBoard(tmp_path / "sshd", extra=force) as b, loop_device(tmp_path, 128 << 20) as node:
-        r = flashbed("probe", "--target", b.target, "--ssh-config", b.config, "--device", node, "--destroy-data-on",
-                     node, "--runtime", "1", "--max-open", "2", "--out", str(tmp_path / "probe"), timeout=900)
+@pytest.mark.parametrize("arch", ["", "armv7l"])
+def test_probe_copies_flashbench_when_the_board_lacks_it_and_the_architectures_match(tmp_path, arch):
+    # the board's shell finds no flashbench (its PATH holds the rest): this machine's is copied over,
+    # unless the board says (a `uname` in front of the real one) it is another architecture.
+    # The PATH directory is not under /tmp, which each boot on the board replaces with its own
+    with tempfile.TemporaryDirectory(dir="/var/tmp", prefix="flashbed-test-bin-") as bin_dir:
+        bare = Path(bin_dir)
+        if arch:
+            (bare / "uname").write_text(f'#!/bin/sh\n[ "$1" = -m ] && echo {arch} && exit 0\nexec /bin/uname "$@"\n')
+            (bare / "uname").chmod(0o755)
+        for d in ("/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+            for tool in Path(d).iterdir() if Path(d).is_dir() else ():
+                if tool.name != "flashbench" and not (bare / tool.name).exists():
+                    (bare / tool.name).symlink_to(tool)
+        force = f'ForceCommand env PATH={bare} sh -c "$SSH_ORIGINAL_COMMAND"\n'
+        r = _probe_with(tmp_path, force)
+    if arch:
+        one_line(r, f"has no flashbench, and this machine's is for {os.uname().machine}, the board is armv7l: "
+                    f"install flashbench on the board")
+        return
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     got = json.loads((tmp_path / "probe" / "probe.json").read_text())
     assert "copied to the board" in got["tools"]["flashbench"] and got["raw"]["align"]
+
+
+def _probe_with(tmp_path: Path, force: str) -> subprocess.CompletedProcess:
+    with SshBoard(tmp_path / "sshd", extra=force) as b, loop_device(tmp_path, 128 << 20) as node:
+        return flashbed("probe", "--target", b.target, "--ssh-config", b.config, "--device", node, "--destroy-data-on",
+                        node, "--runtime", "1", "--max-open", "2", "--out", str(tmp_path / "probe"), timeout=900)
