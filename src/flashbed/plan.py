@@ -223,6 +223,11 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     devices = load_devices(r.devices, destroy_data_on) if board is None else \
         {d.label: d for d in (board.load_device(n, destroy_data_on) for n in r.devices)}
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
+    for spec in r.fs if board is not None else ():
+        if parsed[spec][0].media == "mtd":
+            raise FlashbedError(f"{spec} runs on raw NAND, and flashbed does not drive a board's raw NAND (/dev/mtdN) "
+                                f"yet: run {spec} on a raw NAND preset in the lab (e.g. --device nand-2g-4k@128M), "
+                                f"or drop it")
 
     cells: list[CellSpec] = []
     na: list[NotApplicable] = []

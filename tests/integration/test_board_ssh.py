@@ -196,3 +196,40 @@ def _probe_with(tmp_path: Path, force: str) -> subprocess.CompletedProcess:
     with SshBoard(tmp_path / "sshd", extra=force) as b, loop_device(tmp_path, 128 << 20) as node:
         return flashbed("probe", "--target", b.target, "--ssh-config", b.config, "--device", node, "--destroy-data-on",
                         node, "--runtime", "1", "--max-open", "2", "--out", str(tmp_path / "probe"), timeout=900)
+
+
+def test_a_board_run_stopped_midway_resumes_without_rerunning_finished_cells(board, tmp_path):
+    run = tmp_path / "run"
+    args = ["run", "--target", board.target, "--ssh-config", board.config, "--fs", "ext4,xfs",
+            "--study", "mkfs,bigfile,smallfiles", "--out", str(run)]
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    with loop_device(tmp_path, 512 << 20) as node:
+        args += ["--device", node, "--destroy-data-on", node]
+        proc = subprocess.Popen([sys.executable, "-m", "flashbed.cli", *args], env=env, cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 600
+        while len(list((run / "cells").glob("*.json")) if (run / "cells").is_dir() else []) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(2)  # Ctrl-C
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 130, out[-1500:] + err[-1500:]
+        done = {p.name: p.read_bytes() for p in (run / "cells").glob("*.json")}
+        assert 2 <= len(done) < 6
+        r = flashbed(*args)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert f"6 cells, {len(done)} already finished, {6 - len(done)} to run" in r.stderr + r.stdout
+    cells = {p.name: p.read_bytes() for p in (run / "cells").glob("*.json")}
+    assert len(cells) == 6 and all(cells[name] == body for name, body in done.items())  # not run again
+    assert all(json.loads(b)["status"] == "ok" for b in cells.values())
+
+
+@pytest.mark.parametrize("device,fs,words", [
+    ("/dev/mtd0", "ext4", "/dev/mtd0: flashbed does not drive a board's raw NAND (UBIFS, JFFS2, YAFFS2 on /dev/mtdN) yet"),
+    ("", "ubifs", "ubifs runs on raw NAND, and flashbed does not drive a board's raw NAND (/dev/mtdN) yet"),
+])
+def test_raw_nand_on_a_board_is_one_line(board, tmp_path, device, fs, words):
+    with loop_device(tmp_path, 64 << 20) as node:
+        r = on_board(board, device or node, tmp_path / "run", "--fs", fs, "--study", "mount", timeout=120)
+    one_line(r, words)
+    assert not (tmp_path / "run").exists()

@@ -163,8 +163,9 @@ class Board:
     def load_device(self, node: str, destroy: tuple[str, ...]) -> Device:
         """The board's device `node`, checked on the board as a host device is (one line per refusal)."""
         if node.startswith("/dev/mtd"):
-            raise FlashbedError(f"{node}: raw NAND on a board is not supported yet: give a block device "
-                                f"(/dev/mmcblkNpM, /dev/sdX)")
+            raise FlashbedError(f"{node}: flashbed does not drive a board's raw NAND (UBIFS, JFFS2, YAFFS2 on "
+                                f"/dev/mtdN) yet: give a block device (/dev/mmcblkNpM, /dev/sdX), or run raw NAND "
+                                f"filesystems on a nand preset in the lab")
         facts = self.check(node)
         ident, why = _judge(facts, destroy, self.target.url)
         if why:
