@@ -233,3 +233,26 @@ def test_raw_nand_on_a_board_is_one_line(board, tmp_path, device, fs, words):
         r = on_board(board, device or node, tmp_path / "run", "--fs", fs, "--study", "mount", timeout=120)
     one_line(r, words)
     assert not (tmp_path / "run").exists()
+
+
+def test_the_board_against_its_twin_in_the_lab(board, tmp_path):
+    """The same studies on the board (a loop device) and in the lab (plain-file), then the twin check."""
+    studies = ["--fs", "ext4,xfs", "--study", "mkfs,smallfiles"]
+    with loop_device(tmp_path, 512 << 20) as node:
+        r = on_board(board, node, tmp_path / "board", "--destroy-data-on", node, *studies)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = flashbed("run", "--device", "plain-file@512M", *studies, "--out", str(tmp_path / "twin"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = flashbed("report", str(tmp_path / "board"), str(tmp_path / "twin"), "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("flashbed twin check: board board (B) against its twin twin (A)")
+    s = json.loads((tmp_path / "cmp" / "summary.json").read_text())
+    assert s["twin_check"] and s["b"]["kernel"]["release"] == os.uname().release
+    rows = [x for x in s["rows"] if x["source"] == "measure"]
+    assert {x["study"] for x in rows} == {"mkfs", "smallfiles"} and {x["fs_a"] for x in rows} == {"ext4", "xfs"}
+    for x in rows:
+        if x["a"] and x["b"] is not None:
+            assert x["ratio"] == pytest.approx(x["b"] / x["a"], rel=1e-3)
+    assert {g["study"] for g in s["rank_agreement"]} == {"mkfs", "smallfiles"}
+    assert all(k["best_a"] in ("ext4", "xfs") and k["best_b"] in ("ext4", "xfs") for k in s["rankings"])
+    assert "Rank agreement per study" in (tmp_path / "cmp" / "report.md").read_text()
