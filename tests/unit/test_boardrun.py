@@ -47,3 +47,30 @@ def test_kill_stops_the_boot_at_once(tmp_path):
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "running"  # no word from the agent
     left = subprocess.run(["pgrep", "-f", "sleep 61.5"], capture_output=True, text=True).stdout.split()
     assert not left, "the step's processes outlived the kill"
+
+
+def test_a_session_that_vanished_still_ends_the_boot(tmp_path):
+    """The power switch takes the SSH session down first: stdout is gone, stdin closes. The
+    boot must still end (its workload killed), not hang on a broken pipe."""
+    p = start(tmp_path, [Step("work", "sleep 600")])
+    assert p.stdout.readline()  # running
+    p.stdout.close()  # the host is gone: writes now fail
+    p.stdin.close()
+    assert p.wait(30) == 0
+
+
+def test_logs_are_fsynced_where_a_power_cut_takes_the_run_directory_too(tmp_path, monkeypatch):
+    import os
+    from flashbed.lab.guest import guestlib
+    from flashbed.lab.target import GuestLayout
+    assert GuestLayout("/dev/x", "/t", fsync_logs=True).env()["FLASHBED_FSYNC_LOGS"] == "1"
+    assert "FLASHBED_FSYNC_LOGS" not in GuestLayout("/dev/x", "/t").env()
+    synced = []
+    monkeypatch.setattr(guestlib.os, "fsync", lambda fd: synced.append(fd))
+    with open(tmp_path / "log", "w") as f:
+        monkeypatch.setenv("FLASHBED_FSYNC_LOGS", "1")
+        guestlib.push(f.fileno())
+        assert synced == [f.fileno()]
+        monkeypatch.delenv("FLASHBED_FSYNC_LOGS")
+        guestlib.push(f.fileno())  # sync_file_range: written back, no fsync
+        assert synced == [f.fileno()] or os.name != "posix"

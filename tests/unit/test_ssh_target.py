@@ -31,3 +31,18 @@ def test_bad_target_options_are_one_line(argv, words, capsys, tmp_path):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and words in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--target", "ssh://root@127.0.0.1:1"], "flashbed probe needs a device"),
+    (["/dev/sdz", "--device", "/dev/sdy"], "give the device once: /dev/sdz or --device /dev/sdy"),
+    (["--device", "plain-file@64M", "--ssh-key", "/etc/hostname"], "--ssh-key is for --target ssh://...: add --target"),
+    (["--target", "ssh://root@127.0.0.1:1", "--device", "plain-file@64M"], "give the board's device with --device /dev/"),
+    (["--target", "ssh://root@127.0.0.1:1", "--device", "/dev/mmcblk0p3", "--destroy-data-on", "/dev/mmcblk0p"],
+     "--destroy-data-on /dev/mmcblk0p names no device of this probe on the board (/dev/mmcblk0p3)"),
+])
+def test_bad_probe_target_options_are_one_line(argv, words, capsys, tmp_path):
+    assert main(["probe", *argv, "--out", str(tmp_path / "probe")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and words in err and "Traceback" not in err
+    assert not (tmp_path / "probe").exists()
