@@ -374,7 +374,7 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
     for study, values in userwork.overrides(w, c).items():
         out[study] = {**out.get(study, {}), **values}
     if age is not None:
-        out["workload"] = {"passes": 6, **out["workload"], "fill": age}
+        out["workload"] = {"passes": userwork.AGE_PASSES, **out["workload"], "fill": age}
     if daily:
         try:
             size = parse_size(daily)

@@ -24,6 +24,10 @@ from pathlib import Path
 from .errors import FlashbedError
 
 
+# the lifetime phase's passes of the workload that --age implies (unless --set workload.passes=N)
+AGE_PASSES = 6
+
+
 class Kind(StrEnum):
     FIO = "fio"
     SCRIPT = "script"

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from ..status import DeviceVerdict, Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
-from . import devcheck
+from . import devcheck, workcase
 from .devcheck import DeviceCheck
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
 from .load import NOT_OBSERVABLE, Busy, RunData, Stat
@@ -363,7 +363,9 @@ def _sentence(r: Ranking, k: int) -> str:
 
 
 def recommend(run: RunData) -> dict[str, list[Ranking]]:
-    return {d: [rank(run, d, uc) for uc in run.weights.use_cases] for d in run.devices()}
+    """Per device: your own workload's use case first (workcase.py), then the built-in ones."""
+    return {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
+            for d in run.devices()}
 
 
 # ---- document blocks -----------------------------------------------------------

@@ -23,6 +23,7 @@ bytes, write amplification, erases, busy time).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ AGE = GUEST_DIR / "age.py"
 WL_DIR = f"{MNT}/wl"
 FIO_OUT, SCRIPT_OUT = "workload.json", "workload.out"
 STAGED = {Kind.FIO: "workload.fio", Kind.SCRIPT: "workload.sh"}
+BETTER = re.compile(r"^\s*better:([A-Za-z_][\w.:/-]{0,63})\s*=\s*(higher|lower)\s*$", re.I)
+TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "sec", "min", "h"})
+SMALL_REQUEST = 64 << 10  # bytes: a fio job of smaller requests is ranked on its IOPS, else its MB/s
 METRIC = re.compile(r"^\s*([A-Za-z_][\w.:/-]{0,63})\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S{0,12})\s*$")
 # /sys/block/<dev>/stat fields, from 0 (Documentation/block/stat.rst): write requests, sectors
 # written, discard requests, flush requests
@@ -56,6 +60,61 @@ def metrics(text: str) -> dict[str, tuple[float, str]]:
         if mt:
             out[mt[1]] = (float(mt[2]), mt[3])
     return out
+
+
+def declared_better(text: str) -> dict[str, str]:
+    """`better:KEY=higher|lower` lines of a script's output: the direction of a metric whose
+    unit does not say it (a size, a count)."""
+    return {mt[1]: mt[2].lower() for line in text.splitlines() if (mt := BETTER.match(line))}
+
+
+def unit_better(unit: str) -> str:
+    """A metric's direction from its unit: a time is better lower, a rate higher; '' (no
+    direction: not ranked unless the script declares one) for anything else."""
+    u = unit.strip().lower()
+    if u in TIME_UNITS:
+        return "lower"
+    if u.endswith("/s") or u in ("iops", "hz", "tps"):
+        return "higher"
+    return ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure the recommendation ranks this workload on (report/workcase.py makes the
+    workload's use case from them): which measurement, which way is better, which weight of
+    weights.toml [workload] it takes, and whether the lab's speed can set it (timed: checked
+    for being lab-bound as every timed figure is)."""
+
+    case: str
+    metric: str
+    better: str  # "higher" | "lower"
+    kind: str  # a [workload] weight: wall_time, metric, job_rate, job_latency, lifetime
+    label: str
+    timed: bool
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def script_figures(case: str, found: dict[str, tuple[float, str]], declared: dict[str, str]) -> list[Figure]:
+    """A script's ranked figures: its wall time, then each metric with a direction (declared,
+    or from its unit); a metric without one is shown, not ranked."""
+    out = [Figure(case, "seconds", "lower", "wall_time", "wall time", True)]
+    for key, (_v, unit) in sorted(found.items()):
+        better = declared.get(key) or unit_better(unit)
+        if better:
+            out.append(Figure(case, key, better, "metric", key.replace("_", " "), bool(unit_better(unit))))
+    return out
+
+
+def job_figures(jc: str, job: str, figs: dict[str, float]) -> list[Figure]:
+    """A fio job's ranked figures: its rate (IOPS for requests under 64 KiB, else MB/s) and
+    its p99 latency."""
+    small = figs.get("iops") and figs["bandwidth"] * 1e6 / figs["iops"] < SMALL_REQUEST
+    rate = Figure(jc, "iops", "higher", "job_rate", f"{job} IOPS", True) if small else \
+        Figure(jc, "bandwidth", "higher", "job_rate", f"{job} bandwidth", True)
+    return [rate, Figure(jc, "lat_p99", "lower", "job_latency", f"{job} p99 latency", True)]
 
 
 def blk_delta(before: str, after: str) -> dict[str, float]:
@@ -156,6 +215,7 @@ class Workload(Study):
             return Outcome([], f"error: {err}"[:200], status=passed(False), error=err[:400])
         meas = m(case, "seconds", seconds(res, "workload"), "s")
         extra: dict = {"file": Path(p.file).name, "digest": p.digest, "kind": p.kind}
+        ranked: list[Figure] = []
         if p.kind == Kind.FIO:
             out = fiojson.load(run_dir / FIO_OUT)
             if not out:
@@ -169,12 +229,15 @@ class Workload(Study):
                 meas += m(jc, "bandwidth", figs["bandwidth"], "MB/s") + m(jc, "iops", figs["iops"], "IOPS")
                 meas += m(jc, "lat_p50", figs["lat_p50"], "us") + m(jc, "lat_p99", figs["lat_p99"], "us")
                 meas += m(jc, "runtime", figs["runtime"], "s")
+                ranked += job_figures(jc, job["jobname"], figs)
             extra["jobs"] = jobs
         else:
-            found = metrics(_read(run_dir / SCRIPT_OUT))
+            text = _read(run_dir / SCRIPT_OUT)
+            found, declared = metrics(text), declared_better(text)
             for k, (val, unit) in found.items():
                 meas += m(case, k, val, unit)
             extra["metrics"] = {k: v for k, (v, _) in found.items()}
+            ranked += script_figures(case, found, declared)
         blk = blk_delta(_stdout(res, "blk-before"), _stdout(res, "blk-after"))
         for k, val in blk.items():
             meas += m(case, k, val, "KiB" if k.endswith("_kib") else "count")
@@ -193,6 +256,10 @@ class Workload(Study):
                                  "pe_cycles": lt.pe_cycles, "pe_source": lt.pe_source,
                                  "capacity": lt.capacity, "erase_spread": lt.erase_spread,
                                  "lines": lt.lines()}
+            # at the measured rate the years follow the wall clock: as timed as the wall time
+            ranked.append(Figure(case, "lifetime_years", "higher", "lifetime", "projected lifetime",
+                                 not p.daily_writes))
+        extra["ranked"] = [f.to_json() for f in ranked]
         head = f"{case}: {seconds(res, 'workload') or 0:.1f} s"
         if blk.get("write_requests"):
             head += f", {blk['write_requests']:.0f} writes of {blk['write_request_kib']:.0f} KiB"
