@@ -239,3 +239,82 @@ def test_a_check_over_its_limit_is_a_recorded_outcome_not_a_loss():
     assert study._record(timed_out, "ext4")["class"] == PowerCutClass.HANG
     assert study._record(timed_out, "ext4")["why"] == "the check did not finish within 3 s"
     assert study._record(failed, "ext4")["class"] == PowerCutClass.DATA_LOSS
+
+
+def _aged_spec(pace: str = "real", device: str = "emmc-8g@512M", fill: int = 50):
+    from flashbed import variants
+    from flashbed.devices import presets
+    from flashbed.results import CellKey
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+    dev = presets.load_spec(device)
+    study = STUDIES["workload"]
+    return study, CellSpec(CellKey(dev.label, "ext4", "workload", "w", 0), dev, variants.parse("ext4", dev),
+                           study.params(file=str(EXAMPLES / "sqlite-logger.sh"), digest=userwork.digest(
+                               EXAMPLES / "sqlite-logger.sh"), fill=fill, passes=2), pace=pace)
+
+
+def test_preconditioning_runs_unpaced_in_a_boot_of_its_own(tmp_path):
+    study, spec = _aged_spec()
+    age, work = study.boots(spec, tmp_path)
+    names = [s.name for s in age]
+    assert names[0] == "mkfs" and "age" in names and names[-1] == "umount-age"
+    assert not any(n.startswith("workload") for n in names)
+    names = [s.name for s in work]
+    assert names[0] == "mount" and "mkfs" not in names and "age" not in names  # the aged filesystem, mounted
+    assert [study.boot_pace(spec, i) for i in (0, 1)] == ["none", None]
+    # the workload's boot finds its file in its own run directory
+    study.before_boot(spec, 0, tmp_path)
+    study.before_boot(spec, 1, tmp_path)
+    assert (tmp_path / "boot1" / "workload.sh").exists() and not (tmp_path / "workload.sh").exists()
+    # unpaced already (or no delays to skip): one boot, as before
+    for s in (_aged_spec(pace="none")[1], _aged_spec(device="plain-file@256M")[1], _aged_spec(fill=0)[1]):
+        assert len(study.boots(s, tmp_path)) == 1 and study.boot_pace(s, 0) is None
+
+
+def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
+    """run_cell asks the session for the study's pace before each boot, the device kept."""
+    from flashbed.cell import run_cell
+    from flashbed.lab.target import BootResult, Clock, session_has
+
+    study, spec = _aged_spec()
+    events = []
+
+    class Session:
+        pace = "real"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def skips_time(self):
+            return self.pace == "none"
+
+        def set_pace(self, pace):
+            events.append(("pace", pace))
+            self.pace = pace
+
+        def disks(self):
+            return ()
+
+        def nandsim(self):
+            return None
+
+        def mem_mb(self):
+            return 256
+
+    class Lab:
+        release = "test"
+
+        def open_session(self, device, scratch, seed=1, pace="real"):
+            return Session()
+
+        def boot(self, bspec, host=None, kill=None):
+            events.append(("boot", bspec.steps[0].name))
+            return BootResult("done", [], 0.1, 0.2, str(tmp_path / "console.log"), 0, "test")
+
+    assert session_has(Session, Clock)
+    run_cell(spec, Lab(), tmp_path / "logs", tmp_path / "scratch")
+    assert events == [("pace", "none"), ("boot", "mkfs"), ("pace", "real"), ("boot", "mount")]

@@ -174,12 +174,13 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     # requirements before scores: a filesystem that fails one is listed, never ranked
     checks = eligibility(run, device, uc, fss)
     not_eligible = [e for e in checks.values() if not e.eligible]
-    fss = [fs for fs in fss if checks[fs].eligible]
+    # what was measured is the run's, eligible or not (a use case none is eligible for was measured)
+    candidates, fss = fss, [fs for fs in fss if checks[fs].eligible]
     measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in fss):
+        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in candidates):
             measured.append(i)
-        elif fss and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in fss):
+        elif candidates and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in candidates):
             not_observable.append(i)
         elif not can_run(run, device, c.study):
             not_measured.append((i, no_write_log(c.study, device)))

@@ -7,7 +7,10 @@ sync, unmount. The file reaches the guest through the cell's run directory (stag
 checked against its content hash: userwork.stage).
 
 Steady state and lifetime: with `fill` (--age FILL) the filesystem is first filled to
-FILL % with a file population and churned (lab/guest/age.py); with `passes` > 1 the
+FILL % with a file population and churned (lab/guest/age.py), with the device unpaced
+(nothing times it): at --pace real that is a boot of its own, the emulator restarted
+unpaced on the same device for it and paced again for the workload's boot, which mounts the
+aged filesystem (the run's pace holds for every figure); with `passes` > 1 the
 workload runs that many times (each pass in a fresh directory, the last one's removed),
 each pass a phase of the device's counters; the last pass is the phase "workload". The
 write amplification has converged when the last passes agree (lifetime.converged), and the
@@ -34,11 +37,13 @@ from ..errors import FlashbedError
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, stage
 from . import fio as fiojson
-from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, seconds,
-                   stats_reset, stats_take, step_json, umount)
+from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, boot_dir, first_failure, m, make_and_mount, mount,
+                   passed, seconds, stats_reset, stats_take, step_json, umount)
 from .params import param
 
 AGE = GUEST_DIR / "age.py"
+# devices whose delays are a model's, which a boot can skip (their sessions' Clock capability)
+MODELLED = ("emulator", "nandsim")
 
 WL_DIR = f"{MNT}/wl"
 FIO_OUT, SCRIPT_OUT = "workload.json", "workload.out"
@@ -170,9 +175,26 @@ class Workload(Study):
             raise FlashbedError(f"workload.passes must be at least 1 (got {params.passes})")
         return [Case(Path(params.file).stem, params)]
 
+    def unpaced_age(self, spec: CellSpec) -> bool:
+        """Preconditioning in a boot of its own with the device unpaced (nothing times it), the
+        workload's boot at the cell's pace: at --pace real (virtual time costs no waiting)."""
+        return bool(spec.params.fill) and spec.pace == "real" and spec.clock != "virtual" and \
+            spec.device.backend in MODELLED
+
+    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
+        return "none" if index == 0 and self.unpaced_age(spec) else None
+
+    def work_dir(self, spec: CellSpec, run_dir: Path) -> Path:
+        """Where the workload's boot writes its files: the cell's directory, or its last boot's."""
+        return boot_dir(run_dir, 1) if self.unpaced_age(spec) else run_dir
+
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
         p = spec.params
-        staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
+        if self.unpaced_age(spec) and index == 0:
+            return  # the preconditioning boot does not run the workload
+        dest = self.work_dir(spec, run_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        staged = stage(p.file, p.digest, dest / STAGED[Kind(p.kind)])
         if p.kind == Kind.FIO:
             # directory= first, in a [global] of its own: fio merges every [global] section
             staged.write_text(f"[global]\ndirectory={WL_DIR}\n\n" + staged.read_text())
@@ -189,6 +211,10 @@ class Workload(Study):
         steps = [*make_and_mount(v)]
         if p.fill:
             steps.append(Step("age", f"{PY} {AGE} {MNT}/age {p.fill} {spec.seed} {p.churn}", timeout=4 * 3600))
+        first: list[list[Step]] = []
+        if self.unpaced_age(spec):
+            first = [[*steps, *umount(v, "umount-age")]]
+            steps = [*mount(v)]
         for i in range(1, p.passes + 1):
             last = i == p.passes
             phase, sfx = ("workload", "") if last else (f"pass{i}", f"-{i}")
@@ -202,12 +228,14 @@ class Workload(Study):
                 stats_take(phase),
                 Step(f"blk-after{sfx}", stat_cmd(v.device_path())),
             ]
-        return [[*steps, *umount(v)]]
+        return [*first, [*steps, *umount(v)]]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         p = spec.params
         case = Path(p.file).stem
-        res = boots[0] if boots else None
+        res = boots[-1] if boots else None  # the workload's boot (after the preconditioning's own)
+        aged = next((b for b in boots if b.step("age") is not None), None)
+        run_dir = self.work_dir(spec, run_dir)
         why = first_failure(boots)
         if res is None or why:
             tail = _tail(run_dir / SCRIPT_OUT) if p.kind == Kind.SCRIPT else ""
@@ -242,8 +270,9 @@ class Workload(Study):
         for k, val in blk.items():
             meas += m(case, k, val, "KiB" if k.endswith("_kib") else "count")
         extra["block"] = blk
-        if res.step("age") is not None:
-            extra["age"] = step_json(res, "age")
+        if aged is not None:
+            extra["age"] = step_json(aged, "age")
+            extra["age_pace"] = "none" if self.unpaced_age(spec) else spec.pace
         phases = host_stats(run_dir)
         lt = self.lifetime(spec, phases)
         if lt is not None:
