@@ -156,6 +156,8 @@ def overrides(workload: UserFile, check: UserFile | None) -> dict[str, dict[str,
     out: dict[str, dict[str, object]] = {"workload": dict(w)}
     if check is not None:
         out["appcheck"] = {**w, "check": check.path, "check_digest": check.digest}
+    elif workload.kind is Kind.FIO:
+        out["appcheck"] = dict(w)  # crash states with fio's own verification (studies/appcheck.py)
     return out
 
 

@@ -318,3 +318,59 @@ def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     assert session_has(Session, Clock)
     run_cell(spec, Lab(), tmp_path / "logs", tmp_path / "scratch")
     assert events == [("pace", "none"), ("boot", "mkfs"), ("pace", "real"), ("boot", "mount")]
+
+
+def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
+    """Without --check a fio job still has its crash states: the recorded run writes verify headers
+    and saves fio's write state; the state's check reads back every write fio completed, once fio's
+    end was acknowledged (real fio on this host, on a plain directory)."""
+    import os
+    import subprocess
+
+    from flashbed.studies import STUDIES
+    from flashbed.studies.appcheck import FIO_CHECK, FIO_DONE, FIO_STATE, FIO_VERIFY
+    from flashbed.studies.base import MNT
+
+    job = EXAMPLES / "camera-recording.fio"
+    overrides, studies = _user_workload(str(job), None, {}, ())
+    assert studies == ("workload", "appcheck") and "check" not in overrides["appcheck"]
+    study = STUDIES["appcheck"]
+    p = study.params(**overrides["appcheck"])
+    assert study.cases(p, None)[0].label == "user"
+    _, spec = _aged_spec(fill=0)
+    import dataclasses
+    spec = dataclasses.replace(spec, params=p)
+    run = tmp_path / "run"
+    run.mkdir()
+    study.before_boot(spec, 0, run)
+    staged, verify = (run / "workload.fio").read_text(), (run / FIO_VERIFY).read_text()
+    assert "verify=crc32c\ndo_verify=0\nverify_state_save=1\n" in staged and "rate=1m" in staged
+    assert "verify=crc32c" in verify and "do_verify" not in verify and "rate=" not in verify
+    work = study.work_spec(spec, spec.variant)
+    assert work.command.endswith(f"&& sync && $FLASHBED_ACK {FIO_DONE}") and work.check.endswith(FIO_CHECK)
+    # the recorded run and the state's check with the real fio, in a directory standing for the mount
+    d = tmp_path / "fs"
+    for name in ("workload.fio", FIO_VERIFY):
+        text = (run / name).read_text().replace(f"directory={MNT}/cs", f"directory={d}")
+        (run / name).write_text(text.replace("filesize=8M", "filesize=2M").replace("rate=", "#rate="))
+    d.mkdir()
+    env = {**os.environ, "FLASHBED_RUN": str(run), "FLASHBED_ACK": "true"}
+    subprocess.run(work.command.replace("$FLASHBED_ACK", "true"), shell=True, check=True, env=env,
+                   cwd=d, executable="/bin/sh", capture_output=True)
+    assert list((run / FIO_STATE).glob("*-verify.state"))
+    acked = tmp_path / "acked"
+
+    def check(*labels):
+        acked.write_text("".join(f"{x}\n" for x in labels))
+        r = subprocess.run([str(run / FIO_CHECK)], env={**env, "FLASHBED_ACKED": str(acked)}, cwd=d,
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout.strip().splitlines()[-1]
+    assert check(FIO_DONE) == (0, "fio verify: every write fio completed is there")
+    with open(d / "main-stream.0.1", "r+b") as f:  # a completed write damaged: fio finds it
+        f.seek(5000)
+        f.write(b"XXXX")
+    rc, line = check(FIO_DONE)
+    assert rc == 1 and line.startswith("fio verify failed: crc32c: verify failed at file") and "main-stream.0.1" in line
+    # before fio's end was acknowledged its state does not apply: the state is held to its recovery only
+    assert check("other=1") == (0, "fio verify: not run (before fio's end was acknowledged, its write state "
+                                   "does not apply)")
