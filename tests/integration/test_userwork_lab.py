@@ -109,3 +109,18 @@ def test_a_fio_job_gets_crash_states_with_fio_s_own_verification(kernel, tmp_pat
             for line in checked.read_text().splitlines() if line.strip()]
     assert "fio verify: every write fio completed is there" in outs
     assert any(o.startswith("fio verify: not run") for o in outs)
+
+
+def test_aging_runs_unpaced_and_the_workload_paced_on_the_aged_device(kernel, tmp_path):
+    """--age at --pace real: the preconditioning's boot with the emulator unpaced, then the emulator
+    restarted paced on the same device; the workload's boot mounts the aged filesystem."""
+    import dataclasses
+    cell = dataclasses.replace(spec("workload", "sqlite-logger.sh", fill=30, churn=1, passes=2), pace="real")
+    res = run(kernel, tmp_path, cell)
+    assert res.status == "ok", res.error
+    assert res.extra["age_pace"] == "none" and res.extra["age"]["fill"] >= 0.29
+    logs = RunStore(tmp_path).logs_dir(cell.key)
+    assert (logs / "boot0").is_dir() and (logs / "boot1" / "workload.out").exists()
+    assert res.extra["lifetime"]["passes"] == 2 and counts(res)["rows"] == 160
+    w = res.device_stats["workload"]
+    assert w["busy_seconds"] <= w["wall_seconds"]  # paced again: the device's time is spent, not skipped
