@@ -192,3 +192,28 @@ def test_bad_workload_weights_are_one_clear_line(tmp_path, body, message):
     with pytest.raises(FlashbedError) as e:
         W.load_weights(p)
     assert message in str(e.value)
+
+
+def test_a_rate_limited_fio_job_is_judged_on_the_time_its_requests_waited(tmp_path):
+    """A camera job idles the device by its own rate: its utilisation is the device's busy time over the
+    time the jobs had requests outstanding, not over their run time."""
+    from flashbed.studies.workload import io_seconds, rate_limited
+    job = {"jobname": "main", "job options": {"rate": "1m"},
+           "write": {"lat_ns": {"mean": 80e6}, "total_ios": 32}, "sync": {"lat_ns": {"mean": 10e6}, "total_ios": 4}}
+    assert rate_limited({"jobs": [job]}) and not rate_limited({"jobs": [{"job options": {"bs": "1M"}}]})
+    assert rate_limited({"global options": {"thinktime": "10ms"}, "jobs": [{}]})
+    assert io_seconds(job) == pytest.approx(0.08 * 32 + 0.01 * 4)
+
+    def cell(fs, waited):
+        jc = "cam:main"
+        meas = [("cam", "seconds", 32.0, "s"), (jc, "bandwidth", 1.0, "MB/s"), (jc, "lat_p99", 9e5, "us"),
+                (jc, "runtime", 32.0, "s")] + ([(jc, "io_seconds", waited, "s")] if waited else [])
+        ranked = [f.to_json() for f in job_figures(jc, "main", {"bandwidth": 1.0, "iops": 1.0})]
+        return gen.cell(fs, "workload", meas, case="cam", extra={"file": "cam.fio", "ranked": ranked},
+                        device_stats={"workload": {"busy_seconds": 2.4, "wall_seconds": 33.0,
+                                                   "nand_program_pages": 100}})
+    paced = load_run(gen.write_run(tmp_path / "a", [cell("ext4", 2.6), cell("xfs", 3.0)]))
+    assert paced.lab_bound("emmc-1g", "ext4", "workload", "cam:main", "lat_p99") is None  # busy 2.4 of 2.6 s
+    assert paced.busy_for("emmc-1g", "ext4", "workload", "cam:main").basis.startswith("the time its rate-limited")
+    unpaced = load_run(gen.write_run(tmp_path / "b", [cell("ext4", None)]))
+    assert unpaced.lab_bound("emmc-1g", "ext4", "workload", "cam:main", "lat_p99") is not None  # 2.4 of 32 s

@@ -627,7 +627,11 @@ def _utilisation(device_stats: dict[str, Any], case: str,
     elif isinstance(device_stats.get("workload"), dict):
         phase = _phase_numbers(device_stats["workload"])
         runtimes = [m["runtime"][0] for m in per_case.values() if "runtime" in m]
-        if runtimes:  # fio jobs that ran at once (mixed): the longest job spans the phase
+        waited = [m["io_seconds"][0] for m in per_case.values() if "io_seconds" in m]
+        if runtimes and waited:  # rate-limited jobs idle the device by design: their requests' own time
+            dur, why = min(max(runtimes), math.fsum(waited)), "the time its rate-limited fio jobs had requests " \
+                "outstanding"
+        elif runtimes:  # fio jobs that ran at once (mixed): the longest job spans the phase
             dur, why = max(runtimes), "the longest fio job's run time (jobs ran at once)"
         elif len(per_case) == 1:
             dur, why = phase.get("wall_seconds"), "the statistics phase's wall time"

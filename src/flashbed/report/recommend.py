@@ -569,7 +569,8 @@ def lab_bound_method(run: RunData) -> str:
                 "device figures, and no figure is checked for being lab-bound.")
     return (f"A timed figure is lab-bound when the flash device was busy less than "
             f"{run.weights.lab_bound_below:g} % of the figure's own duration (the emulator's busy time in the "
-            f"figure's statistics phase over fio's run time or the measured time): the device sat idle waiting "
+            f"figure's statistics phase over fio's run time or the measured time; for fio jobs paced by their own "
+            f"rate or think time, over the time their requests were outstanding): the device sat idle waiting "
             f"for the lab, so the lab set the figure. Lab-bound figures are marked in tables and figures; a "
             f"criterion lab-bound for any filesystem on a device scores nobody there and decides nothing. "
             f"Figures without a statistics phase of their own (mount times, appio's operations) are not checked.")

@@ -84,6 +84,27 @@ def unit_better(unit: str) -> str:
     return ""
 
 
+# fio options that pace a job: the device then idles by the job's design, not the lab's slowness
+PACING = ("rate", "rate_iops", "rate_min", "rate_iops_min", "thinktime")
+
+
+def rate_limited(out: dict) -> bool:
+    """Whether any job of fio's JSON output is paced by its own options."""
+    opts = [out.get("global options") or {}] + [j.get("job options") or {} for j in out.get("jobs", [])]
+    return any(str(o.get(k, "0")).strip() not in ("", "0") for o in opts for k in PACING)
+
+
+def io_seconds(job: dict) -> float:
+    """The time a fio job had a request outstanding: each direction's and its syncs' mean latency
+    times their count (the basis of a rate-limited job's device utilisation: report/load.py)."""
+    total = 0.0
+    for d in ("read", "write", "sync"):
+        part = job.get(d) or {}
+        lat = (part.get("lat_ns") or {}).get("mean") or 0
+        total += lat / 1e9 * (part.get("total_ios") or 0)
+    return total
+
+
 @dataclass(frozen=True)
 class Figure:
     """One figure the recommendation ranks this workload on (report/workcase.py makes the
@@ -250,6 +271,7 @@ class Workload(Study):
                 return Outcome(meas, "error: fio left no JSON output", status=passed(False),
                                error="fio left no JSON output")
             jobs = {}
+            paced = rate_limited(out)
             for job in out.get("jobs", []):
                 figs = fiojson.job_figures(job)
                 jobs[job["jobname"]] = figs
@@ -258,6 +280,8 @@ class Workload(Study):
                 meas += m(jc, "lat_p50", figs["lat_p50"], "us") + m(jc, "lat_p99", figs["lat_p99"], "us")
                 meas += m(jc, "runtime", figs["runtime"], "s")
                 ranked += job_figures(jc, job["jobname"], figs)
+                if paced:  # the device idles by the job's design: the time it waited for requests instead
+                    meas += m(jc, "io_seconds", io_seconds(job), "s")
             extra["jobs"] = jobs
         else:
             text = _read(run_dir / SCRIPT_OUT)
