@@ -18,13 +18,13 @@ from typing import Any, Callable, Iterator
 
 from .errors import FlashbedError
 from .lab.guest.protocol import Call
-from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch, WriteLog,
-                         session_has)
+from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
+                         WriteLog, session_has)
 from .results import CellResult
 from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
-from .studies.base import CRASHLOG, CellSpec
+from .studies.base import CRASHLOG, CellSpec, boot_dir
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
@@ -53,8 +53,11 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
             steps_per_boot = study.boots(spec, logs)
             boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
+                # a boot may run the device at another pace than the cell (preconditioning unpaced)
+                if session_has(dev, Clock):
+                    dev.set_pace(study.boot_pace(spec, i) or pace)
                 study.before_boot(spec, i, logs)
-                run_dir = logs / f"boot{i}" if len(steps_per_boot) > 1 else logs
+                run_dir = boot_dir(logs, i) if len(steps_per_boot) > 1 else logs
                 if run_dir != logs:
                     _share(logs, run_dir)
                 with host.boot(run_dir) as kill:  # the device is back after a cut: then its disks

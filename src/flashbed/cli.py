@@ -373,10 +373,11 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
     w = userwork.load(workload, "--workload")
     c = userwork.load(check, "--check", fio_allowed=False) if check else None
     out = dict(overrides)
-    for study, values in userwork.overrides(w, c).items():
+    mine = userwork.overrides(w, c)  # workload, and appcheck with a check or a fio job's own verification
+    for study, values in mine.items():
         out[study] = {**out.get(study, {}), **values}
     if age is not None:
-        out["workload"] = {"passes": 6, **out["workload"], "fill": age}
+        out["workload"] = {"passes": userwork.AGE_PASSES, **out["workload"], "fill": age}
     if daily:
         try:
             size = parse_size(daily)
@@ -385,7 +386,7 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
         if size <= 0:
             raise FlashbedError(f"--daily-writes {daily}: give a size a day, e.g. 2G or 500M")
         out["workload"]["daily_writes"] = size
-    wanted = ("workload",) + (("appcheck",) if c else ())
+    wanted = tuple(mine)
     return out, tuple(studies) + tuple(s for s in wanted if s not in studies)
 
 

@@ -24,6 +24,10 @@ from pathlib import Path
 from .errors import FlashbedError
 
 
+# the lifetime phase's passes of the workload that --age implies (unless --set workload.passes=N)
+AGE_PASSES = 6
+
+
 class Kind(StrEnum):
     FIO = "fio"
     SCRIPT = "script"
@@ -152,6 +156,8 @@ def overrides(workload: UserFile, check: UserFile | None) -> dict[str, dict[str,
     out: dict[str, dict[str, object]] = {"workload": dict(w)}
     if check is not None:
         out["appcheck"] = {**w, "check": check.path, "check_digest": check.digest}
+    elif workload.kind is Kind.FIO:
+        out["appcheck"] = dict(w)  # crash states with fio's own verification (studies/appcheck.py)
     return out
 
 

@@ -89,3 +89,38 @@ def test_a_check_over_its_limit_is_recorded_and_the_next_state_checked(kernel, t
     assert res.status == "ok", res.error
     assert c["iterations"] == 2 and c["class:hang"] == 2
     assert all("did not finish within 2 s" in f["why"] for f in res.extra["failures"])
+
+
+def test_a_fio_job_gets_crash_states_with_fio_s_own_verification(kernel, tmp_path):
+    """The camera job without a check: every crash state recovers, and those after fio's end (and a
+    sync) were acknowledged pass fio's read-back of every write it completed; the earlier ones say
+    why fio's state does not apply to them."""
+    import json
+
+    from flashbed.studies.crashstates import CHECKED_FILE
+    cell = spec("appcheck", "camera-recording.fio")
+    res = run(kernel, tmp_path, cell)
+    c = counts(res)
+    assert res.status == "ok", res.error
+    assert c["iterations"] > 10 and c["failures"] == 0, res.extra["failures"][:3]
+    assert res.extra["work"]["acks"] == 1  # fio=completed
+    checked = RunStore(tmp_path).logs_dir(cell.key) / CHECKED_FILE
+    outs = [((json.loads(line).get("facts") or {}).get("verify") or {}).get("check", {}).get("out", "")
+            for line in checked.read_text().splitlines() if line.strip()]
+    assert "fio verify: every write fio completed is there" in outs
+    assert any(o.startswith("fio verify: not run") for o in outs)
+
+
+def test_aging_runs_unpaced_and_the_workload_paced_on_the_aged_device(kernel, tmp_path):
+    """--age at --pace real: the preconditioning's boot with the emulator unpaced, then the emulator
+    restarted paced on the same device; the workload's boot mounts the aged filesystem."""
+    import dataclasses
+    cell = dataclasses.replace(spec("workload", "sqlite-logger.sh", fill=30, churn=1, passes=2), pace="real")
+    res = run(kernel, tmp_path, cell)
+    assert res.status == "ok", res.error
+    assert res.extra["age_pace"] == "none" and res.extra["age"]["fill"] >= 0.29
+    logs = RunStore(tmp_path).logs_dir(cell.key)
+    assert (logs / "boot0").is_dir() and (logs / "boot1" / "workload.out").exists()
+    assert res.extra["lifetime"]["passes"] == 2 and counts(res)["rows"] == 160
+    w = res.device_stats["workload"]
+    assert w["busy_seconds"] <= w["wall_seconds"]  # paced again: the device's time is spent, not skipped

@@ -239,3 +239,138 @@ def test_a_check_over_its_limit_is_a_recorded_outcome_not_a_loss():
     assert study._record(timed_out, "ext4")["class"] == PowerCutClass.HANG
     assert study._record(timed_out, "ext4")["why"] == "the check did not finish within 3 s"
     assert study._record(failed, "ext4")["class"] == PowerCutClass.DATA_LOSS
+
+
+def _aged_spec(pace: str = "real", device: str = "emmc-8g@512M", fill: int = 50):
+    from flashbed import variants
+    from flashbed.devices import presets
+    from flashbed.results import CellKey
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+    dev = presets.load_spec(device)
+    study = STUDIES["workload"]
+    return study, CellSpec(CellKey(dev.label, "ext4", "workload", "w", 0), dev, variants.parse("ext4", dev),
+                           study.params(file=str(EXAMPLES / "sqlite-logger.sh"), digest=userwork.digest(
+                               EXAMPLES / "sqlite-logger.sh"), fill=fill, passes=2), pace=pace)
+
+
+def test_preconditioning_runs_unpaced_in_a_boot_of_its_own(tmp_path):
+    study, spec = _aged_spec()
+    age, work = study.boots(spec, tmp_path)
+    names = [s.name for s in age]
+    assert names[0] == "mkfs" and "age" in names and names[-1] == "umount-age"
+    assert not any(n.startswith("workload") for n in names)
+    names = [s.name for s in work]
+    assert names[0] == "mount" and "mkfs" not in names and "age" not in names  # the aged filesystem, mounted
+    assert [study.boot_pace(spec, i) for i in (0, 1)] == ["none", None]
+    # the workload's boot finds its file in its own run directory
+    study.before_boot(spec, 0, tmp_path)
+    study.before_boot(spec, 1, tmp_path)
+    assert (tmp_path / "boot1" / "workload.sh").exists() and not (tmp_path / "workload.sh").exists()
+    # unpaced already (or no delays to skip): one boot, as before
+    for s in (_aged_spec(pace="none")[1], _aged_spec(device="plain-file@256M")[1], _aged_spec(fill=0)[1]):
+        assert len(study.boots(s, tmp_path)) == 1 and study.boot_pace(s, 0) is None
+
+
+def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
+    """run_cell asks the session for the study's pace before each boot, the device kept."""
+    from flashbed.cell import run_cell
+    from flashbed.lab.target import BootResult, Clock, session_has
+
+    study, spec = _aged_spec()
+    events = []
+
+    class Session:
+        pace = "real"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def skips_time(self):
+            return self.pace == "none"
+
+        def set_pace(self, pace):
+            events.append(("pace", pace))
+            self.pace = pace
+
+        def disks(self):
+            return ()
+
+        def nandsim(self):
+            return None
+
+        def mem_mb(self):
+            return 256
+
+    class Lab:
+        release = "test"
+
+        def open_session(self, device, scratch, seed=1, pace="real"):
+            return Session()
+
+        def boot(self, bspec, host=None, kill=None):
+            events.append(("boot", bspec.steps[0].name))
+            return BootResult("done", [], 0.1, 0.2, str(tmp_path / "console.log"), 0, "test")
+
+    assert session_has(Session, Clock)
+    run_cell(spec, Lab(), tmp_path / "logs", tmp_path / "scratch")
+    assert events == [("pace", "none"), ("boot", "mkfs"), ("pace", "real"), ("boot", "mount")]
+
+
+def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
+    """Without --check a fio job still has its crash states: the recorded run writes verify headers
+    and saves fio's write state; the state's check reads back every write fio completed, once fio's
+    end was acknowledged (real fio on this host, on a plain directory)."""
+    import os
+    import subprocess
+
+    from flashbed.studies import STUDIES
+    from flashbed.studies.appcheck import FIO_CHECK, FIO_DONE, FIO_STATE, FIO_VERIFY
+    from flashbed.studies.base import MNT
+
+    job = EXAMPLES / "camera-recording.fio"
+    overrides, studies = _user_workload(str(job), None, {}, ())
+    assert studies == ("workload", "appcheck") and "check" not in overrides["appcheck"]
+    study = STUDIES["appcheck"]
+    p = study.params(**overrides["appcheck"])
+    assert study.cases(p, None)[0].label == "user"
+    _, spec = _aged_spec(fill=0)
+    import dataclasses
+    spec = dataclasses.replace(spec, params=p)
+    run = tmp_path / "run"
+    run.mkdir()
+    study.before_boot(spec, 0, run)
+    staged, verify = (run / "workload.fio").read_text(), (run / FIO_VERIFY).read_text()
+    assert "verify=crc32c\ndo_verify=0\nverify_state_save=1\n" in staged and "rate=1m" in staged
+    assert "verify=crc32c" in verify and "do_verify" not in verify and "rate=" not in verify
+    work = study.work_spec(spec, spec.variant)
+    assert work.command.endswith(f"&& sync && $FLASHBED_ACK {FIO_DONE}") and work.check.endswith(FIO_CHECK)
+    # the recorded run and the state's check with the real fio, in a directory standing for the mount
+    d = tmp_path / "fs"
+    for name in ("workload.fio", FIO_VERIFY):
+        text = (run / name).read_text().replace(f"directory={MNT}/cs", f"directory={d}")
+        (run / name).write_text(text.replace("filesize=8M", "filesize=2M").replace("rate=", "#rate="))
+    d.mkdir()
+    env = {**os.environ, "FLASHBED_RUN": str(run), "FLASHBED_ACK": "true"}
+    subprocess.run(work.command.replace("$FLASHBED_ACK", "true"), shell=True, check=True, env=env,
+                   cwd=d, executable="/bin/sh", capture_output=True)
+    assert list((run / FIO_STATE).glob("*-verify.state"))
+    acked = tmp_path / "acked"
+
+    def check(*labels):
+        acked.write_text("".join(f"{x}\n" for x in labels))
+        r = subprocess.run([str(run / FIO_CHECK)], env={**env, "FLASHBED_ACKED": str(acked)}, cwd=d,
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout.strip().splitlines()[-1]
+    assert check(FIO_DONE) == (0, "fio verify: every write fio completed is there")
+    with open(d / "main-stream.0.1", "r+b") as f:  # a completed write damaged: fio finds it
+        f.seek(5000)
+        f.write(b"XXXX")
+    rc, line = check(FIO_DONE)
+    assert rc == 1 and line.startswith("fio verify failed: crc32c: verify failed at file") and "main-stream.0.1" in line
+    # before fio's end was acknowledged its state does not apply: the state is held to its recovery only
+    assert check("other=1") == (0, "fio verify: not run (before fio's end was acknowledged, its write state "
+                                   "does not apply)")

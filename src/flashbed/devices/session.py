@@ -102,6 +102,12 @@ class _PacedModel:
     def skips_time(self) -> bool:
         return self.pace == "none"
 
+    def set_pace(self, pace: str) -> None:
+        # nandsim takes its delays at each boot (nandsim()): the next boot has the new pace
+        if pace != self.pace and "virtual" in (pace, self.pace):
+            raise FlashbedError("virtual time is the cell's whole clock: a boot cannot switch to or from it")
+        self.pace = pace
+
 
 class FileSession(_LabKill, _Session):
     """A sparse file of the device's capacity."""
@@ -204,6 +210,19 @@ class EmulatorSession(_PacedModel, _Session):
 
     def restart_if_cut(self) -> None:
         if self.cut:
+            self._start()
+
+    def set_pace(self, pace: str) -> None:
+        """The emulator stopped cleanly (its state saved) and started again at `pace`: the
+        device as it was, its clock anew (a paced phase after an unpaced one does not wait for
+        the unpaced phase's modelled time)."""
+        if pace == self.pace:
+            return
+        if "virtual" in (pace, self.pace):
+            raise FlashbedError("virtual time is the cell's whole clock: a boot cannot switch to or from it")
+        self.pace = pace
+        if self.emu is not None and not self.cut:
+            self.emu.stop()
             self._start()
 
     def log_start(self, log_dir: Path) -> None:

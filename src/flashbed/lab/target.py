@@ -263,6 +263,11 @@ class Clock(Protocol):
         """Whether this session skips the device's delays."""
         ...
 
+    def set_pace(self, pace: str) -> None:
+        """From the next boot on, run the device at `pace` ("real" or "none"), its state kept
+        (nothing when it runs at that pace already)."""
+        ...
+
 
 def session_has(session: Any, capability: type) -> bool:
     """Whether a session (or a session class, as make_plan asks) has a capability."""

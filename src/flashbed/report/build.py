@@ -68,6 +68,9 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
                 ss.add(Paragraph(f"Not run here: {', '.join(whys)}.", cls="missing"))
             ss.add(*F.study_figures(ctx, device, study))
             ss.add(*T.view_blocks(run, device, study))
+            wt = T.workload_table(run, device, study)
+            if wt:
+                ss.add(wt)
             t = T.study_table(run, device, study)
             if t:
                 ss.add(t)

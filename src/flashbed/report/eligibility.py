@@ -97,12 +97,21 @@ def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float
         why = [w for e in run.extras.get((device, fs, req.study), [])
                if (w := (e.get("why") or {}).get(req.metric.removeprefix("cap:")))]
         return why[0] if why else ""
-    if req.study != "crashstates":
+    if req.study not in ("crashstates", "appcheck"):
         return f"{req.metric} = {worst:g}"
     # counts of states: how many of all (every workload and repeat) were in the class
     def total(metric: str) -> float:
         return sum(v for k in run.cases(device, req.study) if fnmatchcase(k, req.case)
                    if (st := run.get(device, fs, req.study, k, metric)) for v in st.values)
+    if req.study == "appcheck" and req.metric == "failures":
+        # your check's own failures (class data-loss) apart from the filesystem's and the stuck ones
+        lost, n = total("class:data-loss"), total("iterations")
+        rest = total("failures") - lost
+        stuck = "did not recover cleanly or the check did not finish"
+        if not lost:
+            return f"{rest:.0f} of {n:.0f} crash states {stuck}"
+        return f"your check failed in {lost:.0f} of {n:.0f} crash states" + (f"; {rest:.0f} more {stuck}"
+                                                                              if rest else "")
     what = "acknowledged data lost" if req.metric == "class:data-loss" else req.metric.split(":", 1)[-1]
     return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states"
 
@@ -110,8 +119,10 @@ def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float
 def _reproducer(run: RunData, device: str, fs: str, req: Requirement) -> Reproducer | None:
     outcome = req.metric.split(":", 1)[1] if ":" in req.metric else None
     dev = run.device_of(device)
-    return next((r for r in run.reproducers if r.device == dev and r.fs == fs and r.study == req.study
-                 and (outcome is None or r.outcome == outcome)), None)
+    mine = [r for r in run.reproducers if r.device == dev and r.fs == fs and r.study == req.study
+            and (outcome is None or r.outcome == outcome)]
+    # any failing state will do: one that lost data first (the failure that decides most often)
+    return min(mine, key=lambda r: r.outcome != "data-loss", default=None)
 
 
 def eligibility(run: RunData, device: str, uc: UseCase, fss: list[str]) -> dict[str, Eligibility]:

@@ -364,9 +364,21 @@ class RunData:
         b = self.busy.get((device, fs, study, case))
         return b if b is not None and b.util.mean < self.weights.lab_bound_below else None
 
+    def timed(self, device: str, study: str, case: str, metric: str) -> bool:
+        """Whether a figure is set by how fast something ran: the known timed metrics, and those a
+        cell declares timed (your workload's metrics in time or rate units, a lifetime at its
+        measured rate: studies/workload.py's extra["ranked"])."""
+        if metric in units.TIMED_METRICS:
+            return True
+
+        def make():
+            return frozenset((d, s, f.get("case"), f.get("metric")) for (d, _fs, s), es in self.extras.items()
+                             for e in es for f in (e.get("ranked") or []) if isinstance(f, dict) and f.get("timed"))
+        return (device, study, case, metric) in self._cached(("timed",), make)
+
     def lab_bound(self, device: str, fs: str, study: str, case: str, metric: str) -> Busy | None:
         """lab_bound_case for a timed metric (rates, latencies, times); None for any other metric."""
-        return self.lab_bound_case(device, fs, study, case) if metric in units.TIMED_METRICS else None
+        return self.lab_bound_case(device, fs, study, case) if self.timed(device, study, case, metric) else None
 
     def device_check(self, device: str, fs: str, study: str, case: str) -> DeviceCheck | None:
         return self.checks.get((device, fs, study, case))
@@ -375,7 +387,8 @@ class RunData:
         """The device check of a timed figure the device could not have served (its writes were
         acknowledged before the device received them); None otherwise."""
         c = self.checks.get((device, fs, study, case))
-        return c if c is not None and c.verdict is DeviceVerdict.CACHED and metric in units.TIMED_METRICS else None
+        return c if c is not None and c.verdict is DeviceVerdict.CACHED and self.timed(device, study, case, metric) \
+            else None
 
     def ignores_direct(self, device: str) -> dict[str, list[DeviceCheck]]:
         """fs -> its direct-write figures the device check found cached: the filesystems that serve
@@ -614,7 +627,11 @@ def _utilisation(device_stats: dict[str, Any], case: str,
     elif isinstance(device_stats.get("workload"), dict):
         phase = _phase_numbers(device_stats["workload"])
         runtimes = [m["runtime"][0] for m in per_case.values() if "runtime" in m]
-        if runtimes:  # fio jobs that ran at once (mixed): the longest job spans the phase
+        waited = [m["io_seconds"][0] for m in per_case.values() if "io_seconds" in m]
+        if runtimes and waited:  # rate-limited jobs idle the device by design: their requests' own time
+            dur, why = min(max(runtimes), math.fsum(waited)), "the time its rate-limited fio jobs had requests " \
+                "outstanding"
+        elif runtimes:  # fio jobs that ran at once (mixed): the longest job spans the phase
             dur, why = max(runtimes), "the longest fio job's run time (jobs ran at once)"
         elif len(per_case) == 1:
             dur, why = phase.get("wall_seconds"), "the statistics phase's wall time"

@@ -18,7 +18,7 @@ from fnmatch import fnmatchcase
 from ..status import DeviceVerdict, Measured
 from . import units
 from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
-from . import devcheck
+from . import devcheck, workcase
 from .devcheck import DeviceCheck
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
 from .load import NOT_OBSERVABLE, Busy, RunData, Stat
@@ -174,12 +174,13 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     # requirements before scores: a filesystem that fails one is listed, never ranked
     checks = eligibility(run, device, uc, fss)
     not_eligible = [e for e in checks.values() if not e.eligible]
-    fss = [fs for fs in fss if checks[fs].eligible]
+    # what was measured is the run's, eligible or not (a use case none is eligible for was measured)
+    candidates, fss = fss, [fs for fs in fss if checks[fs].eligible]
     measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in fss):
+        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in candidates):
             measured.append(i)
-        elif fss and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in fss):
+        elif candidates and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in candidates):
             not_observable.append(i)
         elif not can_run(run, device, c.study):
             not_measured.append((i, no_write_log(c.study, device)))
@@ -363,7 +364,9 @@ def _sentence(r: Ranking, k: int) -> str:
 
 
 def recommend(run: RunData) -> dict[str, list[Ranking]]:
-    return {d: [rank(run, d, uc) for uc in run.weights.use_cases] for d in run.devices()}
+    """Per device: your own workload's use case first (workcase.py), then the built-in ones."""
+    return {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
+            for d in run.devices()}
 
 
 # ---- document blocks -----------------------------------------------------------
@@ -566,7 +569,8 @@ def lab_bound_method(run: RunData) -> str:
                 "device figures, and no figure is checked for being lab-bound.")
     return (f"A timed figure is lab-bound when the flash device was busy less than "
             f"{run.weights.lab_bound_below:g} % of the figure's own duration (the emulator's busy time in the "
-            f"figure's statistics phase over fio's run time or the measured time): the device sat idle waiting "
+            f"figure's statistics phase over fio's run time or the measured time; for fio jobs paced by their own "
+            f"rate or think time, over the time their requests were outstanding): the device sat idle waiting "
             f"for the lab, so the lab set the figure. Lab-bound figures are marked in tables and figures; a "
             f"criterion lab-bound for any filesystem on a device scores nobody there and decides nothing. "
             f"Figures without a statistics phase of their own (mount times, appio's operations) are not checked.")

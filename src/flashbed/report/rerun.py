@@ -11,8 +11,13 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .. import profiles
+from .. import profiles, userwork
 from .load import RunData
+
+
+# the studies of your own workload: which of their parameters the command gives as a file option
+USER_FILES = {"workload": (("file", "--workload"),), "appcheck": (("file", "--workload"), ("check", "--check"))}
+USER_SET_BY_FILE = ("digest", "kind", "check_digest")
 
 
 def measure_command(run: RunData, device: str, studies: list[str], alone: bool = False) -> str:
@@ -38,9 +43,25 @@ def measure_command(run: RunData, device: str, studies: list[str], alone: bool =
         if value is not None and value not in default:
             args += [flag, str(value)]
     overrides = req.get("overrides") if isinstance(req.get("overrides"), dict) else {}
+    sets: list[str] = []
     for study in studies:
-        for param, value in sorted((overrides.get(study) or {}).items()):
-            args += ["--set", f"{study}.{param}={_value(value)}"]
+        values = dict(overrides.get(study) or {})
+        # your workload and check are files given by their options (their hashes follow from them)
+        if study in USER_FILES:
+            for param, flag in USER_FILES[study]:
+                if values.get(param) and flag not in args:
+                    args += [flag, str(values[param])]
+            for param in (*(p for p, _f in USER_FILES[study]), *USER_SET_BY_FILE):
+                values.pop(param, None)
+        if study == "workload" and values.get("fill"):
+            args += ["--age", str(values.pop("fill"))]
+            if values.get("passes") == userwork.AGE_PASSES:
+                del values["passes"]
+        if study == "workload" and values.get("daily_writes"):
+            args += ["--daily-writes", str(values.pop("daily_writes"))]
+        sets += [f"{study}.{param}={_value(value)}" for param, value in sorted(values.items())]
+    for item in sets:
+        args += ["--set", item]
     if alone:
         args += ["--jobs", "1"]
     return " ".join(shlex.quote(a) for a in args)

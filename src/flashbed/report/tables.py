@@ -369,3 +369,52 @@ def devices_table(run: RunData) -> Table:
             for row, d in zip(rows, run.devices()):
                 row.append(Cell(text(d) or "—", text(d)))
     return Table("tab-devices", "Devices (from the run manifest)", cols, rows)
+
+
+def workload_table(run: RunData, device: str, study: str) -> Table | None:
+    """Your workload per filesystem on one line: its time, what the device received and did over it,
+    the projected lifetime, and your check over the crash states (the workload and appcheck studies)."""
+    if study != "workload":
+        return None
+    cases = [c for c in run.cases(device, study) if c and ":" not in c]
+    page = (run.device_info(device) or {}).get("page_size")
+    rows = []
+    for case in cases:
+        for fs in run.filesystems(device, study):
+            def val(metric: str, s: str = study, k: str = case) -> float | None:
+                st = run.get(device, fs, s, k, metric)
+                return st.mean if st else None
+            ds = run.device_stat(device, fs, study, case) or run.device_stat(device, fs, study)
+            host = ds["host_write_bytes"].mean if "host_write_bytes" in ds else None
+            nand = ds["nand_program_pages"].mean * page if "nand_program_pages" in ds and page else None
+            waf = ds["write_amplification"].mean if "write_amplification" in ds else None
+            busy = run.busy_for(device, fs, study, case)
+            n, bad, lost = (val(m, "appcheck", "user") for m in ("iterations", "failures", "class:data-loss"))
+            if n is None:
+                verdict = "not checked" if "appcheck" not in run.studies(device) else "—"
+            else:
+                why = next((f.get("why", "") for e in run.extras.get((device, fs, "appcheck"), [])
+                            for f in e.get("failures") or []), "")
+                verdict = f"{n - (bad or 0):.0f}/{n:.0f} consistent" + \
+                    (f", {bad:.0f} failed ({lost or 0:.0f} by your check): {why[:80]}" if bad else "")
+            years = val("lifetime_years")
+            rows.append([Cell(case, case), Cell(fs, fs),
+                         Cell(units.fmt(val("seconds"), "s"), val("seconds")),
+                         Cell(units.fmt(host / 1e6) if host is not None else "—", host),
+                         Cell(units.fmt(nand / 1e6) if nand is not None else "—", nand),
+                         Cell(units.fmt(waf) if waf is not None else "—", waf),
+                         Cell(units.fmt(val("flushes"), "count"), val("flushes")),
+                         Cell(f"{busy.util.mean:.0f}" if busy else "—", busy.util.mean if busy else None,
+                              cls="labbound" if busy and busy.util.mean < run.weights.lab_bound_below else ""),
+                         Cell(units.fmt(years) if years is not None else "—", years),
+                         Cell(verdict, verdict, cls="bad" if bad else "")])
+    if not rows:
+        return None
+    cols = [Column("workload", numeric=False), Column("filesystem", numeric=False), Column("wall time", "s"),
+            Column("host writes", "MB"), Column("NAND writes", "MB"), Column("WAF", "x"), Column("flushes", "count"),
+            Column("device busy", "%"), Column("lifetime", "years"), Column("crash states: your check", numeric=False)]
+    return Table(units.slug("tab", device, study, "summary"), "Your workload, per filesystem", cols, rows,
+                 "the last pass's figures and the device's counters over it; device busy = its busy time over the "
+                 "pass's wall time (below the lab-bound line the lab, not the device, set the time); lifetime: "
+                 "the table below; crash states: those where the filesystem recovered and your check (or fio's "
+                 "verification) held, of all checked")

@@ -58,6 +58,20 @@ class UseCase:
     requires: tuple[Requirement, ...] = ()
 
 
+# the kinds of criteria of your own workload's use case ([workload]; report/workcase.py)
+WORKLOAD_KINDS = ("wall_time", "metric", "job_rate", "job_latency", "lifetime", "flash_time", "flash_wear")
+
+
+@dataclass(frozen=True)
+class WorkloadWeights:
+    """How your own workload's use case is made: the weight of each kind of criterion, the kinds
+    it cannot be decided without, and the requirements held when the run has your check."""
+
+    weights: dict[str, float] = field(default_factory=lambda: {k: 1.0 for k in WORKLOAD_KINDS})
+    decisive: tuple[str, ...] = ()
+    requires: tuple[Requirement, ...] = ()
+
+
 @dataclass(frozen=True)
 class Weights:
     path: Path
@@ -68,6 +82,7 @@ class Weights:
     # a timed figure whose device was busy less than this share of its time (%) is lab-bound
     lab_bound_below: float = 50.0
     requirements: dict[str, Requirement] = field(default_factory=dict)
+    workload: WorkloadWeights = field(default_factory=WorkloadWeights)
 
 
 def load_weights(path: Path | None = None) -> Weights:
@@ -161,4 +176,27 @@ def load_weights(path: Path | None = None) -> Weights:
     if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 <= below <= 100:
         raise bad(f"[lab_bound] device_busy_below must be a percentage from 0 to 100, not {below!r}")
     return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes, lab_bound_below=float(below),
-                   requirements=requirements)
+                   requirements=requirements, workload=_workload(data.get("workload"), requirements, bad))
+
+
+def _workload(spec, requirements: dict[str, Requirement], bad) -> WorkloadWeights:
+    if spec is None:
+        return WorkloadWeights()
+    if not isinstance(spec, dict):
+        raise bad("[workload] must be a table of weights")
+    unknown = set(spec) - {*WORKLOAD_KINDS, "requires", "decisive"}
+    if unknown:
+        raise bad(f"[workload]: unknown field(s) {', '.join(sorted(unknown))} (weights: {', '.join(WORKLOAD_KINDS)})")
+    weights = {}
+    for k in WORKLOAD_KINDS:
+        w = spec.get(k, 1.0)
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or w <= 0:
+            raise bad(f"[workload]: {k} must be a positive number, not {w!r}")
+        weights[k] = float(w)
+    decisive, req = spec.get("decisive", []), spec.get("requires", [])
+    for name, xs, known in (("decisive", decisive, WORKLOAD_KINDS), ("requires", req, tuple(requirements))):
+        if not isinstance(xs, list) or not all(isinstance(x, str) for x in xs):
+            raise bad(f"[workload]: {name} must be a list of names")
+        if wrong := [x for x in xs if x not in known]:
+            raise bad(f"[workload]: {name} names {', '.join(wrong)}, which is not one of {', '.join(known)}")
+    return WorkloadWeights(weights, tuple(decisive), tuple(requirements[x] for x in req))

@@ -21,10 +21,24 @@ directory, not on the device under test: a crash cannot take them away, so "no c
 row lost" is checked against what was acknowledged, not against what survived.
 
 Failing states keep the write log and their replay command, as crash states do.
+
+A fio job file gets fio's own power-fail verification, with or without --check: its recorded
+run writes with verify headers (verify=crc32c unless the job chooses its own, do_verify=0:
+no read-back in the recorded run) and saves fio's write state (verify_state_save) in the run
+directory, off the device; then `sync` and the acknowledgement `fio=completed`. In each state
+at or after that acknowledgement, `fio --verify_only --verify_state_load=1` reads back every
+write fio saw completed (the job file without its rate limits and think times) and a failed
+verification is a failure of the state; your --check, if given, runs after it. The limit:
+fio saves its write state only when a job ends (at its end, or at a trigger, which ends it
+too), so the state says what fio completed by its end. A state before the acknowledgement
+may lawfully lack what fio completed after the last flush before it; fio's state cannot say
+which writes those are, so there fio's verification is not run (the state's verdict says
+so) and such a state is held to its recovery (and to your check) only.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +54,13 @@ from .powercut import work_seed
 from .workload import STAGED
 
 CHECK = "check.sh"
+FIO_CHECK, FIO_VERIFY, FIO_STATE = "fio-check.sh", "verify.fio", "fio-state"
+FIO_DONE = "fio=completed"  # the acknowledgement after fio's end and a sync
+# what the recorded run adds to a job file (before it: the job's own [global] overrides it)
+FIO_RECORD = "verify=crc32c\ndo_verify=0\nverify_state_save=1\n"
+# options the read-back leaves out: they pace the job, they do not place its data
+FIO_UNPACED = re.compile(r"^\s*(rate|rate_min|rate_iops|rate_iops_min|rate_process|rate_ignore_thinktime|thinktime"
+                         r"\w*|do_verify|startdelay|ramp_time)\s*(=|$)", re.I)
 
 
 class AppCheck(CrashStates):
@@ -71,26 +92,36 @@ class AppCheck(CrashStates):
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
 
     def cases(self, params, device):
-        if not params.file or not params.check:
+        if not params.file or not (params.check or params.kind == Kind.FIO):
             raise FlashbedError("study appcheck runs your check on your workload: give --workload FILE and "
-                                "--check FILE")
+                                "--check FILE (a fio job file needs no check: fio verifies its own writes)")
         return [Case(Workload.USER, params)]
 
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
         p = spec.params
         staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
         if p.kind == Kind.FIO:
-            staged.write_text(f"[global]\ndirectory={MNT}/cs\n\n" + staged.read_text())
-        stage(p.check, p.check_digest, run_dir / CHECK)
+            job = staged.read_text()
+            head = f"[global]\ndirectory={MNT}/cs\n"
+            staged.write_text(head + (FIO_RECORD if not _has_verify(job) else "") + "\n" + job)
+            (run_dir / FIO_VERIFY).write_text(head + ("verify=crc32c\n" if not _has_verify(job) else "") + "\n"
+                                              + verify_job(job))
+            check = run_dir / FIO_CHECK
+            check.write_text(fio_check(f"{RUN}/{CHECK}" if p.check else ""))
+            check.chmod(0o755)
+        if p.check:
+            stage(p.check, p.check_digest, run_dir / CHECK)
 
     def work_spec(self, spec: CellSpec, v: FsVariant) -> CrashWorkSpec:
         p = spec.params
-        cmd = (f"fio --output-format=json --output={RUN}/workload.json {RUN}/{STAGED[Kind.FIO]}"
+        cmd = (f"mkdir -p {RUN}/{FIO_STATE} && fio --aux-path={RUN}/{FIO_STATE} --output-format=json "
+               f"--output={RUN}/workload.json {RUN}/{STAGED[Kind.FIO]} && sync && $FLASHBED_ACK {FIO_DONE}"
                if p.kind == Kind.FIO else f"{RUN}/{STAGED[Kind.SCRIPT]}")
+        check = f"{RUN}/{FIO_CHECK}" if p.kind == Kind.FIO else f"{RUN}/{CHECK}"
         # the step's own limit covers the workload; a mount or unmount gets step_timeout
         return CrashWorkSpec(workload=Workload.USER, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
                              seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
-                             timeout=float(p.timeout), command=cmd, check=f"{RUN}/{CHECK}",
+                             timeout=float(p.timeout), command=cmd, check=check,
                              check_timeout=float(p.check_limit))
 
     def sequence_count(self, spec: CellSpec) -> int:
@@ -104,3 +135,33 @@ class AppCheck(CrashStates):
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]
         r["check"] = verify.get("check")
         return r
+
+
+def _has_verify(job: str) -> bool:
+    return any(re.match(r"^\s*verify\s*=", line, re.I) for line in job.splitlines())
+
+
+def verify_job(job: str) -> str:
+    """The job file as fio's read-back runs it: its data placement, not its pacing."""
+    return "".join(line for line in job.splitlines(keepends=True) if not FIO_UNPACED.match(line))
+
+
+def fio_check(user_check: str) -> str:
+    """The check of a fio workload's state: fio's read-back of every write it saw completed, in a
+    state that acknowledged fio's end (after it, a sync); then the user's check, if any."""
+    verify = (f"fio --aux-path={RUN}/{FIO_STATE} --verify_only --verify_state_load=1 {RUN}/{FIO_VERIFY} "
+              f"> {RUN}/fio-verify.out 2>&1")
+    then = f'exec {user_check}\n' if user_check else "exit 0\n"
+    return ("#!/bin/sh\n"
+            "# fio's own power-fail verification (studies/appcheck.py), then your check if given\n"
+            f'if grep -q "{FIO_DONE}" "${{FLASHBED_ACKED:-/dev/null}}"; then\n'
+            f"  if ! {verify}; then\n"
+            f"    out={RUN}/fio-verify.out\n"
+            "    why=$(grep -m1 -i 'verify failed' $out || grep -m1 -iE 'err= *[1-9]' $out || tail -n 1 $out)\n"
+            '    echo "fio verify failed: $why"\n'
+            "    exit 1\n"
+            "  fi\n"
+            '  echo "fio verify: every write fio completed is there"\n'
+            "else\n"
+            '  echo "fio verify: not run (before fio\'s end was acknowledged, its write state does not apply)"\n'
+            "fi\n" + then)

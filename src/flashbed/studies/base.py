@@ -189,6 +189,11 @@ class Study:
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         raise NotImplementedError
 
+    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
+        """The device's pace for boot `index` when it is not the cell's (a phase whose timing
+        nothing measures, as preconditioning, may run unpaced); None: the cell's."""
+        return None
+
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         raise NotImplementedError
 
@@ -199,6 +204,12 @@ class Study:
 
 
 # --- step helpers ----------------------------------------------------------------------
+
+def boot_dir(run_dir: Path, index: int) -> Path:
+    """The run directory of boot `index` of a cell of several boots (cell.py: a cell of one boot
+    runs in the cell's own directory)."""
+    return run_dir / f"boot{index}"
+
 
 def make_and_mount(v: FsVariant) -> list[Step]:
     steps = [Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())]

@@ -79,7 +79,7 @@ from ..lab.target import TOOLS, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from ..yaffs2 import guest as yaffs2_guest
-from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, boot_dir, m, step_json
 from .params import param
 
 PCW = f"{PY} {TOOLS}/powercut.py"  # this study's guest side
@@ -99,11 +99,6 @@ FSCK_RESULTS = tuple(FsckResult)
 # a journal or log are each filesystem's own: its catalogue recovery_log)
 DIRTY = r"not properly unmounted|mounting unchecked|dirty"
 ANY_RECOVERY = r"[Rr]ecover|replay"
-
-
-def boot_dir(run_dir: Path, index: int) -> Path:
-    """The run directory of boot `index` (the cell's layout for multi-boot cells: cell.py)."""
-    return run_dir / f"boot{index}"
 
 
 def cut_points(seed: int, n: int, lo: float, hi: float) -> list[float]:

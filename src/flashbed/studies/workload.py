@@ -7,7 +7,10 @@ sync, unmount. The file reaches the guest through the cell's run directory (stag
 checked against its content hash: userwork.stage).
 
 Steady state and lifetime: with `fill` (--age FILL) the filesystem is first filled to
-FILL % with a file population and churned (lab/guest/age.py); with `passes` > 1 the
+FILL % with a file population and churned (lab/guest/age.py), with the device unpaced
+(nothing times it): at --pace real that is a boot of its own, the emulator restarted
+unpaced on the same device for it and paced again for the workload's boot, which mounts the
+aged filesystem (the run's pace holds for every figure); with `passes` > 1 the
 workload runs that many times (each pass in a fresh directory, the last one's removed),
 each pass a phase of the device's counters; the last pass is the phase "workload". The
 write amplification has converged when the last passes agree (lifetime.converged), and the
@@ -23,6 +26,7 @@ bytes, write amplification, erases, busy time).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -33,15 +37,20 @@ from ..errors import FlashbedError
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, stage
 from . import fio as fiojson
-from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, seconds,
-                   stats_reset, stats_take, step_json, umount)
+from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, boot_dir, first_failure, m, make_and_mount, mount,
+                   passed, seconds, stats_reset, stats_take, step_json, umount)
 from .params import param
 
 AGE = GUEST_DIR / "age.py"
+# devices whose delays are a model's, which a boot can skip (their sessions' Clock capability)
+MODELLED = ("emulator", "nandsim")
 
 WL_DIR = f"{MNT}/wl"
 FIO_OUT, SCRIPT_OUT = "workload.json", "workload.out"
 STAGED = {Kind.FIO: "workload.fio", Kind.SCRIPT: "workload.sh"}
+BETTER = re.compile(r"^\s*better:([A-Za-z_][\w.:/-]{0,63})\s*=\s*(higher|lower)\s*$", re.I)
+TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "sec", "min", "h"})
+SMALL_REQUEST = 64 << 10  # bytes: a fio job of smaller requests is ranked on its IOPS, else its MB/s
 METRIC = re.compile(r"^\s*([A-Za-z_][\w.:/-]{0,63})\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S{0,12})\s*$")
 # /sys/block/<dev>/stat fields, from 0 (Documentation/block/stat.rst): write requests, sectors
 # written, discard requests, flush requests
@@ -56,6 +65,82 @@ def metrics(text: str) -> dict[str, tuple[float, str]]:
         if mt:
             out[mt[1]] = (float(mt[2]), mt[3])
     return out
+
+
+def declared_better(text: str) -> dict[str, str]:
+    """`better:KEY=higher|lower` lines of a script's output: the direction of a metric whose
+    unit does not say it (a size, a count)."""
+    return {mt[1]: mt[2].lower() for line in text.splitlines() if (mt := BETTER.match(line))}
+
+
+def unit_better(unit: str) -> str:
+    """A metric's direction from its unit: a time is better lower, a rate higher; '' (no
+    direction: not ranked unless the script declares one) for anything else."""
+    u = unit.strip().lower()
+    if u in TIME_UNITS:
+        return "lower"
+    if u.endswith("/s") or u in ("iops", "hz", "tps"):
+        return "higher"
+    return ""
+
+
+# fio options that pace a job: the device then idles by the job's design, not the lab's slowness
+PACING = ("rate", "rate_iops", "rate_min", "rate_iops_min", "thinktime")
+
+
+def rate_limited(out: dict) -> bool:
+    """Whether any job of fio's JSON output is paced by its own options."""
+    opts = [out.get("global options") or {}] + [j.get("job options") or {} for j in out.get("jobs", [])]
+    return any(str(o.get(k, "0")).strip() not in ("", "0") for o in opts for k in PACING)
+
+
+def io_seconds(job: dict) -> float:
+    """The time a fio job had a request outstanding: each direction's and its syncs' mean latency
+    times their count (the basis of a rate-limited job's device utilisation: report/load.py)."""
+    total = 0.0
+    for d in ("read", "write", "sync"):
+        part = job.get(d) or {}
+        lat = (part.get("lat_ns") or {}).get("mean") or 0
+        total += lat / 1e9 * (part.get("total_ios") or 0)
+    return total
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure the recommendation ranks this workload on (report/workcase.py makes the
+    workload's use case from them): which measurement, which way is better, which weight of
+    weights.toml [workload] it takes, and whether the lab's speed can set it (timed: checked
+    for being lab-bound as every timed figure is)."""
+
+    case: str
+    metric: str
+    better: str  # "higher" | "lower"
+    kind: str  # a [workload] weight: wall_time, metric, job_rate, job_latency, lifetime
+    label: str
+    timed: bool
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def script_figures(case: str, found: dict[str, tuple[float, str]], declared: dict[str, str]) -> list[Figure]:
+    """A script's ranked figures: its wall time, then each metric with a direction (declared,
+    or from its unit); a metric without one is shown, not ranked."""
+    out = [Figure(case, "seconds", "lower", "wall_time", "wall time", True)]
+    for key, (_v, unit) in sorted(found.items()):
+        better = declared.get(key) or unit_better(unit)
+        if better:
+            out.append(Figure(case, key, better, "metric", key.replace("_", " "), bool(unit_better(unit))))
+    return out
+
+
+def job_figures(jc: str, job: str, figs: dict[str, float]) -> list[Figure]:
+    """A fio job's ranked figures: its rate (IOPS for requests under 64 KiB, else MB/s) and
+    its p99 latency."""
+    small = figs.get("iops") and figs["bandwidth"] * 1e6 / figs["iops"] < SMALL_REQUEST
+    rate = Figure(jc, "iops", "higher", "job_rate", f"{job} IOPS", True) if small else \
+        Figure(jc, "bandwidth", "higher", "job_rate", f"{job} bandwidth", True)
+    return [rate, Figure(jc, "lat_p99", "lower", "job_latency", f"{job} p99 latency", True)]
 
 
 def blk_delta(before: str, after: str) -> dict[str, float]:
@@ -111,9 +196,26 @@ class Workload(Study):
             raise FlashbedError(f"workload.passes must be at least 1 (got {params.passes})")
         return [Case(Path(params.file).stem, params)]
 
+    def unpaced_age(self, spec: CellSpec) -> bool:
+        """Preconditioning in a boot of its own with the device unpaced (nothing times it), the
+        workload's boot at the cell's pace: at --pace real (virtual time costs no waiting)."""
+        return bool(spec.params.fill) and spec.pace == "real" and spec.clock != "virtual" and \
+            spec.device.backend in MODELLED
+
+    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
+        return "none" if index == 0 and self.unpaced_age(spec) else None
+
+    def work_dir(self, spec: CellSpec, run_dir: Path) -> Path:
+        """Where the workload's boot writes its files: the cell's directory, or its last boot's."""
+        return boot_dir(run_dir, 1) if self.unpaced_age(spec) else run_dir
+
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
         p = spec.params
-        staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
+        if self.unpaced_age(spec) and index == 0:
+            return  # the preconditioning boot does not run the workload
+        dest = self.work_dir(spec, run_dir)
+        dest.mkdir(parents=True, exist_ok=True)
+        staged = stage(p.file, p.digest, dest / STAGED[Kind(p.kind)])
         if p.kind == Kind.FIO:
             # directory= first, in a [global] of its own: fio merges every [global] section
             staged.write_text(f"[global]\ndirectory={WL_DIR}\n\n" + staged.read_text())
@@ -130,6 +232,10 @@ class Workload(Study):
         steps = [*make_and_mount(v)]
         if p.fill:
             steps.append(Step("age", f"{PY} {AGE} {MNT}/age {p.fill} {spec.seed} {p.churn}", timeout=4 * 3600))
+        first: list[list[Step]] = []
+        if self.unpaced_age(spec):
+            first = [[*steps, *umount(v, "umount-age")]]
+            steps = [*mount(v)]
         for i in range(1, p.passes + 1):
             last = i == p.passes
             phase, sfx = ("workload", "") if last else (f"pass{i}", f"-{i}")
@@ -143,12 +249,14 @@ class Workload(Study):
                 stats_take(phase),
                 Step(f"blk-after{sfx}", stat_cmd(v.device_path())),
             ]
-        return [[*steps, *umount(v)]]
+        return [*first, [*steps, *umount(v)]]
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         p = spec.params
         case = Path(p.file).stem
-        res = boots[0] if boots else None
+        res = boots[-1] if boots else None  # the workload's boot (after the preconditioning's own)
+        aged = next((b for b in boots if b.step("age") is not None), None)
+        run_dir = self.work_dir(spec, run_dir)
         why = first_failure(boots)
         if res is None or why:
             tail = _tail(run_dir / SCRIPT_OUT) if p.kind == Kind.SCRIPT else ""
@@ -156,12 +264,14 @@ class Workload(Study):
             return Outcome([], f"error: {err}"[:200], status=passed(False), error=err[:400])
         meas = m(case, "seconds", seconds(res, "workload"), "s")
         extra: dict = {"file": Path(p.file).name, "digest": p.digest, "kind": p.kind}
+        ranked: list[Figure] = []
         if p.kind == Kind.FIO:
             out = fiojson.load(run_dir / FIO_OUT)
             if not out:
                 return Outcome(meas, "error: fio left no JSON output", status=passed(False),
                                error="fio left no JSON output")
             jobs = {}
+            paced = rate_limited(out)
             for job in out.get("jobs", []):
                 figs = fiojson.job_figures(job)
                 jobs[job["jobname"]] = figs
@@ -169,18 +279,24 @@ class Workload(Study):
                 meas += m(jc, "bandwidth", figs["bandwidth"], "MB/s") + m(jc, "iops", figs["iops"], "IOPS")
                 meas += m(jc, "lat_p50", figs["lat_p50"], "us") + m(jc, "lat_p99", figs["lat_p99"], "us")
                 meas += m(jc, "runtime", figs["runtime"], "s")
+                ranked += job_figures(jc, job["jobname"], figs)
+                if paced:  # the device idles by the job's design: the time it waited for requests instead
+                    meas += m(jc, "io_seconds", io_seconds(job), "s")
             extra["jobs"] = jobs
         else:
-            found = metrics(_read(run_dir / SCRIPT_OUT))
+            text = _read(run_dir / SCRIPT_OUT)
+            found, declared = metrics(text), declared_better(text)
             for k, (val, unit) in found.items():
                 meas += m(case, k, val, unit)
             extra["metrics"] = {k: v for k, (v, _) in found.items()}
+            ranked += script_figures(case, found, declared)
         blk = blk_delta(_stdout(res, "blk-before"), _stdout(res, "blk-after"))
         for k, val in blk.items():
             meas += m(case, k, val, "KiB" if k.endswith("_kib") else "count")
         extra["block"] = blk
-        if res.step("age") is not None:
-            extra["age"] = step_json(res, "age")
+        if aged is not None:
+            extra["age"] = step_json(aged, "age")
+            extra["age_pace"] = "none" if self.unpaced_age(spec) else spec.pace
         phases = host_stats(run_dir)
         lt = self.lifetime(spec, phases)
         if lt is not None:
@@ -193,6 +309,10 @@ class Workload(Study):
                                  "pe_cycles": lt.pe_cycles, "pe_source": lt.pe_source,
                                  "capacity": lt.capacity, "erase_spread": lt.erase_spread,
                                  "lines": lt.lines()}
+            # at the measured rate the years follow the wall clock: as timed as the wall time
+            ranked.append(Figure(case, "lifetime_years", "higher", "lifetime", "projected lifetime",
+                                 not p.daily_writes))
+        extra["ranked"] = [f.to_json() for f in ranked]
         head = f"{case}: {seconds(res, 'workload') or 0:.1f} s"
         if blk.get("write_requests"):
             head += f", {blk['write_requests']:.0f} writes of {blk['write_request_kib']:.0f} KiB"
