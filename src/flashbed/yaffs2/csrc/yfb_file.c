@@ -16,11 +16,22 @@
 
 #include "yfb_nand.h"
 
+enum fault_kind { FAULT_ERASE, FAULT_PROGRAM, FAULT_FLIP, FAULT_ECC, FAULT_KINDS };
+static const char *const fault_names[FAULT_KINDS] = { "erase", "program", "flip", "ecc" };
+#define MAX_FAULTS 64
+
+struct fault {
+	enum fault_kind kind;
+	unsigned where;	/* a block (erase) or a page */
+};
+
 struct yfb_file {
 	struct yfb_nand n;
 	int fd;
 	unsigned stride;	/* page_size + oob_avail */
 	uint8_t *buf;
+	struct fault faults[MAX_FAULTS];
+	unsigned n_faults;
 };
 
 static struct yfb_file *file_of(struct yfb_nand *n)
@@ -38,6 +49,16 @@ static off_t bbt_off(struct yfb_file *f)
 	return (off_t)f->n.blocks * f->n.pages_per_block * f->stride;
 }
 
+static int faulty(struct yfb_file *f, enum fault_kind kind, unsigned where)
+{
+	unsigned i;
+
+	for (i = 0; i < f->n_faults; i++)
+		if (f->faults[i].kind == kind && f->faults[i].where == where)
+			return 1;
+	return 0;
+}
+
 static int file_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *oob, unsigned ooblen)
 {
 	struct yfb_file *f = file_of(n);
@@ -50,7 +71,13 @@ static int file_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *
 		memcpy(data, f->buf, n->page_size);
 	if (oob)
 		memcpy(oob, f->buf + n->page_size, ooblen);
-	return YFB_ECC_CLEAN;
+	if (faulty(f, FAULT_ECC, page)) {
+		/* beyond the ECC: the data is handed on as read, wrong */
+		if (data)
+			data[n->page_size / 2] ^= 0x10;
+		return YFB_ECC_UNCORRECTABLE;
+	}
+	return faulty(f, FAULT_FLIP, page) ? YFB_ECC_CORRECTED : YFB_ECC_CLEAN;
 }
 
 static int file_write(struct yfb_nand *n, unsigned page, const uint8_t *data, const uint8_t *oob, unsigned ooblen)
@@ -60,6 +87,8 @@ static int file_write(struct yfb_nand *n, unsigned page, const uint8_t *data, co
 
 	if (page >= n->blocks * n->pages_per_block || ooblen > n->oob_avail)
 		return -EINVAL;
+	if (faulty(f, FAULT_PROGRAM, page))
+		return -EIO;
 	if (pread(f->fd, f->buf, f->stride, page_off(f, page)) != (ssize_t)f->stride)
 		return -EIO;
 	if (data)
@@ -78,6 +107,8 @@ static int file_erase(struct yfb_nand *n, unsigned block)
 
 	if (block >= n->blocks)
 		return -EINVAL;
+	if (faulty(f, FAULT_ERASE, block))
+		return -EIO;
 	memset(f->buf, 0xff, f->stride);
 	for (p = 0; p < n->pages_per_block; p++)
 		if (pwrite(f->fd, f->buf, f->stride, page_off(f, block * n->pages_per_block + p)) != (ssize_t)f->stride)
@@ -114,8 +145,43 @@ static void file_close(struct yfb_nand *n)
 	free(f);
 }
 
+/* 0, or -1 and a message in err */
+static int parse_faults(struct yfb_file *f, const char *spec, char *err, size_t errlen)
+{
+	char buf[1024], *item, *save = NULL;
+	unsigned limit, k;
+
+	if (!spec || !*spec)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(item, ':'), *end;
+		unsigned long where;
+
+		if (colon)
+			*colon = '\0';
+		for (k = 0; k < FAULT_KINDS && strcmp(item, fault_names[k]); k++)
+			;
+		where = colon ? strtoul(colon + 1, &end, 10) : 0;
+		limit = k == FAULT_ERASE ? f->n.blocks : f->n.blocks * f->n.pages_per_block;
+		if (k == FAULT_KINDS || !colon || !colon[1] || *end || where >= limit) {
+			snprintf(err, errlen, "--faults %s: give erase:BLOCK, program:PAGE, flip:PAGE or ecc:PAGE "
+				 "within the geometry, separated by commas", spec);
+			return -1;
+		}
+		if (f->n_faults == MAX_FAULTS) {
+			snprintf(err, errlen, "--faults %s: at most %d faults", spec, MAX_FAULTS);
+			return -1;
+		}
+		f->faults[f->n_faults].kind = k;
+		f->faults[f->n_faults++].where = where;
+	}
+	return 0;
+}
+
 struct yfb_nand *yfb_file_open(const char *path, unsigned page_size, unsigned oob_avail,
-			       unsigned pages_per_block, unsigned blocks, char *err, size_t errlen)
+			       unsigned pages_per_block, unsigned blocks, const char *faults,
+			       char *err, size_t errlen)
 {
 	struct yfb_file *f;
 	struct stat st;
@@ -146,6 +212,10 @@ struct yfb_nand *yfb_file_open(const char *path, unsigned page_size, unsigned oo
 	f->n.pages_per_block = pages_per_block;
 	f->n.blocks = blocks;
 	f->n.oob_avail = oob_avail;
+	if (parse_faults(f, faults, err, errlen) < 0) {
+		file_close(&f->n);
+		return NULL;
+	}
 	size = bbt_off(f) + blocks;
 	if (st.st_size == 0) {	/* blank: erased flash, every block good */
 		memset(f->buf, 0xff, f->stride);
