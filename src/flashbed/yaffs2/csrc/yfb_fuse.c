@@ -453,6 +453,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		json_out = fdopen(dup(STDOUT_FILENO), "w");
+		if (!json_out) {
+			fprintf(stderr, "flashbed-yaffs2: cannot keep stdout beside --log: %s\n", strerror(errno));
+			return 1;
+		}
 		fflush(stdout);
 		dup2(log_fd, STDOUT_FILENO);
 	}
