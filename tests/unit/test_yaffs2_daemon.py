@@ -226,6 +226,37 @@ def test_a_failed_program_is_written_again_elsewhere_and_its_block_retired_after
     m.unmount()
 
 
+def test_a_torn_program_loses_nothing_acknowledged(daemon, tmp_path):
+    """The power goes while a page is programmed (half of it programmed, data and tags,
+    then the daemon killed): the next mount scans, and every fsync'ed record is there,
+    with nothing wrong after them."""
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    kept = _payload(1024 * 1024, 6)
+    (m.mnt / "kept").write_bytes(kept)
+    m.unmount()
+    # every program past the first blocks tears: the first one the writer reaches is the cut
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, ("--faults", f"tear:{6 * 64}-{BLOCKS * 64 - 1}"))
+    record = _payload(4096, 9)
+    acked = 0
+    with pytest.raises(OSError):  # the daemon is gone: the FUSE connection aborts
+        fd = os.open(m.mnt / "log", os.O_WRONLY | os.O_CREAT)
+        for _ in range(BLOCKS * 64):
+            os.write(fd, record)
+            os.fsync(fd)
+            acked += 1
+    m._gone()
+    subprocess.run(["fusermount3", "-u", "-z", str(m.mnt)], timeout=30)
+    assert acked >= 1
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert m.events()[-1]["checkpoint_restored"] is False  # a scan, over the torn page
+    assert (m.mnt / "kept").read_bytes() == kept
+    got = (m.mnt / "log").read_bytes()
+    assert got[:acked * 4096] == record * acked  # nothing acknowledged lost
+    assert len(got) % 4096 == 0 and got == record * (len(got) // 4096)  # and no torn bytes after it
+    m.unmount()
+
+
 def _mount_and_read(daemon: Path, tmp_path: Path, faults: str, size: int) -> tuple[Mounted, bytes, bytes]:
     nand = tmp_path / "nand.img"
     m = Mounted(daemon, nand, tmp_path / "mnt", 78)
@@ -263,6 +294,8 @@ def test_an_uncorrectable_read_is_counted_and_logged_and_yaffs2_hands_on_what_it
      "--faults ecc:99999: give erase:BLOCK"),
     (("--file", "NAND", "--geometry", f"4096:78:64:{BLOCKS}", "--faults", "melt:3"),
      "--faults melt:3: give erase:BLOCK"),
+    (("--file", "NAND", "--geometry", f"4096:78:64:{BLOCKS}", "--faults", "tear:9-3"),
+     "--faults tear:9-3: give erase:BLOCK"),
 ])
 def test_bad_faults_are_one_clear_line_and_exit_2(daemon, tmp_path, args, message):
     args = tuple(str(tmp_path / "n") if a == "NAND" else a for a in args)

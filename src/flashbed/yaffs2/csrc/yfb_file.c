@@ -10,19 +10,20 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "yfb_nand.h"
 
-enum fault_kind { FAULT_ERASE, FAULT_PROGRAM, FAULT_FLIP, FAULT_ECC, FAULT_KINDS };
-static const char *const fault_names[FAULT_KINDS] = { "erase", "program", "flip", "ecc" };
+enum fault_kind { FAULT_ERASE, FAULT_PROGRAM, FAULT_FLIP, FAULT_ECC, FAULT_TEAR, FAULT_KINDS };
+static const char *const fault_names[FAULT_KINDS] = { "erase", "program", "flip", "ecc", "tear" };
 #define MAX_FAULTS 64
 
 struct fault {
 	enum fault_kind kind;
-	unsigned where;	/* a block (erase) or a page */
+	unsigned first, last;	/* blocks (erase) or pages */
 };
 
 struct yfb_file {
@@ -54,7 +55,7 @@ static int faulty(struct yfb_file *f, enum fault_kind kind, unsigned where)
 	unsigned i;
 
 	for (i = 0; i < f->n_faults; i++)
-		if (f->faults[i].kind == kind && f->faults[i].where == where)
+		if (f->faults[i].kind == kind && f->faults[i].first <= where && where <= f->faults[i].last)
 			return 1;
 	return 0;
 }
@@ -84,6 +85,7 @@ static int file_write(struct yfb_nand *n, unsigned page, const uint8_t *data, co
 {
 	struct yfb_file *f = file_of(n);
 	unsigned i;
+	int torn;
 
 	if (page >= n->blocks * n->pages_per_block || ooblen > n->oob_avail)
 		return -EINVAL;
@@ -91,13 +93,20 @@ static int file_write(struct yfb_nand *n, unsigned page, const uint8_t *data, co
 		return -EIO;
 	if (pread(f->fd, f->buf, f->stride, page_off(f, page)) != (ssize_t)f->stride)
 		return -EIO;
+	/* a torn program (the power went during it): the first half of the data and of
+	 * the OOB bytes programmed, the rest left as it was, and nothing after it */
+	torn = faulty(f, FAULT_TEAR, page);
 	if (data)
-		for (i = 0; i < n->page_size; i++)
+		for (i = 0; i < (torn ? n->page_size / 2 : n->page_size); i++)
 			f->buf[i] &= data[i];
 	if (oob)
-		for (i = 0; i < ooblen; i++)
+		for (i = 0; i < (torn ? ooblen / 2 : ooblen); i++)
 			f->buf[n->page_size + i] &= oob[i];
-	return pwrite(f->fd, f->buf, f->stride, page_off(f, page)) == (ssize_t)f->stride ? 0 : -EIO;
+	if (pwrite(f->fd, f->buf, f->stride, page_off(f, page)) != (ssize_t)f->stride)
+		return -EIO;
+	if (torn)
+		kill(getpid(), SIGKILL);
+	return 0;
 }
 
 static int file_erase(struct yfb_nand *n, unsigned block)
@@ -155,18 +164,22 @@ static int parse_faults(struct yfb_file *f, const char *spec, char *err, size_t 
 		return 0;
 	snprintf(buf, sizeof(buf), "%s", spec);
 	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-		char *colon = strchr(item, ':'), *end;
-		unsigned long where;
+		char *colon = strchr(item, ':'), *end = NULL;
+		unsigned long first = 0, last = 0;
 
 		if (colon)
 			*colon = '\0';
 		for (k = 0; k < FAULT_KINDS && strcmp(item, fault_names[k]); k++)
 			;
-		where = colon ? strtoul(colon + 1, &end, 10) : 0;
+		if (colon && colon[1]) {
+			first = last = strtoul(colon + 1, &end, 10);
+			if (*end == '-' && end[1])
+				last = strtoul(end + 1, &end, 10);
+		}
 		limit = k == FAULT_ERASE ? f->n.blocks : f->n.blocks * f->n.pages_per_block;
-		if (k == FAULT_KINDS || !colon || !colon[1] || *end || where >= limit) {
-			snprintf(err, errlen, "--faults %s: give erase:BLOCK, program:PAGE, flip:PAGE or ecc:PAGE "
-				 "within the geometry, separated by commas", spec);
+		if (k == FAULT_KINDS || !end || *end || last < first || last >= limit) {
+			snprintf(err, errlen, "--faults %s: give erase:BLOCK, program:PAGE, tear:PAGE, flip:PAGE or "
+				 "ecc:PAGE (or a range, e.g. flip:64-127) within the geometry, separated by commas", spec);
 			return -1;
 		}
 		if (f->n_faults == MAX_FAULTS) {
@@ -174,7 +187,8 @@ static int parse_faults(struct yfb_file *f, const char *spec, char *err, size_t 
 			return -1;
 		}
 		f->faults[f->n_faults].kind = k;
-		f->faults[f->n_faults++].where = where;
+		f->faults[f->n_faults].first = first;
+		f->faults[f->n_faults++].last = last;
 	}
 	return 0;
 }
