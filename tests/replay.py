@@ -62,8 +62,10 @@ REQUESTS = [
         "mount": {"fills": [0, 25]},
         "boot": {"mb": 5}, **_FAILURE,
         "badblocks": {**_FAILURE["badblocks"], "block_cases": ["dust", "flips"]}}, pace="none"),
-    # raw NAND: UBI attach and mount, power cuts by UBI's emulation and by freezing JFFS2, bit flips
-    PlanRequest(fs=("ubifs", "jffs2"), devices=("nand-slc-256m@64M",), studies=("mount", "powercut", "badblocks"),
+    # raw NAND: UBI attach and mount, power cuts by UBI's emulation, by freezing JFFS2 and by
+    # killing YAFFS2's daemon, bit flips (YAFFS2's read from its daemon's log)
+    PlanRequest(fs=("ubifs", "jffs2", "yaffs2"), devices=("nand-slc-256m@64M",),
+                studies=("mount", "powercut", "badblocks"),
                 overrides={"mount": {"fills": [0]}, **_FAILURE}, pace="none"),
     # capabilities: one filesystem that holds everything, one that holds almost nothing (FAT)
     PlanRequest(fs=("ext4", "vfat"), devices=("plain-file@256M",), studies=("caps",), pace="none"),

@@ -123,6 +123,13 @@ class Filesystem:
     def umount_cmd(self, mnt: str) -> str:
         return yaffs2_guest.umount_cmd(mnt) if self.fuse_daemon else f"umount {shlex.quote(mnt)}"
 
+    # where this filesystem says what it met: the kernel log, and a daemon's own log
+    def log_cmd(self) -> str:
+        return f"dmesg; {yaffs2_guest.log_cmd()}" if self.fuse_daemon else "dmesg"
+
+    def clear_log_cmd(self) -> str:
+        return f"dmesg -C; {yaffs2_guest.clear_log_cmd()}" if self.fuse_daemon else "dmesg -C"
+
 
 EXT_RECOVERY = r"recovery complete|orphan|recovering journal"
 

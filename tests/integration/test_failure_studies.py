@@ -116,3 +116,26 @@ def test_powercut_on_raw_nand_keeps_what_was_acknowledged(kernel, tmp_path, fs):
     assert all(r["acks"] for r in its), its
     assert classes(res)["data-loss"] == 0, its
     assert res.value("async", "mount") is not None
+
+
+def test_badblocks_on_yaffs2_honours_the_nands_bad_block_marks(kernel, tmp_path):
+    """nandsim's factory-bad blocks reach YAFFS2 through MEMGETBADBLOCK: its first mount (a scan
+    of blank flash) counts every one of them, it never writes there, and the files read back."""
+    spec = cell("badblocks", "yaffs2", "badblocks", {"iterations": 1, "files": 4, "nand_bad": 6},
+                device="nand-slc-256m@64M")
+    res = run(spec, kernel, tmp_path)
+    assert res.status == "ok", res.error
+    it = res.extra["iterations"][0]
+    assert it["outcome"] == "mounts", it
+    assert it["daemon"] == {"bad_blocks_first_mount": 6, "bad_blocks_mount_bad": 6}, it
+    assert it["files"] == {"intact": 4}, it
+
+
+def test_badblocks_on_yaffs2_bit_flips_are_classified(kernel, tmp_path):
+    spec = cell("badblocks", "yaffs2", "bitflips", {"iterations": 1, "files": 4}, device="nand-slc-256m@64M")
+    res = run(spec, kernel, tmp_path)
+    assert res.status == "ok", res.error
+    it = res.extra["iterations"][0]
+    assert it["outcome"] == "mounts", it
+    assert sum(it["files"].values()) == 4, it
+    assert isinstance(it["noticed"], bool)

@@ -493,3 +493,9 @@ def test_a_block_preset_with_63_pages_per_block_is_refused(tmp_path, capsys):
                                 for line in text.splitlines()))
     assert main(["devices", "show", str(preset)]) == 2
     one_line(capsys, "field `nand.pages_per_block`: 63 is not a power of two")
+
+
+def test_more_nandsim_faults_than_the_lab_kernels_command_line_holds_are_refused(tmp_path, capsys):
+    err = refused(capsys, ["run", "--fs", "yaffs2", "--study", "badblocks", "--device", "nand-2g-4k@128M",
+                           "--set", "badblocks.nand_bad=200"], "badblocks.nand_bad", tmp_path)
+    assert "64" in err

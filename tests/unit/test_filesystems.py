@@ -74,7 +74,10 @@ def test_yaffs2_is_erased_then_mounted_by_its_daemon_and_unmounting_waits_for_th
     assert dev == "/dev/mtd1"
     mount = y.mount_cmd(dev, "/mnt")
     assert f"{daemon_path()} --mtd /dev/mtd1 --pidfile /tmp/yaffs2/mnt.pid" in mount
-    assert mount.endswith('--stats "$FLASHBED_RUN/yaffs2.jsonl" /mnt')
+    # its mount and unmount lines, and its log (YAFFS2's trace and the NAND's faults), in the run
+    assert mount.endswith('--stats "$FLASHBED_RUN/yaffs2.jsonl" --log "$FLASHBED_RUN/yaffs2.log" /mnt')
+    assert y.log_cmd().startswith("dmesg; cat \"$FLASHBED_RUN/yaffs2.log\"")
+    assert fscat.get("ubifs").log_cmd() == "dmesg" and fscat.get("ubifs").clear_log_cmd() == "dmesg -C"
     umount = y.umount_cmd("/mnt")
     assert umount.startswith("umount /mnt && p=$(cat /tmp/yaffs2/mnt.pid)")  # then waits for its exit
     assert fscat.get("jffs2").umount_cmd("/mnt") == "umount /mnt"

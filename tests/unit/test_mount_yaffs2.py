@@ -60,3 +60,6 @@ def test_the_report_says_which_yaffs2_figures_are_comparable_with_the_in_kernel_
     assert note.on_fuse("yaffs2") and note.on_fuse("ext4@yaffs2") and not note.on_fuse("ubifs")
     assert "comparable with the in-kernel YAFFS2's mount time" in note.path_note("mount")
     assert "lower bounds" in note.path_note("overwrite") and "fusecost" in note.path_note("appio")
+    # outcome studies are not speeds: no "lower bounds" beside them
+    assert "lower bounds" not in note.path_note("badblocks") and "daemon's log" in note.path_note("badblocks")
+    assert "no page program is torn" in note.path_note("powercut")

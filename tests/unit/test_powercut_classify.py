@@ -314,3 +314,32 @@ def test_badblocks_flips_reads_through_dm_flakey_and_an_image_is_read_only_by_de
     assert st._classify(b, s)[0] == "mounts"
     ext4 = dataclasses.replace(s, variant=variants.parse("ext4", dev))
     assert st._classify(b, ext4)[0] == "read-only"
+
+
+def test_badblocks_on_yaffs2_waits_for_its_daemon_and_reads_its_log(tmp_path):
+    """YAFFS2 runs in user space: its unmount waits for the daemon's checkpoint before the
+    next mount starts another daemon on the same flash, and what it met (bad blocks, the
+    ECC's verdicts, failed programs and erases) is in the daemon's log beside the kernel's."""
+    st = STUDIES["badblocks"]
+    dev = presets.load_spec("nand-slc-256m@64M")
+    s = CellSpec(key=CellKey(dev.label, "yaffs2", "badblocks", "bitflips"), device=dev,
+                 variant=variants.parse("yaffs2", dev), params=st.params(fault="bitflips", iterations=1), seed=1)
+    steps = {step.name: step.cmd for step in st.boots(s, tmp_path)[0]}
+    assert "pid" in steps["umount"] and "/proc/" in steps["umount"]  # waits for the daemon to exit
+    assert "/proc/" in steps["umount-bad"]
+    assert "yaffs2.log" in steps["reattach0"] and "dmesg -C" in steps["reattach0"]
+    assert steps["kmsg"].startswith("dmesg;") and "yaffs2.log" in steps["kmsg"]
+    from flashbed.studies.badblocks import noticed
+    log = "[1.2] fuse: init\nyaffs: **>> yaffs write required 2 attempts\n"
+    assert not noticed(log, "fuse.yaffs2")
+    assert noticed(log + "yaffs: page 912: bit flips corrected by ECC\n", "fuse.yaffs2")
+    assert noticed(log + "yaffs: block 17 marked bad\n", "fuse.yaffs2")
+    mount = json.dumps({"event": "mount", "mount_s": 0.01, "bad_blocks": 8})
+    b = boot("done", [("mkfs", "ok", 0, "", ""), ("mount", "ok", 0, mount, ""), ("write", "ok", 0, "", ""),
+                      ("umount", "ok", 0, "", ""), ("reattach0", "ok", 0, "", ""),
+                      ("mount-bad", "ok", 0, "yaffs: x\n" + mount, ""),
+                      ("inspect", "ok", 0, '{"counts": {"intact": 8}, "ro": false, "probe": "ok"}', ""),
+                      ("umount-bad", "ok", 0, "", ""), ("kmsg", "ok", 0, log, "")])
+    it = st.parse(s, [b], tmp_path).extra["iterations"][0]
+    assert it["outcome"] == "mounts" and it["noticed"] is False
+    assert it["daemon"] == {"bad_blocks_first_mount": 8, "bad_blocks_mount_bad": 8}

@@ -39,13 +39,20 @@ class Mounted:
     def __init__(self, daemon: Path, nand: Path, mnt: Path, oob: int, extra: tuple[str, ...] = ()):
         self.stats = nand.with_suffix(".stats")
         self.pidfile = nand.with_suffix(".pid")
+        self.log = nand.with_suffix(".log")
         self.mnt = mnt
         mnt.mkdir(exist_ok=True)
         r = subprocess.run([str(daemon), "--file", str(nand), "--geometry", f"4096:{oob}:64:{BLOCKS}",
-                            "--stats", str(self.stats), "--pidfile", str(self.pidfile), *extra, str(mnt)],
+                            "--stats", str(self.stats), "--log", str(self.log), "--pidfile", str(self.pidfile),
+                            *extra, str(mnt)],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
+        # with --log, stdout carries the mount's JSON line alone (the trace lines go to the log)
+        assert [json.loads(l)["event"] for l in r.stdout.splitlines()] == ["mount"]
         self.pid = self._wait_pid()
+
+    def log_lines(self) -> list[str]:
+        return self.log.read_text().splitlines() if self.log.exists() else []
 
     def _wait_pid(self) -> int:
         for _ in range(200):
@@ -149,6 +156,7 @@ def test_a_block_marked_bad_is_never_written(daemon, tmp_path):
     table[bad] = 0
     nand.write_bytes(b"\xff" * (BLOCKS * 64 * stride) + bytes(table))
     m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert m.events()[0]["bad_blocks"] == 1  # the mount's scan found the mark
     data = _payload(BLOCKS * 64 * 4096 // 2, 11)  # half the flash: passes every block
     (m.mnt / "half").write_bytes(data)
     m.unmount()
@@ -158,6 +166,142 @@ def test_a_block_marked_bad_is_never_written(daemon, tmp_path):
     m = Mounted(daemon, nand, tmp_path / "mnt", 78)
     assert (m.mnt / "half").read_bytes() == data
     m.unmount()
+
+
+# --- the NAND's faults (--faults, as nandsim's in the lab) -----------------------------
+
+def _bad_table(nand: Path, oob: int = 78) -> bytes:
+    return nand.read_bytes()[BLOCKS * 64 * (4096 + oob):]
+
+
+def test_a_failed_erase_retires_the_block_and_marks_it_bad(daemon, tmp_path):
+    nand = tmp_path / "nand.img"
+    weak = range(2, BLOCKS, 8)
+    faults = ("--faults", ",".join(f"erase:{b}" for b in weak))
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, faults)
+    # two thirds of the flash written and deleted, then as much again: YAFFS2 must erase
+    # the blocks the first file emptied (the weak ones among them) to take the second
+    (m.mnt / "gone").write_bytes(_payload(BLOCKS * 64 * 4096 * 2 // 3, 1))
+    os.unlink(m.mnt / "gone")
+    kept = _payload(BLOCKS * 64 * 4096 * 2 // 3, 2)
+    (m.mnt / "kept").write_bytes(kept)
+    m.unmount()
+    unmount = m.events()[-1]
+    marked = [b for b, mark in enumerate(_bad_table(nand)) if mark != 0xFF]  # MEMSETBADBLOCK's mark
+    assert marked and set(marked) <= set(weak)  # only weak blocks, those YAFFS2 tried to erase
+    assert unmount["retired_blocks"] == len(marked) and unmount["bad_blocks"] == len(marked)
+    log = m.log_lines()
+    for b in marked:
+        assert f"yaffs: erase of block {b} failed: Input/output error" in log
+        assert f"yaffs: block {b} marked bad" in log
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, faults)
+    assert m.events()[-1]["bad_blocks"] == len(marked)
+    assert (m.mnt / "kept").read_bytes() == kept
+    m.unmount()
+
+
+def test_a_failed_program_is_written_again_elsewhere_and_its_block_retired_after_strikes(daemon, tmp_path):
+    nand = tmp_path / "nand.img"
+    page = 2 * 64 + 10  # inside the file's first blocks
+    faults = ("--faults", f"program:{page}")
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, faults)
+    data = _payload(6 * 64 * 4096, 3)
+    (m.mnt / "f").write_bytes(data)
+    # this YAFFS2 retires a block for a failed program at once only when it had just checked
+    # the page erased; else the failure is a strike, and the fourth retires the block: the
+    # flash filled again and again around the file until the block is used four times
+    failures = lambda: m.log_lines().count(f"yaffs: program of page {page} failed: Input/output error")
+    for i in range(12):
+        if failures() >= 4:
+            break
+        (m.mnt / "churn").write_bytes(_payload(BLOCKS * 64 * 4096 * 2 // 3, 4 + i))
+        os.unlink(m.mnt / "churn")
+    assert "yaffs: **>> yaffs write required 2 attempts" in m.log_lines()  # written again elsewhere
+    m.unmount()
+    assert failures() >= 4 and "yaffs: yaffs: Block struck out" in m.log_lines()
+    assert f"yaffs: block {page // 64} marked bad" in m.log_lines()
+    assert _bad_table(nand)[page // 64] == 0 and m.events()[-1]["retired_blocks"] == 1
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, faults)
+    assert (m.mnt / "f").read_bytes() == data  # the failed page's chunk was written again elsewhere
+    m.unmount()
+
+
+def test_a_torn_program_loses_nothing_acknowledged(daemon, tmp_path):
+    """The power goes while a page is programmed (half of it programmed, data and tags,
+    then the daemon killed): the next mount scans, and every fsync'ed record is there,
+    with nothing wrong after them."""
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    kept = _payload(1024 * 1024, 6)
+    (m.mnt / "kept").write_bytes(kept)
+    m.unmount()
+    # every program past the first blocks tears: the first one the writer reaches is the cut
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, ("--faults", f"tear:{6 * 64}-{BLOCKS * 64 - 1}"))
+    record = _payload(4096, 9)
+    acked = 0
+    with pytest.raises(OSError):  # the daemon is gone: the FUSE connection aborts
+        fd = os.open(m.mnt / "log", os.O_WRONLY | os.O_CREAT)
+        for _ in range(BLOCKS * 64):
+            os.write(fd, record)
+            os.fsync(fd)
+            acked += 1
+    m._gone()
+    subprocess.run(["fusermount3", "-u", "-z", str(m.mnt)], timeout=30)
+    assert acked >= 1
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert m.events()[-1]["checkpoint_restored"] is False  # a scan, over the torn page
+    assert (m.mnt / "kept").read_bytes() == kept
+    got = (m.mnt / "log").read_bytes()
+    assert got[:acked * 4096] == record * acked  # nothing acknowledged lost
+    assert len(got) % 4096 == 0 and got == record * (len(got) // 4096)  # and no torn bytes after it
+    m.unmount()
+
+
+def _mount_and_read(daemon: Path, tmp_path: Path, faults: str, size: int) -> tuple[Mounted, bytes, bytes]:
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    data = _payload(size, 5)
+    (m.mnt / "f").write_bytes(data)
+    m.unmount()
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78, ("--faults", faults))  # the faults from here on
+    got = (m.mnt / "f").read_bytes()
+    m.unmount()
+    return m, data, got
+
+
+def test_bit_flips_the_ecc_corrected_are_counted_and_the_data_is_right(daemon, tmp_path):
+    pages = range(64, 128)  # the second block: under the file's data
+    m, data, got = _mount_and_read(daemon, tmp_path, ",".join(f"flip:{p}" for p in pages), 2 * 64 * 4096)
+    assert got == data
+    assert m.events()[-1]["ecc_fixed"] >= 1 and m.events()[-1]["ecc_unfixed"] == 0
+    assert any(l.startswith("yaffs: page ") and l.endswith("bit flips corrected by ECC") for l in m.log_lines())
+
+
+def test_an_uncorrectable_read_is_counted_and_logged_and_yaffs2_hands_on_what_it_read(daemon, tmp_path):
+    # YAFFS2's file read does not fail on a failed chunk read (yaffs_file_rd ignores it): the
+    # reader gets the wrong bytes, as the in-kernel YAFFS2 gives them; the daemon's log and
+    # counters are where it shows
+    m, data, got = _mount_and_read(daemon, tmp_path, ",".join(f"ecc:{p}" for p in range(64, 128)),
+                                   2 * 64 * 4096)
+    assert len(got) == len(data) and got != data
+    assert m.events()[-1]["ecc_unfixed"] >= 1
+    assert any(l.endswith("uncorrectable ECC error") for l in m.log_lines())
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--mtd", "/dev/mtd9", "--faults", "ecc:1"), "--faults is for a file NAND"),
+    (("--file", "NAND", "--geometry", f"4096:78:64:{BLOCKS}", "--faults", "ecc:99999"),
+     "--faults ecc:99999: give erase:BLOCK"),
+    (("--file", "NAND", "--geometry", f"4096:78:64:{BLOCKS}", "--faults", "melt:3"),
+     "--faults melt:3: give erase:BLOCK"),
+    (("--file", "NAND", "--geometry", f"4096:78:64:{BLOCKS}", "--faults", "tear:9-3"),
+     "--faults tear:9-3: give erase:BLOCK"),
+])
+def test_bad_faults_are_one_clear_line_and_exit_2(daemon, tmp_path, args, message):
+    args = tuple(str(tmp_path / "n") if a == "NAND" else a for a in args)
+    r = subprocess.run([str(daemon), *args, str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
 
 
 def test_too_few_free_oob_bytes_is_one_clear_line(daemon, tmp_path):

@@ -19,7 +19,6 @@ writes to it, so there is no unclean reboot (n/a).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -143,8 +142,8 @@ class Mount(Study):
             s = all_steps.get(name)
             if s is None or not s.status.ok:
                 return None
-            lines = [json.loads(l) for l in s.stdout.splitlines() if l.startswith("{")]
-            return next((l["mount_s"] for l in lines if l.get("event") == "mount"), None)
+            event = yaffs2_guest.mount_event(s.stdout)
+            return event["mount_s"] if event else None
 
         daemon = spec.variant.base.fuse_daemon
         for clean in (True, False):

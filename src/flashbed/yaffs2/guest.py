@@ -4,16 +4,21 @@ The guest runs the host's cached binary (its root is the host's / through hostfs
 The daemon detaches once YAFFS2 and the FUSE mount are up, printing its
 yaffs_mount time on stdout; `umount` only ends the FUSE connection, so an
 unmount waits for the daemon to exit: YAFFS2 writes its checkpoint then.
+What a kernel filesystem says in the kernel log, YAFFS2 here says in the
+daemon's log (its trace lines and the NAND's faults, "yaffs: ..."), a file of
+the run's.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from .build import daemon_path
 
 PID_DIR = "/tmp/yaffs2"
 STATS = '"$FLASHBED_RUN/yaffs2.jsonl"'  # every mount's and unmount's JSON line
+LOG = '"$FLASHBED_RUN/yaffs2.log"'  # every daemon's trace and fault lines, appended
 
 
 def pidfile(mnt: str) -> str:
@@ -24,7 +29,16 @@ def mount_cmd(dev: str, mnt: str, checkpoint: bool = True) -> str:
     """Start the daemon on the MTD device `dev` (/dev/mtdN) at `mnt`; `checkpoint`
     False ignores the checkpoint on flash (the mount scans)."""
     args = [str(daemon_path()), "--mtd", dev, "--pidfile", pidfile(mnt), *([] if checkpoint else ["--no-checkpoint"])]
-    return f"mkdir -p {PID_DIR} && {shlex.join(args)} --stats {STATS} {shlex.quote(mnt)}"
+    return f"mkdir -p {PID_DIR} && {shlex.join(args)} --stats {STATS} --log {LOG} {shlex.quote(mnt)}"
+
+
+def log_cmd() -> str:
+    """Print the daemons' log (nothing if no daemon ran)."""
+    return f"cat {LOG} 2>/dev/null; true"
+
+
+def clear_log_cmd() -> str:
+    return f": > {LOG}"
 
 
 def _wait_exit(mnt: str) -> str:
@@ -43,3 +57,17 @@ def kill_cmd(mnt: str) -> str:
     """The daemon killed between two NAND operations (no checkpoint, nothing more written),
     then its dead FUSE mount detached: YAFFS2's view of a power cut."""
     return f"kill -9 $(cat {pidfile(mnt)}) && {_wait_exit(mnt)}; umount -l {shlex.quote(mnt)}"
+
+
+def mount_event(stdout: str) -> dict | None:
+    """The daemon's mount line (yaffs_mount's time, whether it restored the checkpoint, the
+    bad blocks it knows) in a mount command's output."""
+    for line in stdout.splitlines():
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.get("event") == "mount":
+                return event
+    return None

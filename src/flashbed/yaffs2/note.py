@@ -5,11 +5,18 @@ from __future__ import annotations
 from .. import variants
 from ..errors import FlashbedError
 
-# the figures of these studies hardly cross FUSE: comparable with the in-kernel YAFFS2's
+# the figures of these studies hardly cross FUSE, or are outcomes, not speeds: what of them is
+# comparable with the in-kernel YAFFS2's
 COMPARABLE = {
     "mount": "its mount figure is yaffs_mount's own time, taken inside the daemon before FUSE starts, and is "
              "dominated by NAND reads: comparable with the in-kernel YAFFS2's mount time (`startup`, the whole "
              "mount command with the daemon's start and the FUSE mount, is not)",
+    "badblocks": "its outcomes are what YAFFS2's unmodified core does with the faults flashbed's MTD driver hands "
+                 "it (bad-block marks, failed erases and programs, the ECC's verdicts on each read), as the "
+                 "in-kernel YAFFS2's MTD interface hands them: comparable; what YAFFS2 noticed is read from its "
+                 "daemon's log, not the kernel's",
+    "powercut": "a cut is its daemon killed between two NAND operations, so no page program is torn as a cut on "
+                "a real part can tear one: its outcomes are YAFFS2's recovery of whole programs only",
 }
 
 

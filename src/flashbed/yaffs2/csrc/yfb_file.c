@@ -10,17 +10,29 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "yfb_nand.h"
 
+enum fault_kind { FAULT_ERASE, FAULT_PROGRAM, FAULT_FLIP, FAULT_ECC, FAULT_TEAR, FAULT_KINDS };
+static const char *const fault_names[FAULT_KINDS] = { "erase", "program", "flip", "ecc", "tear" };
+#define MAX_FAULTS 64
+
+struct fault {
+	enum fault_kind kind;
+	unsigned first, last;	/* blocks (erase) or pages */
+};
+
 struct yfb_file {
 	struct yfb_nand n;
 	int fd;
 	unsigned stride;	/* page_size + oob_avail */
 	uint8_t *buf;
+	struct fault faults[MAX_FAULTS];
+	unsigned n_faults;
 };
 
 static struct yfb_file *file_of(struct yfb_nand *n)
@@ -38,6 +50,16 @@ static off_t bbt_off(struct yfb_file *f)
 	return (off_t)f->n.blocks * f->n.pages_per_block * f->stride;
 }
 
+static int faulty(struct yfb_file *f, enum fault_kind kind, unsigned where)
+{
+	unsigned i;
+
+	for (i = 0; i < f->n_faults; i++)
+		if (f->faults[i].kind == kind && f->faults[i].first <= where && where <= f->faults[i].last)
+			return 1;
+	return 0;
+}
+
 static int file_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *oob, unsigned ooblen)
 {
 	struct yfb_file *f = file_of(n);
@@ -50,25 +72,41 @@ static int file_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *
 		memcpy(data, f->buf, n->page_size);
 	if (oob)
 		memcpy(oob, f->buf + n->page_size, ooblen);
-	return YFB_ECC_CLEAN;
+	if (faulty(f, FAULT_ECC, page)) {
+		/* beyond the ECC: the data is handed on as read, wrong */
+		if (data)
+			data[n->page_size / 2] ^= 0x10;
+		return YFB_ECC_UNCORRECTABLE;
+	}
+	return faulty(f, FAULT_FLIP, page) ? YFB_ECC_CORRECTED : YFB_ECC_CLEAN;
 }
 
 static int file_write(struct yfb_nand *n, unsigned page, const uint8_t *data, const uint8_t *oob, unsigned ooblen)
 {
 	struct yfb_file *f = file_of(n);
 	unsigned i;
+	int torn;
 
 	if (page >= n->blocks * n->pages_per_block || ooblen > n->oob_avail)
 		return -EINVAL;
+	if (faulty(f, FAULT_PROGRAM, page))
+		return -EIO;
 	if (pread(f->fd, f->buf, f->stride, page_off(f, page)) != (ssize_t)f->stride)
 		return -EIO;
+	/* a torn program (the power went during it): the first half of the data and of
+	 * the OOB bytes programmed, the rest left as it was, and nothing after it */
+	torn = faulty(f, FAULT_TEAR, page);
 	if (data)
-		for (i = 0; i < n->page_size; i++)
+		for (i = 0; i < (torn ? n->page_size / 2 : n->page_size); i++)
 			f->buf[i] &= data[i];
 	if (oob)
-		for (i = 0; i < ooblen; i++)
+		for (i = 0; i < (torn ? ooblen / 2 : ooblen); i++)
 			f->buf[n->page_size + i] &= oob[i];
-	return pwrite(f->fd, f->buf, f->stride, page_off(f, page)) == (ssize_t)f->stride ? 0 : -EIO;
+	if (pwrite(f->fd, f->buf, f->stride, page_off(f, page)) != (ssize_t)f->stride)
+		return -EIO;
+	if (torn)
+		kill(getpid(), SIGKILL);
+	return 0;
 }
 
 static int file_erase(struct yfb_nand *n, unsigned block)
@@ -78,6 +116,8 @@ static int file_erase(struct yfb_nand *n, unsigned block)
 
 	if (block >= n->blocks)
 		return -EINVAL;
+	if (faulty(f, FAULT_ERASE, block))
+		return -EIO;
 	memset(f->buf, 0xff, f->stride);
 	for (p = 0; p < n->pages_per_block; p++)
 		if (pwrite(f->fd, f->buf, f->stride, page_off(f, block * n->pages_per_block + p)) != (ssize_t)f->stride)
@@ -114,8 +154,48 @@ static void file_close(struct yfb_nand *n)
 	free(f);
 }
 
+/* 0, or -1 and a message in err */
+static int parse_faults(struct yfb_file *f, const char *spec, char *err, size_t errlen)
+{
+	char buf[1024], *item, *save = NULL;
+	unsigned limit, k;
+
+	if (!spec || !*spec)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(item, ':'), *end = NULL;
+		unsigned long first = 0, last = 0;
+
+		if (colon)
+			*colon = '\0';
+		for (k = 0; k < FAULT_KINDS && strcmp(item, fault_names[k]); k++)
+			;
+		if (colon && colon[1]) {
+			first = last = strtoul(colon + 1, &end, 10);
+			if (*end == '-' && end[1])
+				last = strtoul(end + 1, &end, 10);
+		}
+		limit = k == FAULT_ERASE ? f->n.blocks : f->n.blocks * f->n.pages_per_block;
+		if (k == FAULT_KINDS || !end || *end || last < first || last >= limit) {
+			snprintf(err, errlen, "--faults %s: give erase:BLOCK, program:PAGE, tear:PAGE, flip:PAGE or "
+				 "ecc:PAGE (or a range, e.g. flip:64-127) within the geometry, separated by commas", spec);
+			return -1;
+		}
+		if (f->n_faults == MAX_FAULTS) {
+			snprintf(err, errlen, "--faults %s: at most %d faults", spec, MAX_FAULTS);
+			return -1;
+		}
+		f->faults[f->n_faults].kind = k;
+		f->faults[f->n_faults].first = first;
+		f->faults[f->n_faults++].last = last;
+	}
+	return 0;
+}
+
 struct yfb_nand *yfb_file_open(const char *path, unsigned page_size, unsigned oob_avail,
-			       unsigned pages_per_block, unsigned blocks, char *err, size_t errlen)
+			       unsigned pages_per_block, unsigned blocks, const char *faults,
+			       char *err, size_t errlen)
 {
 	struct yfb_file *f;
 	struct stat st;
@@ -146,6 +226,10 @@ struct yfb_nand *yfb_file_open(const char *path, unsigned page_size, unsigned oo
 	f->n.pages_per_block = pages_per_block;
 	f->n.blocks = blocks;
 	f->n.oob_avail = oob_avail;
+	if (parse_faults(f, faults, err, errlen) < 0) {
+		file_close(&f->n);
+		return NULL;
+	}
 	size = bbt_off(f) + blocks;
 	if (st.st_size == 0) {	/* blank: erased flash, every block good */
 		memset(f->buf, 0xff, f->stride);

@@ -2,15 +2,19 @@
 /* flashbed-yaffs2: YAFFS2 (its core and direct interface, built from Debian's
  * u-boot source) on raw NAND, served through FUSE.
  *
- *   flashbed-yaffs2 (--mtd /dev/mtdN | --file PATH --geometry PAGE:OOB:PAGES:BLOCKS)
- *                   [--stats FILE] [--pidfile FILE] [--no-checkpoint] [--foreground] MOUNTPOINT
+ *   flashbed-yaffs2 (--mtd /dev/mtdN | --file PATH --geometry PAGE:OOB:PAGES:BLOCKS [--faults LIST])
+ *                   [--stats FILE] [--log FILE] [--pidfile FILE] [--no-checkpoint] [--foreground]
+ *                   MOUNTPOINT
  *
  * yaffs_mount runs before FUSE starts and is timed on its own; stdout and --stats
  * get one JSON line then (mount time, checkpoint restored or scan) and one at exit
  * (yaffs_unmount time, which writes the checkpoint, and NAND counters). The
  * daemon exits when the FUSE mount goes away (umount); YAFFS2 is unmounted then,
  * so whoever unmounts waits for the --pidfile process to end. A background
- * thread runs YAFFS2's garbage collector (yaffs_bg_gc) between requests. */
+ * thread runs YAFFS2's garbage collector (yaffs_bg_gc) between requests.
+ * YAFFS2's trace lines and the driver's fault lines ("yaffs: ...") go to --log
+ * (appended; also once the daemon has detached), else to stdout until then.
+ * --faults makes a file NAND fail as the lab's nandsim does (yfb_nand.h). */
 #define FUSE_USE_VERSION 31
 
 #include <errno.h>
@@ -349,9 +353,14 @@ static const struct fuse_operations ops = {
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: flashbed-yaffs2 (--mtd /dev/mtdN | --file PATH --geometry PAGE:OOB:PAGES:BLOCKS) "
-			"[--stats FILE] [--pidfile FILE] [--no-checkpoint] [--foreground] MOUNTPOINT\n");
+	fprintf(stderr, "usage: flashbed-yaffs2 (--mtd /dev/mtdN | --file PATH --geometry PAGE:OOB:PAGES:BLOCKS "
+			"[--faults LIST]) [--stats FILE] [--log FILE] [--pidfile FILE] [--no-checkpoint] "
+			"[--foreground] MOUNTPOINT\n");
 }
+
+/* where the JSON lines go on stdout: stdout itself, or (with --log, which takes
+ * stdout for the trace lines) a copy of it made first */
+static FILE *json_out;
 
 /* a JSON line to --stats (if given), and to stdout while there is one (before the
  * daemon detaches: the command that mounts sees its mount time) */
@@ -360,8 +369,8 @@ static void stats_line(const char *path, const char *line, int on_stdout)
 	FILE *f;
 
 	if (on_stdout) {
-		printf("%s\n", line);
-		fflush(stdout);
+		fprintf(json_out, "%s\n", line);
+		fflush(json_out);
 	}
 	if (!path)
 		return;
@@ -388,13 +397,15 @@ static const char *absolute(const char *path)
 int main(int argc, char **argv)
 {
 	const char *mtd = NULL, *file = NULL, *geometry = NULL, *stats = NULL, *pidfile = NULL, *mnt = NULL;
-	int no_checkpoint = 0, foreground = 0, i, r;
+	const char *log = NULL, *faults = NULL;
+	int no_checkpoint = 0, foreground = 0, log_fd = -1, i, r;
 	unsigned page = 0, oob = 0, pages = 0, blocks = 0;
 	char err[512], line[1024];
 	struct yfb_nand *nand;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse *fuse;
 	struct yfb_counters c;
+	unsigned long bad_blocks;
 	double t0, mount_s, unmount_s;
 
 	for (i = 1; i < argc; i++) {
@@ -408,6 +419,10 @@ int main(int argc, char **argv)
 			geometry = argv[++i];
 		else if (!strcmp(a, "--stats") && i + 1 < argc)
 			stats = argv[++i];
+		else if (!strcmp(a, "--log") && i + 1 < argc)
+			log = argv[++i];
+		else if (!strcmp(a, "--faults") && i + 1 < argc)
+			faults = argv[++i];
 		else if (!strcmp(a, "--pidfile") && i + 1 < argc)
 			pidfile = argv[++i];
 		else if (!strcmp(a, "--no-checkpoint"))
@@ -426,6 +441,27 @@ int main(int argc, char **argv)
 		usage();
 		return 2;
 	}
+	if (faults && !file) {
+		fprintf(stderr, "flashbed-yaffs2: --faults is for a file NAND (--file); nandsim has its own\n");
+		return 2;
+	}
+	json_out = stdout;
+	if (log) {
+		log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (log_fd < 0) {
+			fprintf(stderr, "flashbed-yaffs2: cannot open --log %s: %s\n", log, strerror(errno));
+			return 2;
+		}
+		json_out = fdopen(dup(STDOUT_FILENO), "w");
+		if (!json_out) {
+			fprintf(stderr, "flashbed-yaffs2: cannot keep stdout beside --log: %s\n", strerror(errno));
+			return 1;
+		}
+		fflush(stdout);
+		dup2(log_fd, STDOUT_FILENO);
+	}
+	/* a line at a time: a killed daemon's log keeps every line it printed */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	/* the daemon runs in / : the files it writes later are named absolutely now */
 	stats = absolute(stats);
 	pidfile = absolute(pidfile);
@@ -435,10 +471,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nand = mtd ? yfb_mtd_open(mtd, err, sizeof(err))
-		   : yfb_file_open(file, page, oob, pages, blocks, err, sizeof(err));
+		   : yfb_file_open(file, page, oob, pages, blocks, faults, err, sizeof(err));
 	if (!nand || !yfb_yaffs_device(nand, err, sizeof(err))) {
 		fprintf(stderr, "flashbed-yaffs2: %s\n", err);
-		return 1;
+		return strstr(err, "--faults") == err ? 2 : 1;
 	}
 	dev = yaffs_getdev(YFB_MOUNT);
 
@@ -449,11 +485,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "flashbed-yaffs2: yaffs_mount failed: %s\n", yaffs_error_to_str(yaffsfs_GetLastError()));
 		return 1;
 	}
+	yfb_yaffs_counters(dev, &c);
 	snprintf(line, sizeof(line),
 		 "{\"event\": \"mount\", \"mount_s\": %.6f, \"checkpoint_restored\": %s, \"page_size\": %u, "
-		 "\"pages_per_block\": %u, \"blocks\": %u, \"oob_avail\": %u}",
+		 "\"pages_per_block\": %u, \"blocks\": %u, \"oob_avail\": %u, \"bad_blocks\": %lu}",
 		 mount_s, yfb_yaffs_restored(dev) ? "true" : "false", nand->page_size, nand->pages_per_block,
-		 nand->blocks, nand->oob_avail);
+		 nand->blocks, nand->oob_avail, c.bad_blocks);
 	stats_line(stats, line, 1);
 
 	fuse_opt_add_arg(&args, argv[0]);
@@ -469,6 +506,14 @@ int main(int argc, char **argv)
 	/* the parent returns once the mount is there; threads start after the fork */
 	if (fuse_daemonize(foreground) != 0)
 		return 1;
+	if (log_fd >= 0 && !foreground) {
+		/* detaching pointed stdout and stderr at /dev/null; the copy of the
+		 * caller's stdout must go too, or whoever reads it waits for our exit */
+		fclose(json_out);
+		json_out = stdout;
+		dup2(log_fd, STDOUT_FILENO);
+		dup2(log_fd, STDERR_FILENO);
+	}
 	if (pidfile) {
 		FILE *f = fopen(pidfile, "w");
 
@@ -489,15 +534,18 @@ int main(int argc, char **argv)
 	fuse_unmount(fuse);
 	fuse_destroy(fuse);
 
+	yfb_yaffs_counters(dev, &c);
+	bad_blocks = c.bad_blocks;	/* while YAFFS2 still holds its block table */
 	t0 = now_s();
 	yaffs_unmount(YFB_MOUNT);	/* writes the checkpoint */
 	unmount_s = now_s() - t0;
 	yfb_yaffs_counters(dev, &c);
 	snprintf(line, sizeof(line),
 		 "{\"event\": \"unmount\", \"unmount_s\": %.6f, \"page_reads\": %lu, \"page_writes\": %lu, "
-		 "\"erasures\": %lu, \"gc_copies\": %lu, \"bg_gcs\": %lu, \"ecc_fixed\": %lu, \"ecc_unfixed\": %lu}",
+		 "\"erasures\": %lu, \"gc_copies\": %lu, \"bg_gcs\": %lu, \"ecc_fixed\": %lu, \"ecc_unfixed\": %lu, "
+		 "\"retired_blocks\": %lu, \"bad_blocks\": %lu}",
 		 unmount_s, c.page_reads, c.page_writes, c.erasures, c.gc_copies, c.bg_gcs, c.ecc_fixed,
-		 c.ecc_unfixed);
+		 c.ecc_unfixed, c.retired_blocks, bad_blocks);
 	stats_line(stats, line, foreground);
 	nand->close(nand);
 	return r ? 1 : 0;

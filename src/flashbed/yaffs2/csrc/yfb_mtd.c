@@ -31,6 +31,7 @@ static int mtd_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *o
 {
 	struct yfb_mtd *m = mtd_of(n);
 	struct mtd_read_req req;
+	int err;
 
 	memset(&req, 0, sizeof(req));
 	req.start = (uint64_t)page * n->page_size;
@@ -39,14 +40,17 @@ static int mtd_read(struct yfb_nand *n, unsigned page, uint8_t *data, uint8_t *o
 	req.usr_data = (uintptr_t)data;
 	req.usr_oob = (uintptr_t)oob;
 	req.mode = MTD_OPS_AUTO_OOB;
-	if (ioctl(m->fd, MEMREAD, &req) == 0)
-		return req.ecc_stats.corrected_bitflips ? YFB_ECC_CORRECTED : YFB_ECC_CLEAN;
-	/* the data is there all the same: the errno only reports the ECC's verdict */
-	if (errno == EUCLEAN)
-		return YFB_ECC_CORRECTED;
-	if (errno == EBADMSG)
+	err = ioctl(m->fd, MEMREAD, &req) < 0 ? errno : 0;
+	if (err && err != EUCLEAN && err != EBADMSG)
+		return -err;
+	/* EUCLEAN and EBADMSG only report the ECC's verdict: the data is there all the
+	 * same, and MEMREAD's ECC statistics say what the ECC met (the errno alone hides
+	 * flips below the MTD's bit-flip threshold) */
+	if (req.ecc_stats.uncorrectable_errors || err == EBADMSG)
 		return YFB_ECC_UNCORRECTABLE;
-	return -errno;
+	if (req.ecc_stats.corrected_bitflips || err == EUCLEAN)
+		return YFB_ECC_CORRECTED;
+	return YFB_ECC_CLEAN;
 }
 
 static int mtd_write(struct yfb_nand *n, unsigned page, const uint8_t *data, const uint8_t *oob, unsigned ooblen)

@@ -34,8 +34,15 @@ struct yfb_nand {
 
 /* NULL and a message in err on failure */
 struct yfb_nand *yfb_mtd_open(const char *path, char *err, size_t errlen);
-/* geometry: a blank file is erased flash of this geometry; an existing one must match */
+/* geometry: a blank file is erased flash of this geometry; an existing one must match.
+ * faults (NULL for none): what this NAND does wrong, as nandsim's faults do in the lab,
+ * a comma-separated list of erase:BLOCK (its erase fails), program:PAGE (its program
+ * fails), tear:PAGE (the power goes while it is programmed: half of it is, and the
+ * process is killed), flip:PAGE (its reads meet bit flips the ECC corrects) and
+ * ecc:PAGE (its reads meet more than the ECC corrects: one data bit comes back flipped);
+ * FIRST-LAST for a range */
 struct yfb_nand *yfb_file_open(const char *path, unsigned page_size, unsigned oob_avail,
-			       unsigned pages_per_block, unsigned blocks, char *err, size_t errlen);
+			       unsigned pages_per_block, unsigned blocks, const char *faults,
+			       char *err, size_t errlen);
 
 #endif

@@ -4,7 +4,10 @@
  *
  * YAFFS2's tags (packed tags 2, with their own ECC when they fit) go in the free
  * OOB bytes; the NAND's ECC verdict on a read becomes the tags' ECC result, as
- * the Linux MTD interface of YAFFS2 reports it. */
+ * the Linux MTD interface of YAFFS2 reports it: YAFFS2 then collects the block
+ * early and retires it (marks it bad) after a few such strikes. A failed program
+ * or erase retires the block too. Each fault the NAND reports is one "yaffs:" line
+ * on stdout, beside YAFFS2's own trace lines (its bad-block lines included). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 
 #include "yportenv.h"
 #include "yaffs_guts.h"
+#include "yaffs_getblockinfo.h"
 #include "yaffs_packedtags2.h"
 #include "yaffs_trace.h"
 #include "yaffsfs.h"
@@ -88,9 +92,15 @@ static int yfb_write_chunk(struct yaffs_dev *dev, int chunk, const u8 *data,
 	struct yaffs_packed_tags2 pt;
 	struct yfb_nand *n = nand_of(dev);
 
+	int r;
+
 	memset(&pt, 0xff, sizeof(pt));
 	yaffs_pack_tags2(&pt, tags, !dev->param.no_tags_ecc);
-	return n->write(n, chunk, data, (const u8 *)&pt, tags_len(dev)) == 0 ? YAFFS_OK : YAFFS_FAIL;
+	r = n->write(n, chunk, data, (const u8 *)&pt, tags_len(dev));
+	if (r == 0)
+		return YAFFS_OK;
+	printf("yaffs: program of page %d failed: %s\n", chunk, strerror(-r));
+	return YAFFS_FAIL;
 }
 
 static int yfb_read_chunk(struct yaffs_dev *dev, int chunk, u8 *data, struct yaffs_ext_tags *tags)
@@ -103,39 +113,56 @@ static int yfb_read_chunk(struct yaffs_dev *dev, int chunk, u8 *data, struct yaf
 	r = n->read(n, chunk, data, tags ? (u8 *)&pt : NULL, tags ? tags_len(dev) : 0);
 
 	if (r < 0) {
+		printf("yaffs: read of page %d failed: %s\n", chunk, strerror(-r));
 		if (tags) {
 			memset(tags, 0, sizeof(*tags));
 			tags->ecc_result = YAFFS_ECC_RESULT_UNKNOWN;
 		}
 		return YAFFS_FAIL;
 	}
-	if (!tags)
-		return YAFFS_OK;
-	yaffs_unpack_tags2(tags, &pt, !dev->param.no_tags_ecc);
-	if (tags->ecc_result == YAFFS_ECC_RESULT_NO_ERROR) {
-		if (r == YFB_ECC_UNCORRECTABLE) {
-			tags->ecc_result = YAFFS_ECC_RESULT_UNFIXED;
-			dev->n_ecc_unfixed++;
-		} else if (r == YFB_ECC_CORRECTED) {
-			tags->ecc_result = YAFFS_ECC_RESULT_FIXED;
-			dev->n_ecc_fixed++;
+	if (r == YFB_ECC_UNCORRECTABLE)
+		printf("yaffs: page %d: uncorrectable ECC error\n", chunk);
+	else if (r == YFB_ECC_CORRECTED)
+		printf("yaffs: page %d: bit flips corrected by ECC\n", chunk);
+	if (tags) {
+		yaffs_unpack_tags2(tags, &pt, !dev->param.no_tags_ecc);
+		if (tags->ecc_result == YAFFS_ECC_RESULT_NO_ERROR) {
+			if (r == YFB_ECC_UNCORRECTABLE) {
+				tags->ecc_result = YAFFS_ECC_RESULT_UNFIXED;
+				dev->n_ecc_unfixed++;
+			} else if (r == YFB_ECC_CORRECTED) {
+				tags->ecc_result = YAFFS_ECC_RESULT_FIXED;
+				dev->n_ecc_fixed++;
+			}
 		}
 	}
-	return YAFFS_OK;
+	/* wrong data is a failed read (as YAFFS2's Linux MTD interface says it); a
+	 * corrected one is good data, its strike counted through the tags */
+	return r == YFB_ECC_UNCORRECTABLE ? YAFFS_FAIL : YAFFS_OK;
 }
 
 static int yfb_erase(struct yaffs_dev *dev, int block)
 {
 	struct yfb_nand *n = nand_of(dev);
+	int r = n->erase(n, block);
 
-	return n->erase(n, block) == 0 ? YAFFS_OK : YAFFS_FAIL;
+	if (r == 0)
+		return YAFFS_OK;
+	printf("yaffs: erase of block %d failed: %s\n", block, strerror(-r));
+	return YAFFS_FAIL;
 }
 
 static int yfb_mark_bad(struct yaffs_dev *dev, int block)
 {
 	struct yfb_nand *n = nand_of(dev);
+	int r = n->mark_bad(n, block);
 
-	return n->mark_bad(n, block) == 0 ? YAFFS_OK : YAFFS_FAIL;
+	if (r == 0) {
+		printf("yaffs: block %d marked bad\n", block);
+		return YAFFS_OK;
+	}
+	printf("yaffs: marking block %d bad failed: %s\n", block, strerror(-r));
+	return YAFFS_FAIL;
 }
 
 static int yfb_query_block(struct yaffs_dev *dev, int block, enum yaffs_block_state *state,
@@ -241,9 +268,23 @@ int yfb_yaffs_gc_pause_ms(struct yaffs_dev *dev)
 	return ms;
 }
 
+static unsigned dead_blocks(struct yaffs_dev *dev)
+{
+	unsigned dead = 0;
+	int b;
+
+	if (!dev->is_mounted)
+		return 0;
+	for (b = dev->internal_start_block; b <= dev->internal_end_block; b++)
+		dead += yaffs_get_block_info(dev, b)->block_state == YAFFS_BLOCK_STATE_DEAD;
+	return dead;
+}
+
 void yfb_yaffs_counters(struct yaffs_dev *dev, struct yfb_counters *c)
 {
 	yaffsfs_Lock();
+	c->bad_blocks = dead_blocks(dev);
+	c->retired_blocks = dev->n_retired_blocks;
 	c->page_reads = dev->n_page_reads;
 	c->page_writes = dev->n_page_writes;
 	c->erasures = dev->n_erasures;

@@ -24,6 +24,8 @@ int yfb_yaffs_gc_pause_ms(struct yaffs_dev *dev);
 
 struct yfb_counters {
 	unsigned long page_reads, page_writes, erasures, gc_copies, bg_gcs, ecc_fixed, ecc_unfixed;
+	unsigned long retired_blocks;	/* marked bad while mounted */
+	unsigned long bad_blocks;	/* bad now (0 once unmounted: YAFFS2 has let go of its block table) */
 };
 void yfb_yaffs_counters(struct yaffs_dev *dev, struct yfb_counters *c);
 
