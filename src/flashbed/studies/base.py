@@ -45,6 +45,8 @@ class CellSpec:
     # the lab's clock: "real", or "virtual" (the time-travel kernel; the emulator's
     # model sets every request's guest time: lab/clock.py)
     clock: str = "real"
+    # in virtual time: the guest CPU's cost profile (lab/cpuprofile.py); "": none (real time)
+    cpu_profile: str = ""
 
 
 @dataclass
