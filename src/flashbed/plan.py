@@ -278,6 +278,10 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                                 skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
                                 continue
                             runs_on, _ = clock.effective(clk, dev.backend)
+                            if runs_on.time_travel and study.real_cpu_time:
+                                if clock.Clock.REAL in clocks:
+                                    continue  # its real-time cell measures it
+                                runs_on = clock.Clock.REAL
                             # real time runs at the lab's own CPU cost: no profile, once
                             for prof in profiles if runs_on.time_travel else ("",):
                                 key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
@@ -350,6 +354,10 @@ def clock_notes(plan: "Plan") -> list[str]:
              and (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
     if plan.request.cpu_profiles and any(c.clock != "virtual" for c in plan.cells):
         notes.append(cpuprofile.REAL_TIME_NOTE)
+    if "virtual" in (plan.request.clocks or ()):
+        notes += [f"study {s} measures the lab's real CPU time, apart from the timed figures: its cells run in "
+                  f"real time" for s in dict.fromkeys(c.key.study for c in plan.cells)
+                  if STUDIES[s].real_cpu_time]
     return notes
 
 

@@ -184,3 +184,14 @@ def test_the_report_names_the_clock_and_cpu_profile_of_a_target(tmp_path):
     real = gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.5, "s")])
     real.provenance = {"clock": "real"}
     assert load_run(gen.write_run(tmp_path / "real", [real])).timing_for("emmc-1g") == "real time"
+
+
+def test_the_cpu_study_measures_real_cpu_time_in_a_virtual_run():
+    from flashbed.plan import PlanRequest, clock_notes, make_plan
+    base = dict(fs=("ext4",), devices=("emmc-8g@256M",), studies=("cpu", "mkfs"))
+    plan = make_plan(PlanRequest(**base, clocks=("virtual",)))
+    assert {(c.key.study, c.clock, c.cpu_profile) for c in plan.cells} == \
+        {("cpu", "real", ""), ("mkfs", "virtual", cpuprofile.default().name)}
+    assert any("study cpu measures the lab's real CPU time" in n for n in clock_notes(plan))
+    both = make_plan(PlanRequest(**base, clocks=("real", "virtual")))
+    assert sorted(c.key.id for c in both.cells if c.key.study == "cpu") == ["emmc-8g@256M/clock-real/ext4/cpu/r0"]
