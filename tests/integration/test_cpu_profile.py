@@ -1,6 +1,7 @@
 """The guest CPU cost model of virtual time end to end (issue 17, lab patch 0008): a
-syscall-heavy guest loop takes the profile's syscall cost per call in guest time, and
-the `none` profile leaves a device-bound fio figure as it is without any profile."""
+syscall-heavy guest loop takes the profile's syscall cost per call in guest time, the
+`none` profile leaves a device-bound fio figure as it is without any profile, and a
+profile's figure is the same on a second run."""
 
 import pytest
 
@@ -39,3 +40,6 @@ def test_none_leaves_a_device_bound_figure_as_without_a_profile_and_a_cost_lower
     assert none.iops == pytest.approx(without.iops, rel=1e-3), f"none {none.iops} IO/s, no profile {without.iops}"
     assert none.cpu_pct == 0 and none.busy_pct > 50, f"device busy {none.busy_pct:.0f} %: not device-bound"
     assert a8.iops < none.iops and a8.cpu_pct > 0
+    # a CPU cost keeps virtual time deterministic: the same figure again
+    again = cpu_bench.randread(preset, cpuprofile.get("cortex-a8").costs, tmp_path / "a8-again", runtime=0.5)
+    assert again.iops == pytest.approx(a8.iops, rel=1e-3), f"cortex-a8: {a8.iops} then {again.iops} IO/s"
