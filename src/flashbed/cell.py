@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .errors import FlashbedError
+from .lab import cpuprofile
 from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          WriteLog, session_has)
@@ -63,7 +64,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                 with host.boot(run_dir) as kill:  # the device is back after a cut: then its disks
                     bspec = BootSpec(run_dir=run_dir, steps=tuple(steps), disks=dev.disks(),
                                      nandsim=study.nandsim(spec, dev.nandsim()), mem_mb=dev.mem_mb(),
-                                     timeout=_budget(steps), cpus=spec.cpus)
+                                     timeout=_budget(steps), cpus=spec.cpus, cpu=_cpu_costs(spec))
                     boots.append(lab.boot(bspec, host=host, kill=kill))
                 if on_boot is not None:
                     on_boot(i + 1, len(steps_per_boot))
@@ -102,6 +103,8 @@ def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None, pace: str
                  # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
                  "params": as_json(spec.params), "seed": spec.seed, "pace": pace, "clock": spec.clock})
+    if spec.clock == "virtual" and spec.cpu_profile:  # which guest CPU cost produced its timed figures
+        prov["cpu_profile"] = cpuprofile.get(spec.cpu_profile).describe()
     if real:  # what the device is, from sysfs (model, serial, sizes, transport; a board's uname and model)
         prov["real_device"] = spec.device.info["identity"]
     return prov
@@ -119,6 +122,8 @@ class CellHost:
         self.kill = threading.Event()  # set: the lab is killed at once (a power cut, a stuck crash state)
         self.run_dir = Path(".")  # the current boot's run directory
         self._since: dict[str, float] = {}  # phase -> when its statistics were reset
+        # phase -> the guest's clock and CPU charge at its reset (virtual time with a CPU profile)
+        self._guest: dict[str, dict] = {}
         self._timers: list[threading.Timer] = []
         self._states = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
         self._handlers: dict[str, Callable[[dict], Any]] = {
@@ -153,7 +158,10 @@ class CellHost:
         if not session_has(self.dev, DeviceStats):
             return None
         reply = self.dev.reset_stats()
-        self._since[args.get("phase", "workload")] = self._now()
+        phase = args.get("phase", "workload")
+        self._since[phase] = self._now()
+        if isinstance(args.get("guest"), dict):
+            self._guest[phase] = args["guest"]
         return reply
 
     def stats(self, args: dict) -> Any:
@@ -167,6 +175,7 @@ class CellHost:
                 # the phase's wall time beside the device's busy time: how much of it the
                 # device worked (the report marks figures the lab, not the device, limited)
                 snap["wall_seconds"] = round(wall, 6)
+            snap.update(guest_cpu(self._guest.pop(phase, None), args.get("guest")))
             self.phases[phase] = snap
         return snap
 
@@ -235,6 +244,23 @@ class CellHost:
                 t.cancel()
             self._after(float(args["watchdog"]), self.kill.set)
         return reply
+
+
+def guest_cpu(start: Any, end: Any) -> dict[str, float]:
+    """A phase's guest time and the part of it charged to the CPU profile (virtual time, lab
+    patch 0008), from where the guest's clock and charge stood at its start and end; {}
+    when the guest did not say (real time, or a kernel without the charge)."""
+    try:
+        guest = (int(end["ns"]) - int(start["ns"])) / 1e9
+        cpu = (int(end["cpu_ns"]) - int(start["cpu_ns"])) / 1e9
+    except (TypeError, KeyError, ValueError):
+        return {}
+    return {"guest_seconds": round(guest, 9), "cpu_seconds": round(cpu, 9)} if guest >= 0 and cpu >= 0 else {}
+
+
+def _cpu_costs(spec: CellSpec):
+    """The guest CPU's cost per event for a cell in virtual time; None in real time."""
+    return cpuprofile.get(spec.cpu_profile).costs if spec.clock == "virtual" and spec.cpu_profile else None
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict) -> CellResult:

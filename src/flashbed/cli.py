@@ -71,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
                     "/dev/ubda, or raw NAND through nandsim")
     ex.add_argument("--pace", default="real", choices=["real", "none"], help="emulator clock, with --device")
     _clock_option(ex)
+    ex.add_argument("--cpu-profile", help="with --clock virtual: the guest CPU's cost profile (default: the "
+                    "catalogue's default; none: no cost)")
     _kernel_option(ex)
     ex.add_argument("--cpus", type=int, default=1, help="guest vCPUs (7.3 only; leases as many host CPUs)")
     ex.add_argument("--timeout", type=float, default=300)
@@ -131,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--clock", action="append", help="real (default) or virtual: the lab's clock (repeatable or "
                    "comma-separated: cells of each). Virtual: the time-travel lab kernel, each request of an "
                    "emulated device completing when its model says; nandsim and real devices run in real time")
+    r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
+                   "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
+                   "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     bsub = b.add_subparsers(dest="bench_cmd", required=True)
@@ -165,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     bck.add_argument("--runs", type=int, default=3, help="runs per clock, interleaved (medians printed)")
     bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
     bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
+    bcp = bsub.add_parser("cpu", help="each guest CPU cost profile in virtual time: a null-syscall loop's guest time "
+                          "per call, fio 4 KiB QD1 random read with the device's and the CPU's share")
+    bcp.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
+    bcp.add_argument("--cpu-profile", action="append", help="profiles (repeatable or comma-separated; default all)")
+    bcp.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) of the random read")
+    bcp.add_argument("--calls", type=int, default=100_000, help="getppid calls in the null-syscall loop")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -310,6 +321,18 @@ def _dispatch(args: argparse.Namespace) -> int:
                 raise FlashbedError(f"bench clock measures an emulated block device, not {args.device}")
             clock_bench.bench(args.device, args.runs, args.runtime, args.hog)
             return 0
+        if args.bench_cmd == "cpu":
+            from .bench import cpu as cpu_bench
+            from .devices import presets
+            from .lab import cpuprofile
+            profiles = cpuprofile.labels(_split(args.cpu_profile, "cpu-profile"))
+            if args.calls < 1 or not 0 < args.runtime < float("inf"):
+                raise FlashbedError("--calls must be at least 1 and --runtime a positive number of seconds")
+            dev = presets.load_spec(args.device)
+            if dev.backend != "emulator" or dev.kind != "block":
+                raise FlashbedError(f"bench cpu measures an emulated block device, not {args.device}")
+            cpu_bench.bench(args.device, profiles, args.runtime, args.calls)
+            return 0
         if args.bench_cmd == "hostcall":
             from .bench import hostcall
             if args.calls < 1:
@@ -341,7 +364,8 @@ def _split(values: list[str] | None, option: str = "") -> tuple[str, ...]:
     return out
 
 
-EXAMPLES = {"fs": "ext4,f2fs", "study": "bandwidth", "device": "emmc-8g@512M", "kernel": "7.3", "parts": "lab"}
+EXAMPLES = {"fs": "ext4,f2fs", "study": "bandwidth", "device": "emmc-8g@512M", "kernel": "7.3", "parts": "lab",
+            "cpu-profile": "cortex-a8,none"}
 
 
 def _overrides(items: list[str]) -> dict[str, dict]:
@@ -393,7 +417,7 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
 def _run(args: argparse.Namespace) -> int:
     from .execute import execute
     from .executors import make_executor
-    from .lab import clock, kernel
+    from .lab import clock, cpuprofile, kernel
     from .lab.labs import UmlLabs
     from .plan import PlanRequest, clock_notes, make_plan, run_kernels
     from .store import RunStore, resolve_run
@@ -401,7 +425,7 @@ def _run(args: argparse.Namespace) -> int:
     executor = make_executor(args.executor, args.jobs, args.scheduler)
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus", "target", "clock", "workload", "check", "age", "daily_writes")
+                             "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
                  if getattr(args, o) is not None]
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
@@ -438,7 +462,8 @@ def _run(args: argparse.Namespace) -> int:
                           pace="auto" if args.pace is None else args.pace,
                           kernels=kernel.labels(_split(args.kernel, "kernel")),
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
-                          clocks=clock.labels(_split(args.clock, "clock")))
+                          clocks=clock.labels(_split(args.clock, "clock")),
+                          cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
         store = RunStore(args.out or Path("runs") / req.run_id())
     if req.target:
         return _run_board(args, req, store)
@@ -526,7 +551,7 @@ def _stored_request(store):
     from .plan import PlanRequest
     stored = store.manifest().get("request")
     texts = ("profile", "pace", "target")
-    lists = ("fs", "devices", "studies", "kernels", "clocks")
+    lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
     numbers = ("repeat", "seed", "cpus")
     ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides"} and \
         all(isinstance(stored[k], str) for k in texts if k in stored) and \
@@ -688,8 +713,14 @@ def _lab(args: argparse.Namespace) -> int:
             if args.cpus > 1:
                 raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): "
                                     f"drop --cpus {args.cpus} or use --clock real")
+        from .lab import cpuprofile
+        prof = cpuprofile.get(args.cpu_profile)  # one line on an unknown profile, before any build
+        if clk.time_travel:
+            print(f"flashbed: CPU profile {prof.summary()}", file=sys.stderr)
+        elif args.cpu_profile:
+            print(f"flashbed: {cpuprofile.REAL_TIME_NOTE}", file=sys.stderr)
         return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
-                           timeout=args.timeout, pace=args.pace, clock=clk)
+                           timeout=args.timeout, pace=args.pace, clock=clk, cpu=prof.costs)
     raise AssertionError(args.lab_cmd)
 
 

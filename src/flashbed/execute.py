@@ -28,7 +28,7 @@ from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.target import LabFactory
-from .plan import Plan
+from .plan import Plan, cpu_profiles
 from .progress import Progress
 from .results import CellResult
 from .store import RunStore
@@ -69,6 +69,8 @@ def manifest_for(plan: Plan, labs: LabFactory, run_id: str) -> dict[str, Any]:
         "repeats": plan.request.repeat,
         **labs.describe(),  # "kernel" and "kernels"
         "cpus": plan.request.cpus,
+        # the guest CPU cost profiles of its virtual-time cells (lab/cpuprofile.py), with their sources
+        "cpu_profiles": cpu_profiles(plan),
         # cells the plan left out (a case's vCPUs on a kernel without SMP), for the report to say so
         "skipped": [asdict(s) for s in plan.skipped],
         "tools": tool_versions(),

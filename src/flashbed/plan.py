@@ -13,7 +13,7 @@ from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .devices.session import session_class
-from .lab import clock, kernel
+from .lab import clock, cpuprofile, kernel
 from .lab.target import PowerSwitch, WriteLog, session_has
 from .results import CellKey
 from .studies import STUDIES
@@ -50,6 +50,9 @@ class PlanRequest:
 # the lab's clocks (lab/clock.py: real, virtual), cells of each; (): real time, which is
     # not part of the identity (runs from before the clock axis keep their ids)
     clocks: tuple[str, ...] = ()
+    # guest CPU cost profiles of virtual time (lab/cpuprofile.py), cells of each; (): the
+    # catalogue's default, which is not part of the identity (the manifest names it)
+    cpu_profiles: tuple[str, ...] = ()
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -61,7 +64,8 @@ class PlanRequest:
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
                            kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
-                           clocks=() if set(self.clocks) <= {"real"} else tuple(self.clocks))
+                           clocks=() if set(self.clocks) <= {"real"} else tuple(self.clocks),
+                           cpu_profiles=tuple(self.cpu_profiles))
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request)."""
@@ -73,7 +77,8 @@ class PlanRequest:
         """Same request, same id: rerunning a command resumes its run."""
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
-        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ())):
+        for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ()),
+                              ("cpu_profiles", ())):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -216,6 +221,8 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
             raise FlashbedError(f"--clock virtual runs one vCPU (the time-travel kernel has no SMP): drop --cpus "
                                 f"{r.cpus} or use --clock real")
     several = len(choices) > 1
+    # the CPU profiles of virtual-time cells: an axis (in the cell key) only when there are several
+    profiles = cpuprofile.labels(r.cpu_profiles) if r.cpu_profiles else (cpuprofile.default().name,)
     for s in r.studies:
         if s not in STUDIES:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
@@ -277,11 +284,19 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                                 skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
                                 continue
                             runs_on, _ = clock.effective(clk, dev.backend)
-                            key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
-                                          clk.value if len(clocks) > 1 else "")
-                            cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
-                                                  pace=r.cell_pace(sname), kernel=choice.label, cpus=n,
-                                                  clock=runs_on.value))
+                            if runs_on.time_travel and study.real_cpu_time:
+                                if clock.Clock.REAL in clocks:
+                                    continue  # its real-time cell measures it
+                                runs_on = clock.Clock.REAL
+                            # real time runs at the lab's own CPU cost: no profile, once
+                            for prof in profiles if runs_on.time_travel else ("",):
+                                key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
+                                              clk.value if len(clocks) > 1 else "",
+                                              prof if len(profiles) > 1 else "")
+                                cells.append(CellSpec(key=key, device=dev, variant=v, params=params,
+                                                      seed=r.seed + rep, pace=r.cell_pace(sname),
+                                                      kernel=choice.label, cpus=n, clock=runs_on.value,
+                                                      cpu_profile=prof))
         if board is not None and placed:
             lacks = board.lacking({parsed[spec][0].base.fstype})
             if lacks:
@@ -339,10 +354,22 @@ VIRTUAL_UP = "virtual time runs one vCPU (the time-travel kernel has no SMP)"
 
 
 def clock_notes(plan: "Plan") -> list[str]:
-    """One line per device that runs in real time although the run asks for virtual time."""
-    if "virtual" not in (plan.request.clocks or ()):
-        return []
-    return [note for d in plan.devices.values() if (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
+    """One line per device that runs in real time although the run asks for virtual time, and
+    one if the run names CPU profiles while some of its cells run in real time (ignored there)."""
+    notes = [note for d in plan.devices.values() if "virtual" in (plan.request.clocks or ())
+             and (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
+    if plan.request.cpu_profiles and any(c.clock != "virtual" for c in plan.cells):
+        notes.append(cpuprofile.REAL_TIME_NOTE)
+    if "virtual" in (plan.request.clocks or ()):
+        notes += [f"study {s} measures the lab's real CPU time, apart from the timed figures: its cells run in "
+                  f"real time" for s in dict.fromkeys(c.key.study for c in plan.cells)
+                  if STUDIES[s].real_cpu_time]
+    return notes
+
+
+def cpu_profiles(plan: "Plan") -> dict[str, dict[str, Any]]:
+    """The CPU profiles the plan's virtual-time cells run with, as the manifest records them."""
+    return {n: cpuprofile.get(n).describe() for n in dict.fromkeys(c.cpu_profile for c in plan.cells) if n}
 
 
 def _cannot_run(choice: kernel.KernelChoice, n: int) -> str:

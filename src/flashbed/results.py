@@ -32,11 +32,14 @@ class CellKey:
     kernel: str = ""
     # the lab's clock (real, virtual) when the run has both, else "": likewise
     clock: str = ""
+    # the CPU profile of a virtual-time cell when the run has several, else "": likewise
+    cpu: str = ""
 
     @property
     def id(self) -> str:
         parts = [self.device] + ([f"kernel-{self.kernel}"] if self.kernel else []) \
-            + ([f"clock-{self.clock}"] if self.clock else []) + [self.fs, self.study]
+            + ([f"clock-{self.clock}"] if self.clock else []) + ([f"cpu-{self.cpu}"] if self.cpu else []) \
+            + [self.fs, self.study]
         parts += ([self.case] if self.case else []) + [f"r{self.repeat}"]
         return "/".join(parts)
 
@@ -87,6 +90,8 @@ class CellResult:
             del d["key"]["kernel"]  # one kernel: the cell file as it was before the kernel axis
         if not self.key.clock:
             del d["key"]["clock"]  # one clock: likewise, as before the clock axis
+        if not self.key.cpu:
+            del d["key"]["cpu"]  # one CPU profile: likewise
         d["id"] = self.key.id
         return d
 

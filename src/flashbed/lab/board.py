@@ -386,7 +386,7 @@ class BoardLab:
             data = json.loads((run_dir / "result.json").read_text())
         except (OSError, json.JSONDecodeError):
             pass
-        steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
+        steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__ if k in s}) for s in data.get("steps", [])]
         status = BootStatus.derive(data.get("status", ""), timed_out=timed_out, killed=killed)
         error = data.get("error", "")
         if cut:

@@ -18,19 +18,21 @@ from ..errors import FlashbedError
 from .clock import Clock, effective
 from .clock import pace as clock_pace
 from .kernel import ensure_kernel
-from .target import BlockDevice, BootSpec, Step
+from .target import BlockDevice, BootSpec, CpuCosts, Step
 from .uml import boot
 
 
 def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, disks: list[Path] | None = None,
         timeout: float = 300, pace: str = "real", out=sys.stdout, err=sys.stderr,
-        clock: Clock = Clock.REAL) -> int:
+        clock: Clock = Clock.REAL, cpu: CpuCosts | None = None) -> int:
+    """`cpu`: in virtual time, the guest CPU's cost per event (ignored in real time)."""
     if device is not None:
         from ..devices import presets
         clock, note = effective(clock, presets.load_spec(device).backend)
         if note:
             print(f"note: {note}", file=err)
     kern = ensure_kernel(kernel, time_travel=clock.time_travel)
+    cpu = cpu if clock.time_travel else None
     pace = clock_pace(clock, pace)
     steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
     extra = tuple(BlockDevice(d) for d in disks or ())
@@ -38,13 +40,15 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, 
         run_dir = Path(tmp)
         budget = timeout * len(steps) + 60
         if device is None:
-            r = boot(BootSpec(run_dir=run_dir, steps=steps, disks=extra, timeout=budget, cpus=cpus), kern)
+            r = boot(BootSpec(run_dir=run_dir, steps=steps, disks=extra, timeout=budget, cpus=cpus, cpu=cpu), kern)
             stats = None
         else:
-            r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, pace, kern)
+            r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, pace, kern, cpu)
         for s in r.steps:
             # s.seconds: guest time (device time in virtual time)
-            print(f"$ {s.cmd}  [{s.status}, rc {s.rc}, {s.seconds:.3f}s]", file=out)
+            # and in virtual time the part of it charged to the CPU profile
+            cpu_s = f", cpu {s.cpu_seconds:.6f}s" if s.cpu_seconds is not None else ""
+            print(f"$ {s.cmd}  [{s.status}, rc {s.rc}, {s.seconds:.6f}s{cpu_s}]", file=out)
             out.write(s.stdout)
             err.write(s.stderr)
         if stats is not None:
@@ -57,13 +61,14 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, 
 
 
 def _with_device(spec: str, run_dir: Path, steps: tuple[Step, ...], extra: tuple[BlockDevice, ...], budget: float,
-                 cpus: int, pace: str, kern) -> tuple[Any, dict | None]:
+                 cpus: int, pace: str, kern, cpu: CpuCosts | None = None) -> tuple[Any, dict | None]:
     from ..devices import presets
     from ..devices.session import open_session
     dev = presets.load_spec(spec)
     with open_session(dev, run_dir / "scratch", pace=pace) as session:
         r = boot(BootSpec(run_dir=run_dir / "lab", steps=steps, disks=session.disks() + extra,
-                          nandsim=session.nandsim(), mem_mb=session.mem_mb(), timeout=budget, cpus=cpus),
+                          nandsim=session.nandsim(), mem_mb=session.mem_mb(), timeout=budget, cpus=cpus,
+                          cpu=cpu),
                  kern)
         return r, request_summary(session.emu.stats()) if session.emu is not None else None
 

@@ -140,6 +140,18 @@ class Nandsim:
 
 
 @dataclass(frozen=True)
+class CpuCosts:
+    """A guest CPU's cost per event in virtual time, in guest ns (lab patch 0008)."""
+
+    syscall_ns: int
+    fault_ns: int
+    switch_ns: int
+
+    def cmdline(self) -> str:
+        return f"flashbed_cpu={self.syscall_ns},{self.fault_ns},{self.switch_ns}"
+
+
+@dataclass(frozen=True)
 class BootSpec:
     run_dir: Path
     steps: tuple[Step, ...]
@@ -148,6 +160,8 @@ class BootSpec:
     mem_mb: int = 768
     timeout: float = 600.0
     cpus: int = 1  # guest vCPUs; the lab leases as many host CPUs
+    # in virtual time: the guest time each CPU event costs (lab/cpuprofile.py); None: nothing
+    cpu: CpuCosts | None = None
 
 
 @dataclass
@@ -159,6 +173,8 @@ class StepResult:
     seconds: float
     stdout: str
     stderr: str
+    # in virtual time with a CPU profile: the guest time of `seconds` charged to the CPU
+    cpu_seconds: float | None = None
 
     def __post_init__(self) -> None:
         self.status = StepStatus(self.status)

@@ -71,10 +71,12 @@ def _kernel_args(kernel: KernelInfo | None, cpus: int) -> list[str]:
 
 
 def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str]:
-    """The lab's command line; `kernel` adds its boot mode and vCPU count."""
+    """The lab's command line; `kernel` adds its boot mode and vCPU count, and in virtual
+    time the guest CPU's cost per event (lab patch 0008; none given: nothing is charged)."""
+    cpu = [spec.cpu.cmdline()] if spec.cpu is not None and kernel is not None and kernel.time_travel else []
     args = [
         f"mem={spec.mem_mb}M",
-        *_kernel_args(kernel, spec.cpus),
+        *_kernel_args(kernel, spec.cpus), *cpu,
         "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
         "con=null", "con0=null,fd:1", "ssl=null",
         "init=/bin/sh",
@@ -238,7 +240,7 @@ def _collect(spec: BootSpec, kernel: KernelInfo, rc: int | None, timed_out: bool
             data = json.loads(result_path.read_text())
         except json.JSONDecodeError:
             data = {}
-    steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__}) for s in data.get("steps", [])]
+    steps = [StepResult(**{k: s[k] for k in StepResult.__dataclass_fields__ if k in s}) for s in data.get("steps", [])]
     status = BootStatus.derive(data.get("status", ""), timed_out=timed_out, killed=killed)
     error = data.get("error", "")
     if status is BootStatus.KILLED:

@@ -22,7 +22,7 @@ from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.kernel import KernelInfo, ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.target import DEV, BootResult, BootSpec, DeviceSession, DeviceStats, Lab, Step, session_has
+from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb
@@ -101,29 +101,41 @@ def tool_versions() -> dict[str, str]:
 
 def run_fio(session: DeviceSession, lab: Lab, work: Path, jobs: dict[str, dict],
             timeout: float = 3600, model: dict[str, dict[str, float]] | None = None,
-            walls: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+            walls: dict[str, float] | None = None, cpu: CpuCosts | None = None,
+            guest: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
     """fio jobs one after another on the raw device, in one boot of `lab` on `session`.
 
     With `model` (an emulated device), each job's figures as the device model
     itself timed them (no lab in them) go there too, from the emulator's
     statistics around the job: mean modelled latency per request, and bytes
     per second of the device's busy time. With `walls`, each job's wall-clock
-    seconds (host side, between the host calls around it) go there."""
+    seconds (host side, between the host calls around it) go there. `cpu`: in
+    virtual time, the guest CPU's cost per event; with `guest`, each job's guest
+    seconds and the part charged to the CPU go there, with the device's busy
+    seconds (`busy_seconds`)."""
     opts = {"ioengine": "libaio", "filename": DEV, "iodepth": 1, "direct": 1}
     work.mkdir(parents=True, exist_ok=True)
     steps = []
     stats: dict[str, dict] = {}
 
     started: dict[str, float] = {}
+    at_reset: dict[str, dict] = {}
 
     def host(call: str, args: dict):
         if call == "reset-stats":
             started[args.get("job", "")] = time.monotonic()
+            at_reset[args.get("job", "")] = args.get("guest") or {}
             return session.reset_stats() if session_has(session, DeviceStats) else None
         if walls is not None and args["job"] in started:
             walls[args["job"]] = time.monotonic() - started[args["job"]]
         emu = getattr(session, "emu", None)  # only an emulated device has the model's own figures
         stats[args["job"]] = emu.stats() if emu is not None else {}
+        if guest is not None:
+            from ..cell import guest_cpu
+            g = guest_cpu(at_reset.get(args["job"]), args.get("guest"))
+            if stats[args["job"]].get("busy_ns") is not None:
+                g["busy_seconds"] = stats[args["job"]]["busy_ns"] / 1e9
+            guest[args["job"]] = g
         return {}
 
     for name, job in jobs.items():
@@ -131,7 +143,7 @@ def run_fio(session: DeviceSession, lab: Lab, work: Path, jobs: dict[str, dict],
         steps += [Step(f"reset-{name}", host="reset-stats", args={"job": name}),
                   Step(name, f"fio --output-format=json --output={name}.json {name}.fio", timeout=timeout),
                   Step(f"stats-{name}", host="stats", args={"job": name})]
-    _boot(session, lab, work, steps, host)
+    _boot(session, lab, work, steps, host, cpu)
     out = {}
     for name, job in jobs.items():
         data = fio.load(work / f"{name}.json")
@@ -190,10 +202,12 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, flo
     return out
 
 
-def _boot(session: DeviceSession, lab: Lab, work: Path, steps: list[Step], host=None) -> BootResult:
+def _boot(session: DeviceSession, lab: Lab, work: Path, steps: list[Step], host=None,
+          cpu: CpuCosts | None = None) -> BootResult:
     work.mkdir(parents=True, exist_ok=True)
     timeout = sum(s.timeout for s in steps) + 120
-    res = lab.boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout), host=host)
+    res = lab.boot(BootSpec(run_dir=work, steps=tuple(steps), disks=session.disks(), timeout=timeout, cpu=cpu),
+                   host=host)
     if not res.ok:
         raise FlashbedError(f"probe lab on {session.device.label} failed: {res.status} {res.error} "
                             f"({res.console_log})")

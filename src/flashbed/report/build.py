@@ -55,7 +55,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     for device in run.devices():
         ds = Section(units.slug("dev", device), f"Results: {device}")
         kern = f" Lab kernel {run.kernel_for(device)}." if run.kernel_of(device) else ""
-        ds.add(Paragraph(f"Device {run.device_text(device)}.{kern}"))
+        timing = f" Timed figures: {run.timing_for(device)}." if run.timing_for(device) else ""
+        ds.add(Paragraph(f"Device {run.device_text(device)}.{kern}{timing}"))
         for study in run.studies(device):
             ss = Section(units.slug("dev", device, study), units.study_title(study))
             if catalog.description(study):

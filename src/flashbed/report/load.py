@@ -70,17 +70,33 @@ class Busy:
 
     util: Stat  # percent
     basis: str  # what the duration is: fio's run time, the measured time, the phase's wall time
+    # virtual time: the lab's own CPU costs no guest time, so a figure is never lab-bound; it is
+    # CPU-bound when the guest time charged to the CPU profile (cpu, % of the phase) dominates
+    virtual: bool = False
+    cpu: Stat | None = None
+
+    @property
+    def mark(self) -> str:
+        """What a figure this bounds is called: lab-bound (real time), CPU-bound (virtual time)."""
+        return "CPU-bound" if self.virtual else "lab-bound"
 
     def text(self) -> str:
         u = self.util
         lo, hi = min(u.lo, 100.0), min(u.hi, 100.0)
-        return f"device busy {lo:.0f} %" if round(lo) == round(hi) else f"device busy {lo:.0f}–{hi:.0f} %"
+        dev = f"device busy {lo:.0f} %" if round(lo) == round(hi) else f"device busy {lo:.0f}–{hi:.0f} %"
+        if self.cpu is None:
+            return dev
+        c = self.cpu
+        cpu = f"CPU {c.lo:.0f} %" if round(c.lo) == round(c.hi) else f"CPU {c.lo:.0f}–{c.hi:.0f} %"
+        return f"{cpu}, {dev}"
 
 
-def target_label(device: str, kernel: str, clock: str = "") -> str:
+def target_label(device: str, kernel: str, clock: str = "", cpu: str = "") -> str:
     """What the report shows results per: a device, or in a run of several lab kernels, a
-    device on one kernel (the cell key's kernel); in a run of both clocks, in one of them."""
-    return (f"{device} · kernel {kernel}" if kernel else device) + (f" · {clock} time" if clock else "")
+    device on one kernel (the cell key's kernel); in a run of both clocks, in one of them;
+    in a run of several CPU profiles (virtual time), with one of them."""
+    return (f"{device} · kernel {kernel}" if kernel else device) + (f" · {clock} time" if clock else "") \
+        + (f" · CPU {cpu}" if cpu else "")
 
 
 @dataclass(frozen=True)
@@ -123,6 +139,9 @@ class RunData:
     cell_status: dict[tuple[str, str, str], Counter] = field(default_factory=dict)
     # target -> (device label, kernel label; "" in a run of one kernel)
     targets: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # target -> the clock and the CPU profile its timed figures come from ("real", "") or
+    # ("virtual", profile name), from its cells' provenance
+    timing: dict[str, tuple[str, str]] = field(default_factory=dict)
     # (target, fs, study) -> the extra of each ok cell (study-specific data: TopList views)
     extras: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -180,6 +199,17 @@ class RunData:
             return self.kernel
         k = self.kernels.get(label) or {}
         return f"{k.get('release') or '?'} ({label})"
+
+    def timing_for(self, target: str) -> str:
+        """Which clock and CPU profile a target's timed figures come from ('' if its cells do
+        not say: runs from before the clock axis are real time)."""
+        clock, cpu = self.timing.get(target, ("", ""))
+        if clock != "virtual":
+            return "real time" if clock else ""
+        prof = (self.manifest.get("cpu_profiles") or {}).get(cpu) or {}
+        what = f"CPU profile {cpu}" + (f" ({prof['title']}" + ("; estimate" if prof.get("estimate") else "") + ")"
+                                       if prof.get("title") else "")
+        return f"virtual time, {what}" if cpu else "virtual time"
 
     def device_of(self, target: str) -> str:
         """The device label of a target."""
@@ -360,9 +390,15 @@ class RunData:
 
     def lab_bound_case(self, device: str, fs: str, study: str, case: str) -> Busy | None:
         """The case's device utilisation when it is below the threshold: the lab, not the device,
-        set its timed figures. None when device-bound or unknown."""
+        set its timed figures. In virtual time (the lab's CPU costs no guest time) it is when the
+        share of guest time charged to the CPU profile is above the CPU-bound threshold: the
+        modelled CPU, not the device, set them (Busy.mark). None when device-bound or unknown."""
         b = self.busy.get((device, fs, study, case))
-        return b if b is not None and b.util.mean < self.weights.lab_bound_below else None
+        if b is None:
+            return None
+        if b.virtual:
+            return b if b.cpu is not None and b.cpu.mean > self.weights.cpu_bound_above else None
+        return b if b.util.mean < self.weights.lab_bound_below else None
 
     def timed(self, device: str, study: str, case: str, metric: str) -> bool:
         """Whether a figure is set by how fast something ran: the known timed metrics, and those a
@@ -472,6 +508,8 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     # (device, fs, study, phase) -> repeat -> that phase's stat dicts (one per cell that has it)
     phase_ds: dict[tuple[str, str, str, str], dict[int, list[dict[str, float]]]] = defaultdict(lambda: defaultdict(list))
     utils: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    cpu_shares: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+    virtual: set[tuple[str, str, str, str]] = set()
     basis: dict[tuple[str, str, str, str], str] = {}
     run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
@@ -481,11 +519,15 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
 
     key_cases: dict[tuple[str, str], set[str]] = defaultdict(set)  # (target, study) -> its cells' cases
     for r in results:
-        key_cases[(target_label(r.key.device, r.key.kernel, r.key.clock), r.key.study)].add(r.key.case)
+        key_cases[(target_label(r.key.device, r.key.kernel, r.key.clock, r.key.cpu), r.key.study)].add(r.key.case)
     for r in sorted(results, key=lambda r: r.key.id):
         # from here on a cell's "device" is its target: with several kernels, the device on its kernel
-        k = replace(r.key, device=target_label(r.key.device, r.key.kernel, r.key.clock))
+        k = replace(r.key, device=target_label(r.key.device, r.key.kernel, r.key.clock, r.key.cpu))
         data.targets[k.device] = (r.key.device, r.key.kernel)
+        prov = r.provenance or {}
+        if prov.get("clock"):
+            data.timing.setdefault(k.device, (str(prov["clock"]),
+                                              str((prov.get("cpu_profile") or {}).get("name") or "")))
         status[(k.device, k.fs, k.study)][r.status] += 1
         data.reproducers += catalog.reproducers(data.run_id, r)
         if not r.ok:
@@ -520,13 +562,20 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         for phase, raw in (r.device_stats or {}).items():
             if phase != "workload" and (flat := _phase_numbers(raw)):
                 phase_ds[(k.device, k.fs, k.study, phase)][k.repeat].append(flat)
-        # at pace none the device's time is modelled, not spent: no utilisation
-        if (r.provenance or {}).get("pace", run_pace) in (None, "real"):
+        # at pace none the device's time is modelled, not spent: no utilisation; in virtual
+        # time it is guest time, with the share charged to the CPU profile beside it
+        cell_pace = (r.provenance or {}).get("pace", run_pace)
+        if cell_pace in (None, "real", "virtual"):
             for case in per_case:
                 u = _utilisation(r.device_stats, case, per_case)
                 if u is not None:
-                    utils[(k.device, k.fs, k.study, case)].append(u[0])
-                    basis[(k.device, k.fs, k.study, case)] = u[1]
+                    key4 = (k.device, k.fs, k.study, case)
+                    utils[key4].append(u[0])
+                    basis[key4] = u[1]
+                    if cell_pace == "virtual":
+                        virtual.add(key4)
+                        if (c := cpu_share(r.device_stats, case, per_case)) is not None:
+                            cpu_shares[key4].append(c)
 
     data.cell_status = dict(status)
     data.values = {k: Stat(tuple(v), val_units[k]) for k, v in sorted(vals.items())}
@@ -541,7 +590,9 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         data.dstats[(dev, fs, study, "*")] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
     for key, reps in sorted(phase_ds.items()):
         data.pstats[key] = _stats_over([_combine(cells) for _r, cells in sorted(reps.items())])
-    data.busy = {key: Busy(Stat(tuple(v), "%"), basis[key]) for key, v in sorted(utils.items())}
+    data.busy = {key: Busy(Stat(tuple(v), "%"), basis[key], virtual=key in virtual,
+                           cpu=Stat(tuple(cpu_shares[key]), "%") if cpu_shares.get(key) else None)
+                 for key, v in sorted(utils.items())}
     for key, repeats in sorted(claimed.items()):
         dev, fs, study, case = key
         iops = data.values.get((dev, fs, study, case, "iops"))
@@ -607,6 +658,29 @@ def _cell_device_stats(device_stats: dict[str, dict[str, Any]]) -> dict[str, flo
         return _phase_numbers(device_stats["workload"])
     phases = [p for p in (_phase_numbers(raw) for raw in device_stats.values()) if p]
     return _combine(phases) if len(phases) > 1 else (phases[0] if phases else {})
+
+
+def _case_phase(device_stats: Any, case: str, per_case: dict[str, dict[str, tuple[float, str]]]) -> dict | None:
+    """The statistics phase that covers one measurement case alone (or its jobs, run at once)."""
+    if not isinstance(device_stats, dict):
+        return None
+    if isinstance(device_stats.get(case), dict):
+        return device_stats[case]
+    if isinstance(device_stats.get("workload"), dict) and \
+            (len(per_case) == 1 or any("runtime" in m for m in per_case.values())):
+        return device_stats["workload"]
+    return None
+
+
+def cpu_share(device_stats: Any, case: str, per_case: dict[str, dict[str, tuple[float, str]]]) -> float | None:
+    """In virtual time: the share (%) of a case's statistics phase's guest time charged to the
+    CPU profile (lab patch 0008, the guest's counts at the phase's start and end); None when
+    the phase has no such counts."""
+    phase = _phase_numbers(_case_phase(device_stats, case, per_case))
+    guest, cpu = phase.get("guest_seconds"), phase.get("cpu_seconds")
+    if guest is None or cpu is None or guest <= 0:
+        return None
+    return 100.0 * cpu / guest
 
 
 def _utilisation(device_stats: dict[str, Any], case: str,

@@ -44,6 +44,7 @@ def figure_footer(run: RunData, device: str, fss: list[str], study: str | None, 
     """Two lines under every figure (inside the SVG, so it travels with it)."""
     reps = run.repeats_text(ns)
     eb = "; error bars: min–max over repeats" if ns and max(ns) > 1 else ""
-    line1 = (f"device {run.device_text(device)} · kernel {run.kernel_for(device)}{cpus_text(run)} · profile "
+    timing = f" · {run.timing_for(device)}" if run.timing_for(device) else ""
+    line1 = (f"device {run.device_text(device)} · kernel {run.kernel_for(device)}{cpus_text(run)}{timing} · profile "
              f"{run.profile} · repeats {reps}{eb}")
     return line1 + "\ntools: " + tools_text(relevant_tools(run, fss, study))

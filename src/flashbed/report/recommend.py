@@ -391,7 +391,7 @@ def _ranking_table(r: Ranking) -> Table:
                                 units.to_display(v.value, v.unit), title=f"not scored: {v.cached.counters_text()}",
                                 cls="labbound"))
             elif v.status is Measured.OK and v.lab:
-                row.append(Cell(f"{units.fmt(v.value, v.unit)} (lab-bound, {v.lab.text()})",
+                row.append(Cell(f"{units.fmt(v.value, v.unit)} ({v.lab.mark}, {v.lab.text()})",
                                 units.to_display(v.value, v.unit), title=f"not scored: {v.lab.text()} of "
                                 f"{v.lab.basis}", cls="labbound"))
             elif v.status is Measured.OK:

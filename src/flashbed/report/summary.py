@@ -37,7 +37,10 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
     dstats = [{"device": d, "fs": f, "study": s, "cell_case": c, "stat": k, "unit": st.unit, "mean": r6(st.mean),
                "n": st.n} for (d, f, s, c), stats in sorted(run.dstats.items()) for k, st in sorted(stats.items())]
     busy = [{"device": d, "fs": f, "study": s, "case": c, "device_busy_pct": r6(b.util.mean), "n": b.util.n,
-             "lab_bound": run.lab_bound_case(d, f, s, c) is not None, "basis": b.basis}
+             "lab_bound": run.lab_bound_case(d, f, s, c) is not None and not b.virtual, "basis": b.basis,
+             # virtual time: the share of guest time charged to the CPU profile, CPU-bound above the threshold
+             **({"cpu_pct": r6(b.cpu.mean) if b.cpu else None,
+                 "cpu_bound": run.lab_bound_case(d, f, s, c) is not None} if b.virtual else {})}
             for (d, f, s, c), b in sorted(run.busy.items())]
     return {
         "schema": SUMMARY_SCHEMA,
@@ -52,6 +55,9 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         "device_stats": dstats,
         # per timed case: the device's busy share of the figure's duration; lab-bound below the threshold
         "lab_bound_below_pct": run.weights.lab_bound_below if run.paced else None,
+        "cpu_bound_above_pct": run.weights.cpu_bound_above,
+        # which clock and CPU profile each target's timed figures come from
+        "timing": {t: run.timing_for(t) for t in run.devices() if run.timing_for(t)},
         "device_busy": busy,
         "figures": [f.id for f in doc.figures()],
         "tables": [t.id for t in doc.tables()],

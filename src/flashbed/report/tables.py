@@ -34,7 +34,7 @@ def _lab_mark(cell: Cell, lab: Busy | None, say: bool = True) -> Cell:
     never 'best'."""
     if lab is not None:
         if say:
-            cell.text += f" (lab-bound, {lab.text()})"
+            cell.text += f" ({lab.mark}, {lab.text()})"
         cell.title = f"{lab.text()} of {lab.basis}; {cell.title}"
         cell.cls = "labbound"
     return cell
@@ -93,7 +93,7 @@ def _busy_cell(run: RunData, device: str, fs: str, study: str, case: str) -> Cel
         return Cell("—", None, cls="missing", title="no statistics phase of its own")
     lab = run.lab_bound_case(device, fs, study, case)
     u = b.util
-    return Cell(f"{min(u.mean, 100.0):.0f}" + (" lab-bound" if lab else ""), round(u.mean, 3),
+    return Cell(f"{min(u.mean, 100.0):.0f}" + (f" {lab.mark}" if lab else ""), round(u.mean, 3),
                 title=f"{b.text()} of {b.basis} (n={u.n})", cls="labbound" if lab else "")
 
 
@@ -123,12 +123,17 @@ def study_table(run: RunData, device: str, study: str) -> Table | None:
         return None
     tid = units.slug("tab", device, study)
     title = f"{units.study_title(study)} — {device}"
-    note = (f"device {run.device_text(device)}; kernel {run.kernel_for(device)}; profile {run.profile}; mean ± standard "
+    timing = f"; {run.timing_for(device)}" if run.timing_for(device) else ""
+    note = (f"device {run.device_text(device)}; kernel {run.kernel_for(device)}{timing}; profile {run.profile}; mean ± standard "
             f"deviation over repeats (hover a value for every repeat); best per row group in bold")
     busy = any(run.busy_for(device, fs, study, c) for fs in fss for c in cases)
     if busy:
         note += (f"; device busy = the emulator's busy time over the figure's own duration, lab-bound below "
                  f"{run.weights.lab_bound_below:g} % (the lab, not the device, set the figure; never marked best)")
+        if any((b := run.busy_for(device, fs, study, c)) and b.virtual for fs in fss for c in cases):
+            note += (f"; in virtual time CPU = the share of the figure's guest time charged to the CPU profile, "
+                     f"CPU-bound above {run.weights.cpu_bound_above:g} % (the modelled CPU, not the device, set "
+                     f"the figure; never marked best)")
     if len(metrics) == 1 and len(fss) > 1:
         # one metric: cases down, filesystems across
         m = metrics[0]

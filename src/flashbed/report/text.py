@@ -36,7 +36,8 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
         print(f"\n== {study} ==", file=stream)
         rows: dict[tuple[str, str], list] = defaultdict(list)
         for r in by_study[study]:
-            rows[(r.key.device + (f" {r.key.clock}" if r.key.clock else ""), fs_label(r))].append(r)
+            rows[(r.key.device + (f" {r.key.clock}" if r.key.clock else "") + (f" cpu-{r.key.cpu}" if r.key.cpu else ""),
+                  fs_label(r))].append(r)
         for (dev, fs), rs in sorted(rows.items()):
             bad = [r for r in rs if not r.ok]
             head = "; ".join(sorted({r.headline for r in rs}))[:150]

@@ -81,6 +81,9 @@ class Weights:
     outcomes: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)
     # a timed figure whose device was busy less than this share of its time (%) is lab-bound
     lab_bound_below: float = 50.0
+    # in virtual time: a timed figure whose guest time was charged to the CPU profile more than
+    # this share (%) is CPU-bound
+    cpu_bound_above: float = 50.0
     requirements: dict[str, Requirement] = field(default_factory=dict)
     workload: WorkloadWeights = field(default_factory=WorkloadWeights)
 
@@ -175,8 +178,12 @@ def load_weights(path: Path | None = None) -> Weights:
     below = lab.get("device_busy_below", 50.0) if isinstance(lab, dict) else None
     if isinstance(below, bool) or not isinstance(below, (int, float)) or not 0 <= below <= 100:
         raise bad(f"[lab_bound] device_busy_below must be a percentage from 0 to 100, not {below!r}")
+    above = lab.get("cpu_share_above", 50.0) if isinstance(lab, dict) else None
+    if isinstance(above, bool) or not isinstance(above, (int, float)) or not 0 <= above <= 100:
+        raise bad(f"[lab_bound] cpu_share_above must be a percentage from 0 to 100, not {above!r}")
     return Weights(path=path, use_cases=tuple(ucs), outcomes=outcomes, lab_bound_below=float(below),
-                   requirements=requirements, workload=_workload(data.get("workload"), requirements, bad))
+                   cpu_bound_above=float(above), requirements=requirements,
+                   workload=_workload(data.get("workload"), requirements, bad))
 
 
 def _workload(spec, requirements: dict[str, Requirement], bad) -> WorkloadWeights:

@@ -45,6 +45,8 @@ class CellSpec:
     # the lab's clock: "real", or "virtual" (the time-travel kernel; the emulator's
     # model sets every request's guest time: lab/clock.py)
     clock: str = "real"
+    # in virtual time: the guest CPU's cost profile (lab/cpuprofile.py); "": none (real time)
+    cpu_profile: str = ""
 
 
 @dataclass
@@ -135,6 +137,9 @@ class Study:
     # corrupted write): at --pace auto (the default) its cells run the emulator without
     # its delays, which only makes them faster
     timing_free: ClassVar[bool] = False
+    # it measures the lab's real CPU time (schedstat on the host's clock): in virtual time
+    # the scheduler's clock counts guest ticks, so its cells always run in real time
+    real_cpu_time: ClassVar[bool] = False
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False

@@ -34,6 +34,7 @@ class Cpu(Study):
     title = "CPU efficiency"
     description = "workload + kernel-thread CPU (ns, schedstat) per second of I/O; the busiest kernel threads"
     order = 100
+    real_cpu_time = True  # apart from the timed figures: never in virtual time
     primary_metric = "cpu_per_io"
     figures = (Bars("bars", ("cpu_per_io", "workload_cpu", "kthread_cpu"), "CPU efficiency: CPU time per I/O time"),
                TopList("kthreads", "{case}_kthreads", CASES, "Busiest kernel threads by CPU time", "s", top=6,

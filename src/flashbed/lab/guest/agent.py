@@ -16,12 +16,13 @@ import ctypes
 import json
 import os
 import sys
+import time
 
 # run as `python3 -S -I`: this directory is not on sys.path by itself
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guestlib  # noqa: E402
 from guestlib import now  # noqa: E402
-from protocol import AgentStatus, HostCall, Step, StepStatus, read_env, read_steps  # noqa: E402
+from protocol import AgentStatus, Call, HostCall, Step, StepStatus, read_env, read_steps  # noqa: E402
 
 SCHEMA = 1
 OUTPUT_LIMIT = 256 * 1024  # bytes kept of each step's stdout/stderr (the tail)
@@ -45,7 +46,12 @@ def host_call(step: Step, run_dir: str, seq: int) -> dict:
     response file. The answer becomes the step's stdout (JSON).
     """
     started = now()
-    answer = guestlib.call_host(run_dir, f"{seq:04d}", HostCall(step.host, step.args), float(step.timeout))
+    args = dict(step.args)
+    if step.host in (Call.RESET_STATS, Call.STATS) and (cpu := guestlib.cpu_counts()) is not None:
+        # where the guest's clock and its CPU charge stand: the host takes a phase's
+        # share of guest time charged to the CPU from two of these
+        args["guest"] = {"ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC), "cpu_ns": cpu.get("charged_ns", 0)}
+    answer = guestlib.call_host(run_dir, f"{seq:04d}", HostCall(step.host, args), float(step.timeout))
     if answer is None:
         return {"name": step.name, "cmd": "host:" + step.host, "status": StepStatus.TIMEOUT,
                 "rc": None, "seconds": round(now() - started, 6), "started": round(started, 6),
@@ -83,8 +89,10 @@ def run_step(step: Step, run_dir: str, layout: dict[str, str]) -> dict:
     env.update(layout)  # the lab's layout: FLASHBED_DEV, FLASHBED_TOOLS
     env.update({k: str(v) for k, v in step.env.items()})
     started = now()
+    before = guestlib.cpu_counts()
     status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
-    return {
+    after = guestlib.cpu_counts()
+    rec = {
         "name": step.name,
         "cmd": step.cmd,
         "status": status,
@@ -94,6 +102,9 @@ def run_step(step: Step, run_dir: str, layout: dict[str, str]) -> dict:
         "stdout": tail(out),
         "stderr": tail(err),
     }
+    if before is not None and after is not None:  # virtual time: the step's guest time charged to the CPU
+        rec["cpu_seconds"] = round((after.get("charged_ns", 0) - before.get("charged_ns", 0)) / 1e9, 9)
+    return rec
 
 
 def main() -> int:

@@ -1,0 +1,45 @@
+"""The guest CPU cost model of virtual time end to end (issue 17, lab patch 0008): a
+syscall-heavy guest loop takes the profile's syscall cost per call in guest time, the
+`none` profile leaves a device-bound fio figure as it is without any profile, and a
+profile's figure is the same on a second run."""
+
+import pytest
+
+from flashbed.bench import cpu as cpu_bench
+from flashbed.lab import cpuprofile
+
+pytestmark = [pytest.mark.lab, pytest.mark.emulator]
+
+N = 50_000
+
+
+def test_a_null_syscall_loop_costs_the_profiles_syscall_cost_per_call(tmp_path):
+    loops = {name: cpu_bench.null_loop(cpuprofile.get(name).costs, tmp_path / name, N)
+             for name in ("cortex-a8", "cortex-a72", "none")}
+    for name in ("cortex-a8", "cortex-a72"):
+        loop, costs = loops[name], cpuprofile.get(name).costs
+        assert loop.syscalls >= N, f"{name}: the kernel counted {loop.syscalls} syscalls for {N} getppid calls"
+        # within a few %: the loop's own page faults, the two clock reads and any switch come on top
+        assert loop.guest_ns == pytest.approx(N * costs.syscall_ns, rel=0.03), \
+            f"{name}: {loop.per_call_ns:.1f} ns per call, the profile charges {costs.syscall_ns}"
+        # in inf-cpu time only the charges move guest time (the counts are read just outside the loop)
+        assert loop.charged_ns == pytest.approx(loop.guest_ns, rel=0.01)
+    # proportional: the heavier profile's loop takes longer by the ratio of their costs
+    ratio = loops["cortex-a8"].guest_ns / loops["cortex-a72"].guest_ns
+    want = cpuprofile.get("cortex-a8").costs.syscall_ns / cpuprofile.get("cortex-a72").costs.syscall_ns
+    assert ratio == pytest.approx(want, rel=0.03)
+    # none charges nothing: the loop costs only the clock reads around it
+    assert loops["none"].charged_ns == 0 and loops["none"].guest_ns < 0.01 * N * 390
+
+
+def test_none_leaves_a_device_bound_figure_as_without_a_profile_and_a_cost_lowers_it(tmp_path):
+    preset = "emmc-8g@128M"
+    without = cpu_bench.randread(preset, None, tmp_path / "without", runtime=0.5)
+    none = cpu_bench.randread(preset, cpuprofile.get("none").costs, tmp_path / "none", runtime=0.5)
+    a8 = cpu_bench.randread(preset, cpuprofile.get("cortex-a8").costs, tmp_path / "a8", runtime=0.5)
+    assert none.iops == pytest.approx(without.iops, rel=1e-3), f"none {none.iops} IO/s, no profile {without.iops}"
+    assert none.cpu_pct == 0 and none.busy_pct > 50, f"device busy {none.busy_pct:.0f} %: not device-bound"
+    assert a8.iops < none.iops and a8.cpu_pct > 0
+    # a CPU cost keeps virtual time deterministic: the same figure again
+    again = cpu_bench.randread(preset, cpuprofile.get("cortex-a8").costs, tmp_path / "a8-again", runtime=0.5)
+    assert again.iops == pytest.approx(a8.iops, rel=1e-3), f"cortex-a8: {a8.iops} then {again.iops} IO/s"
