@@ -9,7 +9,10 @@
 //! kernel's channel to the device clock (its ubd 'v' flag): an 8-byte
 //! little-endian write at offset 0 is the guest's submit time (guest ns) of
 //! its next request; an 8-byte read at offset 0 returns the guest time at
-//! which the requests since then complete on the modelled device.
+//! which the requests since then complete on the modelled device. A power
+//! cut armed at a device instant (control `cut-at`) lands when the guest
+//! submits at or after it, or would see a request complete after it: that
+//! clock-file call is never answered (the lab is held at the cut).
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -22,7 +25,7 @@ use fuser::{
 };
 
 use crate::reqsize::Op;
-use crate::shared::Shared;
+use crate::shared::{Flow, Shared};
 
 pub const DEVICE_NAME: &str = "device";
 pub const CLOCK_NAME: &str = "clock";
@@ -47,6 +50,16 @@ fn errno(e: IoError) -> i32 {
         IoError::Eio | IoError::PoweredOff => libc::EIO,
         IoError::ReadOnly => libc::EROFS,
         IoError::Range => libc::ENOSPC,
+    }
+}
+
+/// The guest reached an armed power cut: its request is never answered, so
+/// the lab stands still at the cut's instant (it makes its host calls one at a
+/// time, inline, in virtual time) until the host kills it; the process exits
+/// after that (the control socket's cut-power), this thread with it.
+fn hold_at_cut() -> ! {
+    loop {
+        std::thread::park();
     }
 }
 
@@ -156,7 +169,8 @@ impl Filesystem for EmuFs {
     ) {
         if ino == CLOCK && self.virtual_time() {
             // the guest time at which the last submit's requests complete
-            let b = self.sh.completion().to_le_bytes();
+            let Some(done) = self.sh.completion() else { hold_at_cut() };
+            let b = done.to_le_bytes();
             let from = (offset.max(0) as usize).min(8);
             reply.data(&b[from..(from + size as usize).min(8)]);
             return;
@@ -204,7 +218,9 @@ impl Filesystem for EmuFs {
             // the guest's submit time of its next request, whole or not at all
             match <[u8; 8]>::try_from(data) {
                 Ok(b) if offset == 0 => {
-                    self.sh.submit(u64::from_le_bytes(b));
+                    if self.sh.submit(u64::from_le_bytes(b)) == Flow::Cut {
+                        hold_at_cut();
+                    }
                     reply.written(8);
                 }
                 _ => reply.error(libc::EINVAL),
