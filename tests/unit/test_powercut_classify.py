@@ -314,3 +314,16 @@ def test_badblocks_flips_reads_through_dm_flakey_and_an_image_is_read_only_by_de
     assert st._classify(b, s)[0] == "mounts"
     ext4 = dataclasses.replace(s, variant=variants.parse("ext4", dev))
     assert st._classify(b, ext4)[0] == "read-only"
+
+
+def test_a_virtual_time_iteration_names_the_command_that_repeats_it():
+    from flashbed.studies.powercut import repeat_command
+    s = dataclasses.replace(spec(device="emmc-8g@128M", max_files=9), clock="virtual", kernel="7.3")
+    cmd = repeat_command(s, 2)
+    assert cmd.startswith("flashbed run --study powercut --device emmc-8g@128M --fs ext4 --clock virtual --seed 9 "
+                          "--kernel 7.3 ")
+    # the same first three cuts: the cell with three iterations, the last being iteration 2
+    assert "--set powercut.iterations=3" in cmd and "--set powercut.modes=async" in cmd
+    assert "--set powercut.max_files=9" in cmd and "--set powercut.cut_max=1.0" in cmd
+    assert "max_file=" not in cmd  # defaults stay out
+    assert cut_points(9, 3, 0.5, 1.0) == cut_points(9, 4, 0.5, 1.0)[:3]

@@ -206,6 +206,17 @@ class EmulatorSession(_PacedModel, _Session):
         if self.cut:
             self._start()
 
+    def arm_cut(self, seconds: float) -> dict[str, Any]:
+        if self.pace != "virtual":
+            raise FlashbedError("a cut at a guest instant needs virtual time (--clock virtual)")
+        return self.emu.cut_at(round(seconds * 1e9))
+
+    def cut_landed(self) -> dict[str, Any] | None:
+        return self.emu.cut_state().get("fired")
+
+    def disarm_cut(self) -> None:
+        self.emu.cut_disarm()
+
     def log_start(self, log_dir: Path) -> None:
         self.emu.log_start(log_dir)
 

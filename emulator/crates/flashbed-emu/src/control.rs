@@ -8,8 +8,9 @@
 //!   crash-switch, crash-image (see crash.rs)
 //!   virtual time: {"cmd":"cut-at","in_ns":N} arms a power cut N guest ns after
 //!   the latest instant the device knows the guest reached; it lands when the
-//!   guest gets there, and holds the lab at it (fusefs.rs). {"cmd":"cut-state"}
-//!   says whether it landed; cut-power then saves what it left and exits.
+//!   guest gets there, and holds the lab at it until it is killed (fusefs.rs). {"cmd":"cut-state"}
+//!   says whether it landed ({"cmd":"cut-disarm"} takes back one that has
+//!   not); cut-power then saves what it left and exits.
 //! cut-power and shutdown are carried out (and the state saved) before the
 //! reply; then the emulator unmounts and exits 0. Both end a write log that
 //! is still on (its files are complete up to there).
@@ -111,6 +112,10 @@ impl Control {
                     Err(e) => fail(e),
                 }
             }
+            "cut-disarm" => {
+                self.sh.disarm_cut();
+                (json!({"ok": true}), None)
+            }
             "cut-state" => {
                 let (armed, fired) = self.sh.cut_state();
                 (json!({"ok": true, "armed_ns": armed, "fired": fired.map(fired_json)}), None)
@@ -177,7 +182,7 @@ impl Control {
             }
             "" => fail("missing `cmd`".into()),
             other => fail(format!(
-                "unknown command `{other}` (stats, reset-stats, cut-power, cut-at, cut-state, inject, shutdown, log-start, log-mark, log-stop, crash-states, crash-switch, crash-image)"
+                "unknown command `{other}` (stats, reset-stats, cut-power, cut-at, cut-state, cut-disarm, inject, shutdown, log-start, log-mark, log-stop, crash-states, crash-switch, crash-image)"
             )),
         }
     }

@@ -261,6 +261,16 @@ impl Shared {
         Ok((at, vc.to_guest(at)))
     }
 
+    /// Takes back a cut that has not landed (the workload ended first): it
+    /// must not land in a later boot.
+    pub fn disarm_cut(&self) {
+        let _d = self.lock();
+        let mut vc = self.vclock();
+        if vc.fired.is_none() {
+            vc.cut_at = None;
+        }
+    }
+
     /// The armed cut's instant (device ns) and, once it landed, what it did.
     pub fn cut_state(&self) -> (Option<u64>, Option<CutFired>) {
         let _d = self.lock();
@@ -667,5 +677,9 @@ journal_interval = 64
         assert_eq!((device, guest), (5_000, 5_000));
         assert!(sh.arm_cut(5_000).is_err(), "a second cut was armed over the first");
         assert_eq!(sh.cut_state(), (Some(5_000), None));
+        sh.disarm_cut();
+        assert_eq!(sh.cut_state(), (None, None));
+        // disarmed, a request past the old instant goes on
+        assert_eq!(sh.submit(10_000), Flow::Go);
     }
 }
