@@ -38,7 +38,9 @@ STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand
              "latency_p50_us", "latency_p99_us",
              # what the report's device check sets against a workload's claims: write requests, flushes,
              # and the writes that continued the previous one (the request pattern)
-             "host_writes", "host_flushes", "write_pattern_sequential_write_bytes")
+             "host_writes", "host_flushes", "write_pattern_sequential_write_bytes",
+             # virtual time: the device's present (ns), which a phase's duration is measured on
+             "device_ns")
 WRITE_SIZES = "write_sizes"  # a phase's write requests per size (power-of-two bucket, bytes) -> count
 
 
