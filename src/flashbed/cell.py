@@ -8,6 +8,7 @@ writes the run's cell files."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import threading
@@ -16,6 +17,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import variants
 from .errors import FlashbedError
 from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch, TimedCut,
@@ -41,8 +43,11 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    # virtual time replaces the emulator's pacing (lab/clock.py)
+    # virtual time replaces the emulator's pacing (lab/clock.py); a filesystem made in it is
+    # laid out alike on every run (variants.seeded), so its figures repeat
     pace = "virtual" if spec.clock == "virtual" else spec.pace
+    if pace == "virtual":
+        spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
     prov = _provenance(spec, lab, provenance, pace)

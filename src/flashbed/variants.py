@@ -12,7 +12,10 @@ Spec strings:
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import shlex
+import uuid
 from dataclasses import dataclass
 
 from . import filesystems as fscat
@@ -65,6 +68,27 @@ def tuned_options(fs: Filesystem, dev: Device) -> tuple[tuple[str, ...], tuple[s
         return ("-b", f"size={FS_BLOCK}", "-d", f"su={min(eb, 256 * 1024)},sw=1"), ()
     raise FlashbedError(f"'{fs.name}+tuned': no flash tuning is defined for {fs.name}")
 
+
+
+# mkfs tools whose random choices (the filesystem's UUID and the directory hash seed it
+# keys file placement on) a seed can fix: e2fsprogs
+SEEDABLE_MKFS = ("mkfs.ext2", "mkfs.ext3", "mkfs.ext4")
+
+
+def seeded(v: "FsVariant", seed: int) -> "FsVariant":
+    """`v` with its mkfs's random choices drawn from `seed` (virtual time: the same cell
+    then lays its files out alike on every run, so its timed figures repeat); other
+    filesystems unchanged."""
+    if v.lower or v.read_only or not v.base.mkfs or v.base.mkfs[0] not in SEEDABLE_MKFS:
+        return v
+    uid = str(uuid.UUID(int=random.Random(f"mkfs/{seed}").getrandbits(128), version=4))
+    extra = list(v.mkfs_extra)
+    if "-E" in extra[:-1]:  # mke2fs keeps only its last -E: one list of extended options
+        k = extra.index("-E") + 1
+        extra[k] = f"{extra[k]},hash_seed={uid}"
+    else:
+        extra += ["-E", f"hash_seed={uid}"]
+    return dataclasses.replace(v, mkfs_extra=(*extra, "-U", uid))
 
 @dataclass(frozen=True)
 class FsVariant:

@@ -88,3 +88,40 @@ def test_a_virtual_time_power_cut_replays_exactly(tmp_path):
     # each record says how to run it again: the same cell up to that iteration
     assert records[1]["repeat"].endswith("--set powercut.iterations=2 --set powercut.cut_min=0.3 "
                                          "--set powercut.cut_max=1.0")
+
+
+def _quick_cell_figures(study, fs, out):
+    from flashbed import profiles, variants
+    from flashbed.cell import run_cell
+    from flashbed.devices import presets
+    from flashbed.lab.kernel import ensure_kernel
+    from flashbed.lab.labs import UmlLab
+    from flashbed.results import CellKey
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+
+    dev = presets.load_spec(profiles.get("quick")["device"])
+    st = STUDIES[study]
+    (case, params), *_ = st.cases(st.params(**profiles.overrides("quick", study)), dev)
+    spec = CellSpec(key=CellKey(dev.label, fs, study, case), device=dev, variant=variants.parse(fs, dev),
+                    params=params, seed=1, clock="virtual")
+    res = run_cell(spec, UmlLab(ensure_kernel(time_travel=True)), out / "logs", out / "scratch")
+    assert res.status == "ok", res.error
+    return {(m.case, m.metric): m.value for m in res.measurements if m.value is not None}, res.device_stats
+
+
+@pytest.mark.parametrize("study", ["smallfiles"])
+def test_a_quick_profile_cell_gives_the_same_timed_figures_twice_under_load(study, tmp_path):
+    """The quick profile's cell on its device, run twice, the second time while busy loops
+    load every host CPU: every timed figure the same (within 0.1 %: the guest's timer
+    events against the host calls' spin move a phase by tens of microseconds), and the
+    device's busy time in guest time."""
+    quiet, stats = _quick_cell_figures(study, "ext4", tmp_path / "quiet")
+    with clock_bench.cpu_hog(2):
+        loaded, _ = _quick_cell_figures(study, "ext4", tmp_path / "loaded")
+    assert quiet and quiet.keys() == loaded.keys()
+    for key, v in quiet.items():
+        assert abs(loaded[key] - v) <= 1e-3 * abs(v), f"{key}: {v} quiet, {loaded[key]} under load"
+    # a phase's duration is guest time: the device was busy for part of it, never more
+    for phase, s in stats.items():
+        assert 0 < s["busy_seconds"] <= s["wall_seconds"] * 1.001, (phase, s)

@@ -16,6 +16,8 @@ from typing import Callable
 from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
+from ..lab.clock import Clock, effective
+from ..lab.clock import pace as clock_pace
 from ..lab.kernel import KernelInfo, ensure_kernel
 from ..lab.target import DEV, BootResult, BootSpec, DeviceSession, DeviceStats, Step, session_has
 from ..lab.uml import boot
@@ -29,6 +31,9 @@ ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter o
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
 FAT_NR = 6
 MAX_OPEN_AU_NR = 8
+# virtual time: requests per random job (a slow stick's one write a second is then
+# hundreds of requests for the same wall-clock time, not a handful)
+VIRTUAL_IOS = 1000
 FB_OFFSET = 16 << 20  # flashbench -O starts 16 MiB in (past a FAT area)
 
 
@@ -160,7 +165,7 @@ REFERENCE_US = 300
 HEAVY_TAIL = 3.0
 
 
-def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, float]:
+def lab_latency(kernel: KernelInfo, work: Path, runtime: float, clock: Clock = Clock.REAL) -> dict[str, float]:
     """The lab alone: the median (and mean) µs a random 4 KiB read and write at
     QD1 spend outside the device: a reference device's latency minus its
     modelled one."""
@@ -173,9 +178,9 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, flo
                                                f"write_overhead_us = {REFERENCE_US}")))
     dev = load_spec(f"{ref}@128M")
     plan = RatePlan(capacity=dev.capacity, erase_unit=dev.erase_block, span=dev.capacity, seq_bytes=dev.capacity,
-                    runtime=runtime)
+                    runtime=runtime, ios=VIRTUAL_IOS if clock.time_travel else 0)
     model: dict[str, dict[str, float]] = {}
-    with open_session(dev, work / "scratch") as session:
+    with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
         figs = run_fio(session, kernel, work, {"randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
     out = {}
@@ -222,21 +227,31 @@ class Phases:
 
 
 def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
-          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None) -> ProbeResult:
-    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites)."""
+          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None,
+          clock: Clock = Clock.REAL) -> ProbeResult:
+    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites).
+
+    In virtual time (an emulated device) every request's time is the model's, whatever the
+    host's load, and the random jobs run VIRTUAL_IOS requests each (flashbench and fio
+    read clock_gettime, which time travel drives: fio through the agent's wrapper)."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
+    clock, _ = effective(clock, device.backend)
     tools = tool_versions()
-    kernel = kernel or ensure_kernel()
+    if kernel is not None and kernel.time_travel != clock.time_travel:
+        raise FlashbedError(f"probe in {clock.value} time needs the lab kernel's "
+                            f"{'time-travel' if clock.time_travel else 'real-time'} flavour")
+    kernel = kernel or ensure_kernel(time_travel=clock.time_travel)
+    ios = VIRTUAL_IOS if clock.time_travel else 0
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
     phases = Phases(device.label, 5 + min(max_open, nr_fit), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
-    with open_session(device, work / "scratch") as session:
+    with open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
         say("sequential write (fills the device), sequential and random reads, flashbench -a")
-        plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
+        plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         model: dict[str, dict[str, float]] = {}
         rates = run_fio(session, kernel, work / "reads", {"seq-write": fill_job(plan0),
                                                           "seq-read": seq_read_job(plan0)}, model=model)
@@ -244,7 +259,7 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
                                    f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}")
         geometry = fb.analyse_align(fb.parse_align(raw["align"]))
         eu = geometry.erase_unit or DEFAULT_EU
-        plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime)
+        plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         say(f"random 4 KiB reads in one {format_size(eu)} AU and spread over {format_size(cap)}")
         rates |= run_fio(session, kernel, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
                                                               "randread-spread": random_job(plan, "randread",
@@ -272,7 +287,7 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
                                                                                               "spread")},
                          model=model)
     say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
-    lab_us = lab_latency(kernel, work / "lab-latency", runtime)
+    lab_us = lab_latency(kernel, work / "lab-latency", runtime, clock)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=kernel.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
                          lab_us=lab_us, model=model)
