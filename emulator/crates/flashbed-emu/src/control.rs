@@ -87,9 +87,10 @@ impl Control {
                 let mut s = d.stats_json();
                 s["ok"] = json!(true);
                 s["pace"] = json!(self.sh.pace.name());
-                // virtual time: the device's present (ns), the clock its busy time is measured on
+                // virtual time: the latest instant the guest reached (ns, the device's clock), the
+                // clock a phase's duration, and so its busy share, is measured on
                 if self.sh.pace == crate::shared::Pace::Virtual {
-                    s["device_ns"] = json!(self.sh.now(&d));
+                    s["device_ns"] = json!(self.sh.reached(&d));
                 }
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
                 s["served"] = json!(self.sh.crash.served());

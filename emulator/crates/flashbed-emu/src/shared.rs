@@ -204,6 +204,13 @@ impl Shared {
         }
     }
 
+    /// Virtual time: the latest instant (device ns) the device knows the guest
+    /// reached: its last submit, or the completion it waited for. A phase the
+    /// guest times ends there (after a final flush's completion, not before).
+    pub fn reached(&self, d: &Device) -> u64 {
+        self.vclock().anchor(d.clock)
+    }
+
     /// Virtual time: the guest submits its next request at `guest` ns (its
     /// write to the clock file). `Flow::Cut`: that is at or after an armed
     /// power cut, which has now landed at its instant.
