@@ -124,6 +124,9 @@ def test_a_seeded_ext4_variant_fixes_its_uuid_and_hash_seed_and_keeps_its_own_op
     cmd = plain.make_cmds()[0]
     uid = cmd.split("-U ")[1].split()[0]
     assert f"-E hash_seed={uid}" in cmd
+    # nothing for the ext4 driver's lazyinit thread, which starts at a random instant
+    assert "-o noinit_itable,no_prefetch_block_bitmaps " in plain.mount_cmds()[0]
+    assert "-o " not in seeded(variants.parse("ext2", dev), 1).mount_cmds()[0]  # the ext2 driver has none
     assert seeded(variants.parse("ext4", dev), 1).make_cmds() == plain.make_cmds()
     assert seeded(variants.parse("ext4", dev), 2).make_cmds() != plain.make_cmds()
     tuned = variants.parse("ext4+tuned", dev)
