@@ -8,6 +8,7 @@ writes the run's cell files."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import threading
@@ -16,10 +17,12 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from . import variants
 from .errors import FlashbedError
 from .lab import cpuprofile
 from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
+                         TimedCut,
                          WriteLog, session_has)
 from .results import CellResult
 from .status import CellStatus
@@ -42,8 +45,11 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    # virtual time replaces the emulator's pacing (lab/clock.py)
+    # virtual time replaces the emulator's pacing (lab/clock.py); a filesystem made in it is
+    # laid out alike on every run (variants.seeded), so its figures repeat
     pace = "virtual" if spec.clock == "virtual" else spec.pace
+    if pace == "virtual":
+        spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
     study = STUDIES[spec.key.study]
     logs.mkdir(parents=True, exist_ok=True)
     prov = _provenance(spec, lab, provenance, pace)
@@ -125,6 +131,8 @@ class CellHost:
         # phase -> the guest's clock and CPU charge at its reset (virtual time with a CPU profile)
         self._guest: dict[str, dict] = {}
         self._timers: list[threading.Timer] = []
+        self._watch: tuple[threading.Thread, threading.Event] | None = None  # an armed cut's watcher
+        self._landed: dict | None = None  # what an armed cut did (virtual time), until the lab is gone
         self._states = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
         self._handlers: dict[str, Callable[[dict], Any]] = {
             Call.RESET_STATS: self.reset_stats, Call.STATS: self.stats,
@@ -152,6 +160,7 @@ class CellHost:
                 t.cancel()
                 t.join()
             self._timers.clear()
+            self._end_armed_cut()
 
     # -- device statistics (none: the device has none) --
     def reset_stats(self, args: dict) -> Any:
@@ -199,10 +208,55 @@ class CellHost:
             pass
         return None
 
-    def cut_power_in(self, args: dict) -> None:
-        """A power cut at a chosen moment of the workload that follows."""
-        self._after(float(args["seconds"]), self.cut_power)
+    def cut_power_in(self, args: dict) -> Any:
+        """A power cut at a chosen moment of the workload that follows: `seconds` of wall
+        time from now, or in virtual time of guest time from the device's present, where
+        the device itself cuts and holds the lab (the same instant on every run; the
+        answer names it)."""
+        seconds = float(args["seconds"])
+        if self.virtual and session_has(self.dev, TimedCut):
+            armed = self.dev.arm_cut(seconds)
+            stop = threading.Event()
+            watcher = threading.Thread(target=self._watch_cut, args=(stop,), daemon=True)
+            self._watch = (watcher, stop)
+            watcher.start()
+            return {"guest_ns": armed.get("guest_ns")}
+        self._after(seconds, self.cut_power)
         return None
+
+    def _watch_cut(self, stop: threading.Event) -> None:
+        # the lab is held at the cut once it lands: kill it; the emulator stops (and
+        # keeps what the cut left) only after the lab is gone (boot()), or the lab,
+        # let go, would run on past the cut
+        while not stop.wait(0.01):
+            try:
+                landed = self.dev.cut_landed()  # type: ignore[attr-defined]
+            except FlashbedError:
+                return
+            if landed is not None:
+                self._landed = {"host_wall": time.time(), **landed}
+                self.kill.set()
+                return
+
+    def _end_armed_cut(self) -> None:
+        if self._watch is None:
+            return
+        watcher, stop = self._watch
+        self._watch = None
+        stop.set()
+        watcher.join()
+        landed, self._landed = self._landed, None
+        if landed is None:
+            landed = self.dev.cut_landed()  # type: ignore[attr-defined]
+        if landed is None:
+            self.dev.disarm_cut()  # type: ignore[attr-defined]  # the boot ended first
+            return
+        reply = self.dev.cut_power() if session_has(self.dev, PowerSwitch) else None
+        try:
+            (self.run_dir / "cut.json").write_text(json.dumps({"host_wall": landed.get("host_wall"), "clock": "virtual",
+                                                               "guest_ns": landed.get("guest_ns"), "emulator": reply}))
+        except OSError:
+            pass
 
     def _after(self, seconds: float, then: Callable[[], Any]) -> None:
         timer = threading.Timer(seconds, then)

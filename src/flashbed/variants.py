@@ -12,7 +12,10 @@ Spec strings:
 
 from __future__ import annotations
 
+import dataclasses
+import random
 import shlex
+import uuid
 from dataclasses import dataclass
 
 from . import filesystems as fscat
@@ -65,6 +68,39 @@ def tuned_options(fs: Filesystem, dev: Device) -> tuple[tuple[str, ...], tuple[s
         return ("-b", f"size={FS_BLOCK}", "-d", f"su={min(eb, 256 * 1024)},sw=1"), ()
     raise FlashbedError(f"'{fs.name}+tuned': no flash tuning is defined for {fs.name}")
 
+
+
+# mkfs tools whose random choices (the filesystem's UUID and the directory hash seed it
+# keys file placement on) a seed can fix: e2fsprogs
+SEEDABLE_MKFS = ("mkfs.ext2", "mkfs.ext3", "mkfs.ext4")
+# mount types the ext4 driver serves: after a mount its lazyinit thread prefetches block
+# bitmaps and zeroes the inode tables mkfs left, first at a random instant (the guest's
+# entropy, which no seed fixes) within 5 s, in the middle of whatever the workload does;
+# these options give it nothing to do
+QUIET_EXT4_MOUNT = ("noinit_itable", "no_prefetch_block_bitmaps")
+EXT4_DRIVER_TYPES = ("ext3", "ext4")
+
+
+def seeded(v: "FsVariant", seed: int) -> "FsVariant":
+    """`v` with its mkfs's random choices drawn from `seed` and no background work at a
+    random instant (virtual time: the same cell then lays its files out alike and issues
+    the same requests at the same instants on every run, so its timed figures repeat):
+    the ext4 driver's lazyinit thread idle (mkfs as ever, its figures unchanged). Other
+    filesystems unchanged."""
+    if v.lower or v.read_only or not v.base.mkfs or v.base.mkfs[0] not in SEEDABLE_MKFS:
+        return v
+    uid = str(uuid.UUID(int=random.Random(f"mkfs/{seed}").getrandbits(128), version=4))
+    ours = f"hash_seed={uid}"
+    extra = list(v.mkfs_extra)
+    if "-E" in extra[:-1]:  # mke2fs keeps only its last -E: one list of extended options
+        k = extra.index("-E") + 1
+        extra[k] = f"{extra[k]},{ours}"
+    else:
+        extra += ["-E", ours]
+    mount = v.mount_extra
+    if v.fs.fstype in EXT4_DRIVER_TYPES:
+        mount = (*mount, *(o for o in QUIET_EXT4_MOUNT if o not in mount))
+    return dataclasses.replace(v, mkfs_extra=(*extra, "-U", uid), mount_extra=mount)
 
 @dataclass(frozen=True)
 class FsVariant:

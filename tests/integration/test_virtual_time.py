@@ -24,3 +24,104 @@ def test_virtual_figures_match_the_model_and_repeat_exactly_under_load(tmp_path)
         # identical up to fio's own rounding of its figures
         assert abs(fig - b.figures[job]) <= 1e-3 * fig, f"{job}: {fig} then {b.figures[job]} under load"
         assert abs(fig / a.model[job] - 1) <= 0.02, f"{job}: {fig} in virtual time, the model says {a.model[job]}"
+
+
+def _powercut_cell(iterations: int):
+    import dataclasses
+
+    from flashbed import profiles, variants
+    from flashbed.devices import presets
+    from flashbed.results import CellKey
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+
+    dev = presets.load_spec("emmc-8g@128M")
+    st = STUDIES["powercut"]
+    params = st.params(**{**profiles.overrides("quick", "powercut"), "iterations": iterations, "cut_min": 0.3,
+                          "cut_max": 1.0, "modes": ("async",)})
+    (case, p), = st.cases(params, dev)
+    return CellSpec(key=CellKey(dev.label, "ext4", "powercut", case), device=dev, variant=variants.parse("ext4", dev),
+                    params=dataclasses.replace(p), seed=3, clock="virtual")
+
+
+def _replayed(out):
+    """What a run of the cell saw and left: every iteration's record, where each cut
+    landed, the workload's log (its wall-clock stamps aside) and the recovery's facts
+    (the filesystem's random UUID aside)."""
+    import json
+    import re
+
+    from flashbed.cell import run_cell
+    from flashbed.lab.kernel import ensure_kernel
+    from flashbed.lab.labs import UmlLab
+
+    spec = _powercut_cell(2)
+    res = run_cell(spec, UmlLab(ensure_kernel(time_travel=True)), out / "logs", out / "scratch")
+    assert res.status == "ok", res.error
+    logs = out / "logs"
+    cuts = [json.loads((logs / f"boot{k}" / "cut.json").read_text())["emulator"] for k in range(2)]
+    files = {}
+    for k in range(3):
+        for name in ("pclog.jsonl", "pc-recover.json"):
+            p = logs / f"boot{k}" / name
+            if p.exists():
+                text = re.sub(r'"t":[0-9.]+', '"t":_', p.read_text())
+                files[f"boot{k}/{name}"] = re.sub(r"filesystem [0-9a-f-]{36}", "filesystem _", text)
+    return res.extra["iterations"], [(c["cut_at_ns"], c["guest_ns"], c["cache_bytes_lost"]) for c in cuts], files
+
+
+def test_a_virtual_time_power_cut_replays_exactly(tmp_path):
+    """Each cut lands at its seeded guest instant, so running the cell again (under
+    load) gives the same iterations: the same outcome, the same log of what the
+    workload did up to the cut, the same recovery, to the nanosecond of its timing."""
+    first = _replayed(tmp_path / "a")
+    with clock_bench.cpu_hog(2):
+        second = _replayed(tmp_path / "b")
+    records, cuts, files = first
+    assert all(r["class"] != "error" for r in records), records
+    assert all(g > 0 for _, g, _ in cuts)
+    assert cuts == second[1], "the cuts landed at different instants"
+    assert records == second[0], "the iterations differ between two runs"
+    assert files.keys() == second[2].keys() and len(files) >= 4
+    for name, text in files.items():
+        assert text == second[2][name], f"{name} differs between two runs"
+    # each record says how to run it again: the same cell up to that iteration
+    assert records[1]["repeat"].endswith("--set powercut.iterations=2 --set powercut.cut_min=0.3 "
+                                         "--set powercut.cut_max=1.0")
+
+
+def _quick_cell_figures(study, fs, out):
+    from flashbed import profiles, variants
+    from flashbed.cell import run_cell
+    from flashbed.devices import presets
+    from flashbed.lab.kernel import ensure_kernel
+    from flashbed.lab.labs import UmlLab
+    from flashbed.results import CellKey
+    from flashbed.studies import STUDIES
+    from flashbed.studies.base import CellSpec
+
+    dev = presets.load_spec(profiles.get("quick")["device"])
+    st = STUDIES[study]
+    (case, params), *_ = st.cases(st.params(**profiles.overrides("quick", study)), dev)
+    spec = CellSpec(key=CellKey(dev.label, fs, study, case), device=dev, variant=variants.parse(fs, dev),
+                    params=params, seed=1, clock="virtual")
+    res = run_cell(spec, UmlLab(ensure_kernel(time_travel=True)), out / "logs", out / "scratch")
+    assert res.status == "ok", res.error
+    return {(m.case, m.metric): m.value for m in res.measurements if m.value is not None}, res.device_stats
+
+
+@pytest.mark.parametrize("study", ["smallfiles"])
+def test_a_quick_profile_cell_gives_the_same_timed_figures_twice_under_load(study, tmp_path):
+    """The quick profile's cell on its device, run twice, the second time while busy loops
+    load every host CPU: every timed figure the same, to the microsecond the guest times
+    it in (the same requests at the same guest instants: nothing in the guest runs at a
+    random instant, variants.seeded), and the device's busy time in guest time."""
+    quiet, stats = _quick_cell_figures(study, "ext4", tmp_path / "quiet")
+    with clock_bench.cpu_hog(2):
+        loaded, _ = _quick_cell_figures(study, "ext4", tmp_path / "loaded")
+    assert quiet and quiet.keys() == loaded.keys()
+    for key, v in quiet.items():
+        assert loaded[key] == v, f"{key}: {v} quiet, {loaded[key]} under load"
+    # a phase's duration is guest time: the device was busy for part of it, never more
+    for phase, s in stats.items():
+        assert 0 < s["busy_seconds"] <= s["wall_seconds"] * 1.001, (phase, s)

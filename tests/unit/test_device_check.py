@@ -237,3 +237,10 @@ def test_the_report_names_who_ignores_o_direct_and_shows_the_mark(tmp_path):
     db = summary["recommendation"]["emmc-1g"]
     assert any(c["criterion"] == "4 KiB random direct write rate" and c["received_pct"]["nilfs2"] == pytest.approx(3, 0.1)
                for uc in db.values() for c in uc["cached"])
+
+
+def test_virtual_time_statistics_keep_the_device_clock():
+    """A phase's duration in virtual time is measured on the device's clock (cell.CellHost):
+    the flattened statistics must keep it."""
+    from flashbed.devices.session import normalize_stats
+    assert normalize_stats({"busy_seconds": 1.0, "device_ns": 123})["device_ns"] == 123

@@ -83,6 +83,7 @@ def test_renamed_and_unknown_presets_say_what_to_use(capsys):
                         (["devices", "show", "./nowhere.toml"], "preset file ./nowhere.toml does not exist"),
                         (["probe", "emmc-9g"], "unknown device preset 'emmc-9g'"),
                         (["probe", "ideal", "--max-open", "1"], "--max-open must be at least 2"),
+                        (["probe", "ideal", "--clock", "wall"], "--clock 'wall' must be real or virtual"),
                         (["probe", "ideal", "--write-preset", "x.txt"], "a preset file ends in .toml"),
                         (["bench", "presets", "--runs", "0"], "--runs must be at least 1")):
         assert main(argv) == 2, argv

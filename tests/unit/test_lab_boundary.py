@@ -128,3 +128,43 @@ def test_a_pending_cut_does_not_outlive_its_boot(tmp_path):
     with host.boot(tmp_path):
         host(Call.CUT_POWER_IN, {"seconds": 30})
     assert threading.active_count() < 50 and dev.cuts == 0
+
+
+class _TimedCut(_Counting):
+    """A device that cuts itself at an armed guest instant (the emulator in virtual time)."""
+
+    def __init__(self, lands: bool):
+        super().__init__()
+        self.lands, self.armed, self.disarmed = lands, None, 0
+
+    def arm_cut(self, seconds):
+        self.armed = seconds
+        return {"cut_at_ns": 5, "guest_ns": 1_000 + round(seconds * 1e9)}
+
+    def cut_landed(self):
+        return {"cut_at_ns": 5, "guest_ns": 1_000 + round(self.armed * 1e9)} if self.lands and self.armed else None
+
+    def disarm_cut(self):
+        self.disarmed += 1
+
+
+def test_in_virtual_time_the_device_cuts_at_the_guest_instant_and_the_host_kills_the_lab(tmp_path):
+    dev = _TimedCut(lands=True)
+    host = CellHost(dev, virtual=True)
+    with host.boot(tmp_path) as kill:
+        answer = host(Call.CUT_POWER_IN, {"seconds": 0.5})
+        assert answer == {"guest_ns": 500_001_000} and dev.armed == 0.5
+        assert kill.wait(5), "the cut landed but the lab was not killed"
+        assert dev.cuts == 0, "the device was stopped before the lab was gone"
+    assert dev.cuts == 1 and dev.disarmed == 0  # after the boot: what the cut left, kept
+    said = json.loads((tmp_path / "cut.json").read_text())
+    assert said["clock"] == "virtual" and said["guest_ns"] == 500_001_000
+
+
+def test_in_virtual_time_a_cut_the_workload_never_reached_is_taken_back(tmp_path):
+    dev = _TimedCut(lands=False)
+    host = CellHost(dev, virtual=True)
+    with host.boot(tmp_path) as kill:
+        host(Call.CUT_POWER_IN, {"seconds": 0.5})
+    assert not kill.is_set() and dev.cuts == 0 and dev.disarmed == 1
+    assert not (tmp_path / "cut.json").exists()

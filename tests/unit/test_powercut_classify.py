@@ -343,3 +343,27 @@ def test_badblocks_on_yaffs2_waits_for_its_daemon_and_reads_its_log(tmp_path):
     it = st.parse(s, [b], tmp_path).extra["iterations"][0]
     assert it["outcome"] == "mounts" and it["noticed"] is False
     assert it["daemon"] == {"bad_blocks_first_mount": 8, "bad_blocks_mount_bad": 8}
+
+
+def test_a_virtual_time_iteration_names_the_command_that_repeats_it():
+    from flashbed.studies.powercut import repeat_command
+    s = dataclasses.replace(spec(device="emmc-8g@128M", max_files=9), clock="virtual", kernel="7.3")
+    cmd = repeat_command(s, 2)
+    assert cmd.startswith("flashbed run --study powercut --device emmc-8g@128M --fs ext4 --clock virtual --seed 9 "
+                          "--kernel 7.3 ")
+    # the same first three cuts: the cell with three iterations, the last being iteration 2
+    assert "--set powercut.iterations=3" in cmd and "--set powercut.modes=async" in cmd
+    assert "--set powercut.max_files=9" in cmd and "--set powercut.cut_max=1.0" in cmd
+    assert "max_file=" not in cmd  # defaults stay out
+    assert cut_points(9, 3, 0.5, 1.0) == cut_points(9, 4, 0.5, 1.0)[:3]
+
+
+def test_the_failed_virtual_time_iterations_are_listed_with_their_commands():
+    from types import SimpleNamespace
+    key = CellKey("emmc-8g@128M", "ext4", "powercut", "async")
+    its = [{"k": 0, "class": "recovered", "why": "", "repeat": "flashbed run A"},
+           {"k": 1, "class": "data-loss", "why": "f1 truncated", "repeat": "flashbed run B"},
+           {"k": 2, "class": "data-loss", "why": "real time: no command"}]
+    repro = STUDIES["powercut"].reproducers("run1", SimpleNamespace(key=key, extra={"iterations": its}))
+    assert [(r.item, r.outcome, r.why, r.command) for r in repro] == \
+        [("iteration 1", "data-loss", "f1 truncated", "flashbed run B")]

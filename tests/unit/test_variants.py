@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from flashbed import variants
+from flashbed.devices import presets
 from flashbed.devices.presets import Device
 from flashbed.errors import FlashbedError
 
@@ -114,3 +115,24 @@ def test_an_ext2_image_on_yaffs2_mounts_and_unmounts_yaffs2_through_its_daemon()
     assert v.mount_cmds("/mnt")[1] == "mount -t ext2 -o loop /tmp/lower/fs.img /mnt"
     umount = v.umount_cmds("/mnt")
     assert umount[0] == "umount /mnt" and umount[1].startswith("umount /tmp/lower && p=$(cat /tmp/yaffs2/tmp_lower.pid)")
+
+
+def test_a_seeded_ext4_variant_fixes_its_uuid_and_hash_seed_and_keeps_its_own_options():
+    from flashbed.variants import seeded
+    dev = presets.load_spec("emmc-8g@512M")
+    plain = seeded(variants.parse("ext4", dev), 1)
+    cmd = plain.make_cmds()[0]
+    uid = cmd.split("-U ")[1].split()[0]
+    assert f"-E hash_seed={uid}" in cmd
+    # nothing for the ext4 driver's lazyinit thread, which starts at a random instant
+    assert "-o noinit_itable,no_prefetch_block_bitmaps " in plain.mount_cmds()[0]
+    assert "-o " not in seeded(variants.parse("ext2", dev), 1).mount_cmds()[0]  # the ext2 driver has none
+    assert seeded(variants.parse("ext4", dev), 1).make_cmds() == plain.make_cmds()
+    assert seeded(variants.parse("ext4", dev), 2).make_cmds() != plain.make_cmds()
+    tuned = variants.parse("ext4+tuned", dev)
+    if "-E" in tuned.mkfs_extra:  # one -E (mke2fs keeps the last): the tuned options and the seed
+        t = seeded(tuned, 1).mkfs_extra
+        assert t.count("-E") == 1 and "hash_seed=" in t[t.index("-E") + 1]
+        assert t[t.index("-E") + 1].startswith(tuned.mkfs_extra[tuned.mkfs_extra.index("-E") + 1])
+    f2fs = variants.parse("f2fs", dev)
+    assert seeded(f2fs, 1) == f2fs

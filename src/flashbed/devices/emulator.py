@@ -296,6 +296,20 @@ class Emulator:
         self._wait_gone(timeout)
         return reply
 
+    def cut_at(self, in_ns: int) -> dict[str, Any]:
+        """Virtual time: arms a power cut ``in_ns`` guest ns after the latest instant the
+        device knows the guest reached; it lands when the guest gets there and holds the
+        lab at it (then ``cut_power`` saves what it left and stops the process)."""
+        return self._request({"cmd": "cut-at", "in_ns": int(in_ns)})
+
+    def cut_disarm(self) -> None:
+        """Takes back an armed cut that has not landed."""
+        self._request({"cmd": "cut-disarm"})
+
+    def cut_state(self) -> dict[str, Any]:
+        """``armed_ns`` (None: no cut armed) and ``fired`` (None: not landed yet)."""
+        return self._request({"cmd": "cut-state"})
+
     def __enter__(self) -> "Emulator":
         return self.start()
 

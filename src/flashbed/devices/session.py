@@ -38,7 +38,9 @@ STAT_KEYS = ("write_amplification", "host_write_bytes", "host_read_bytes", "nand
              "latency_p50_us", "latency_p99_us",
              # what the report's device check sets against a workload's claims: write requests, flushes,
              # and the writes that continued the previous one (the request pattern)
-             "host_writes", "host_flushes", "write_pattern_sequential_write_bytes")
+             "host_writes", "host_flushes", "write_pattern_sequential_write_bytes",
+             # virtual time: the device's present (ns), which a phase's duration is measured on
+             "device_ns")
 WRITE_SIZES = "write_sizes"  # a phase's write requests per size (power-of-two bucket, bytes) -> count
 
 
@@ -224,6 +226,17 @@ class EmulatorSession(_PacedModel, _Session):
         if self.emu is not None and not self.cut:
             self.emu.stop()
             self._start()
+
+    def arm_cut(self, seconds: float) -> dict[str, Any]:
+        if self.pace != "virtual":
+            raise FlashbedError("a cut at a guest instant needs virtual time (--clock virtual)")
+        return self.emu.cut_at(round(seconds * 1e9))
+
+    def cut_landed(self) -> dict[str, Any] | None:
+        return self.emu.cut_state().get("fired")
+
+    def disarm_cut(self) -> None:
+        self.emu.cut_disarm()
 
     def log_start(self, log_dir: Path) -> None:
         self.emu.log_start(log_dir)

@@ -238,6 +238,24 @@ class PowerSwitch(Protocol):
 
 
 @runtime_checkable
+class TimedCut(Protocol):
+    """In virtual time the device cuts its own power at a chosen instant of the guest's
+    time and holds the lab there (the emulator's cut-at): a cut that replays exactly."""
+
+    def arm_cut(self, seconds: float) -> dict[str, Any]:
+        """A cut `seconds` of guest time from the device's present (its reply: the instant)."""
+        ...
+
+    def cut_landed(self) -> dict[str, Any] | None:
+        """What the armed cut did once the guest reached it (None: not yet)."""
+        ...
+
+    def disarm_cut(self) -> None:
+        """Take back a cut that has not landed (the boot ended first)."""
+        ...
+
+
+@runtime_checkable
 class DeviceStats(Protocol):
     """The device counts what it did (the emulator's flash statistics)."""
 

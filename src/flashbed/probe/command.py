@@ -29,9 +29,13 @@ def add_parser(sub) -> None:
     p.add_argument("--out", type=Path, help="directory for raw outputs and probe.json (default: runs/probe-...)")
     p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
     p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")
+    p.add_argument("--clock", default="real", help="real (default) or virtual: an emulated device's requests "
+                   "then take the model's time whatever the host's load, and the random jobs count requests")
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..lab import clock
+    args.lab_clock = clock.parse(args.clock)
     if args.runtime <= 0:
         raise FlashbedError("--runtime must be positive")
     if args.max_open < 2:
@@ -97,7 +101,11 @@ def _probe(args: argparse.Namespace, device, board=None) -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out.mkdir(parents=True, exist_ok=True)
-    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime, board=board)
+    from ..lab import clock
+    runs_on, note = clock.effective(args.lab_clock, "board" if board is not None else device.backend)
+    if note:
+        print(note)
+    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime, board=board, clock=runs_on)
     for name, text in result.raw.items():
         (out / f"flashbench-{name}.txt").write_text(text)
     print(render.text(result))

@@ -20,6 +20,8 @@ from typing import Callable
 from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
+from ..lab.clock import Clock, effective
+from ..lab.clock import pace as clock_pace
 from ..lab.kernel import KernelInfo, ensure_kernel
 from ..lab.labs import UmlLab
 from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
@@ -33,6 +35,9 @@ ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter o
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
 FAT_NR = 6
 MAX_OPEN_AU_NR = 8
+# virtual time: requests per random job (a slow stick's one write a second is then
+# hundreds of requests for the same wall-clock time, not a handful)
+VIRTUAL_IOS = 1000
 FB_OFFSET = 16 << 20  # flashbench -O starts 16 MiB in (past a FAT area)
 
 
@@ -176,7 +181,7 @@ REFERENCE_US = 300
 HEAVY_TAIL = 3.0
 
 
-def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, float]:
+def lab_latency(kernel: KernelInfo, work: Path, runtime: float, clock: Clock = Clock.REAL) -> dict[str, float]:
     """The lab alone: the median (and mean) µs a random 4 KiB read and write at
     QD1 spend outside the device: a reference device's latency minus its
     modelled one."""
@@ -189,9 +194,9 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float) -> dict[str, flo
                                                f"write_overhead_us = {REFERENCE_US}")))
     dev = load_spec(f"{ref}@128M")
     plan = RatePlan(capacity=dev.capacity, erase_unit=dev.erase_block, span=dev.capacity, seq_bytes=dev.capacity,
-                    runtime=runtime)
+                    runtime=runtime, ios=VIRTUAL_IOS if clock.time_travel else 0)
     model: dict[str, dict[str, float]] = {}
-    with open_session(dev, work / "scratch") as session:
+    with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
         figs = run_fio(session, UmlLab(kernel), work, {"randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
     out = {}
@@ -250,26 +255,35 @@ class OnBoard:
 
 def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
           kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None,
-          board: OnBoard | None = None) -> ProbeResult:
+          board: OnBoard | None = None, clock: Clock = Clock.REAL) -> ProbeResult:
     """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites);
-    or, with `board`, a board's own device, natively."""
+    or, with `board`, a board's own device, natively.
+
+    In virtual time (an emulated device) every request's time is the model's, whatever the
+    host's load, and the random jobs run VIRTUAL_IOS requests each (flashbench and fio
+    read clock_gettime, which time travel drives: fio through the agent's wrapper)."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
+    clock, _ = effective(clock, "board" if board is not None else device.backend)
     if board is not None:
         tools, lab, flashbench = board.tools, board.lab, board.flashbench
     else:
         tools, flashbench = tool_versions(), "flashbench"
-        kernel = kernel or ensure_kernel()
+        if kernel is not None and kernel.time_travel != clock.time_travel:
+            raise FlashbedError(f"probe in {clock.value} time needs the lab kernel's "
+                                f"{'time-travel' if clock.time_travel else 'real-time'} flavour")
+        kernel = kernel or ensure_kernel(time_travel=clock.time_travel)
         lab = UmlLab(kernel)
+    ios = VIRTUAL_IOS if clock.time_travel else 0
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
     phases = Phases(device.label, 5 + min(max_open, nr_fit) - (board is not None), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
-    with lab.open_session(device, work / "scratch") as session:
+    with lab.open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
         say("sequential write (fills the device), sequential and random reads, flashbench -a")
-        plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime)
+        plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         model: dict[str, dict[str, float]] = {}
         rates = run_fio(session, lab, work / "reads", {"seq-write": fill_job(plan0),
                                                           "seq-read": seq_read_job(plan0)}, model=model)
@@ -277,7 +291,7 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
                                    f"-a --blocksize={ALIGN_BLOCKSIZE} --count={ALIGN_TRIES}", flashbench=flashbench)
         geometry = fb.analyse_align(fb.parse_align(raw["align"]))
         eu = geometry.erase_unit or DEFAULT_EU
-        plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime)
+        plan = RatePlan(capacity=cap, erase_unit=eu, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         say(f"random 4 KiB reads in one {format_size(eu)} AU and spread over {format_size(cap)}")
         rates |= run_fio(session, lab, work / "randread", {"randread-au": random_job(plan, "randread", "au"),
                                                               "randread-spread": random_job(plan, "randread",
@@ -308,7 +322,7 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
     lab_us: dict[str, float] = {}
     if board is None:  # natively on a board, no lab sits between fio and the device
         say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
-        lab_us = lab_latency(kernel, work / "lab-latency", runtime)
+        lab_us = lab_latency(kernel, work / "lab-latency", runtime, clock)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
                          lab_us=lab_us, model=model)

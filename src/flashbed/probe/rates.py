@@ -30,6 +30,10 @@ class RatePlan:
     seq_bytes: int  # sequential jobs move at most this much
     runtime: float = 10.0  # seconds per job (time-limited, so slow devices end too)
     spread_offset: int = 0
+    # virtual time: the random jobs run this many requests instead of `runtime` seconds
+    # (a slow part's few requests a second cost guest time, not wall-clock time), within
+    # MAX_GUEST_SECONDS of guest time; 0: time-limited
+    ios: int = 0
 
     @property
     def au_offset(self) -> int:
@@ -50,14 +54,21 @@ def seq_read_job(plan: RatePlan) -> dict:
             "time_based": 1}
 
 
+# virtual time: the most guest time a request-counted random job may take
+MAX_GUEST_SECONDS = 3600
+
+
 def random_job(plan: RatePlan, rw: str, where: str) -> dict:
     """`rw` randread|randwrite, `where` au|spread."""
     if where == "au":
         offset, size = plan.au_offset, plan.erase_unit
     else:
         offset, size = plan.spread_offset, plan.span
-    return {"rw": rw, "bs": "4k", "offset": offset, "size": size, "runtime": plan.runtime, "time_based": 1,
-            "randseed": 1, "norandommap": 1}
+    job = {"rw": rw, "bs": "4k", "offset": offset, "size": size, "randseed": 1, "norandommap": 1}
+    if plan.ios:
+        # io_size: fio otherwise ends a job at `size` bytes (an AU smaller than the requests: it wraps)
+        return job | {"number_ios": plan.ios, "io_size": plan.ios * 4096, "runtime": MAX_GUEST_SECONDS}
+    return job | {"runtime": plan.runtime, "time_based": 1}
 
 
 def figures_from(fio_figs: dict[str, dict[str, float]], spread: str = "spread") -> dict[str, float]:

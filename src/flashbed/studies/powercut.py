@@ -13,6 +13,13 @@ Block devices, n iterations in n + 1 lab boots; boot k:
               after its own start, until the cut.
               The emulator drops what was not durable (cache, torn programs,
               per its preset); a plain file only loses the lab's page cache.
+In virtual time (--clock virtual) the cut lands at an exact guest instant:
+the emulator cuts at cut_at[k] s of guest time from the device's present when
+the workload asks (the guest waits for the cut to be armed, at no guest
+time), and holds the lab there (no request after the instant is served, no
+completion after it seen) until the host kills it; the same seed then gives
+the same iteration on every run, and each iteration that did not end well is
+listed with the command that repeats it (repeat_command).
 Iteration k's cut ends boot k and its recovery begins boot k + 1: one boot per
 cut instead of two (a recovery that hangs costs the next iteration its cut,
 which then counts as error).
@@ -79,7 +86,7 @@ from ..lab.target import TOOLS, BootResult, Step
 from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from ..yaffs2 import guest as yaffs2_guest
-from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, boot_dir, m, step_json
+from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, boot_dir, m, step_json
 from .params import param
 
 PCW = f"{PY} {TOOLS}/powercut.py"  # this study's guest side
@@ -110,6 +117,27 @@ def cut_points(seed: int, n: int, lo: float, hi: float) -> list[float]:
 def nand_cut_points(seed: int, n: int, lo: int, hi: int) -> list[int]:
     rng = random.Random(f"powercut-nand/{seed}")
     return [rng.randint(lo, hi) for _ in range(n)]
+
+
+def repeat_command(spec: CellSpec, k: int) -> str:
+    """The command that runs iteration k of a virtual-time cell again, exactly: the same
+    cell with k + 1 iterations (each iteration starts from the device the one before
+    it left, and the seed draws the same first k + 1 cuts), its last being k."""
+    p = spec.params
+    sets: dict[str, Any] = {"modes": p.mode, "iterations": k + 1}
+    defaults = type(p)()
+    for f in dataclasses.fields(p):
+        v = getattr(p, f.name)
+        if f.name not in ("modes", "mode", "iterations") and v != getattr(defaults, f.name):
+            sets[f.name] = ",".join(map(str, v)) if isinstance(v, tuple) else \
+                ("true" if v else "false") if isinstance(v, bool) else v
+    args = ["flashbed", "run", "--study", "powercut", "--device", spec.device.label, "--fs", spec.variant.spec,
+            "--clock", "virtual", "--seed", str(spec.seed)]
+    if spec.kernel:
+        args += ["--kernel", spec.kernel]
+    for name, v in sets.items():
+        args += ["--set", f"powercut.{name}={v}"]
+    return shlex.join(args)
 
 
 def work_seed(seed: int, k: int) -> int:
@@ -227,11 +255,16 @@ def ack_timing(work_dir: Path) -> dict:
     0: an fsync that returned after the power was gone promised what no device
     could keep. A board's power switch (--power-cmd) cuts by the time its command returned
     (the device's reply's off_wall), not when it was started. Empty when either side is
-    missing (an older run)."""
+    missing (an older run), and in virtual time, where the device holds the lab at the
+    cut's instant."""
     try:
-        data = json.loads((work_dir / "cut.json").read_text())
-        cut = (data.get("emulator") or {}).get("off_wall") or data["host_wall"]
+        said = json.loads((work_dir / "cut.json").read_text())
+        cut = float((said.get("emulator") or {}).get("off_wall") or said["host_wall"])
     except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    if said.get("clock") == "virtual":
+        # the device held the lab at the cut: nothing after it was acknowledged (and the
+        # guest's clock is not the host's, to set the acknowledgements against)
         return {}
     acks = [float(r["t"]) for r in guestlib.read_log(str(work_dir / "pclog.jsonl"))
             if r.get("e") == "ack" and "t" in r]
@@ -420,6 +453,14 @@ class PowerCut(Study):
                               may_fail=True))
         return steps
 
+    def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
+        """Virtual time: every iteration that did not end well, with the command that runs it again."""
+        k = result.key
+        return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f"iteration {r['k']}", r["class"], r.get("why", ""),
+                           r["repeat"])
+                for r in result.extra.get("iterations", [])
+                if r.get("repeat") and PowerCutClass(r["class"]) not in self.good_outcomes]
+
     # -- reading ---------------------------------------------------------------------
     def _facts(self, res: BootResult | None, step: str, path: Path) -> tuple[RecoverFacts | None, StepStatus | None]:
         """The recovery's facts (its step's stdout, else the file it kept writing) and
@@ -493,6 +534,9 @@ class PowerCut(Study):
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.sabotaged is not None:
                 rec["sabotaged"] = f.sabotaged
+            if spec.clock == "virtual" and not raw:
+                # the cut landed at a seeded guest instant: the iteration replays exactly
+                rec["repeat"] = repeat_command(spec, k)
             records.append(rec)
         case = spec.params.mode
         meas = summarize(case, records)

@@ -6,6 +6,11 @@
 //!   {"cmd":"shutdown"}
 //!   write log and crash states: log-start, log-mark, log-stop, crash-states,
 //!   crash-switch, crash-image (see crash.rs)
+//!   virtual time: {"cmd":"cut-at","in_ns":N} arms a power cut N guest ns after
+//!   the latest instant the device knows the guest reached; it lands when the
+//!   guest gets there, and holds the lab at it until it is killed (fusefs.rs). {"cmd":"cut-state"}
+//!   says whether it landed ({"cmd":"cut-disarm"} takes back one that has
+//!   not); cut-power then saves what it left and exits.
 //! cut-power and shutdown are carried out (and the state saved) before the
 //! reply; then the emulator unmounts and exits 0. Both end a write log that
 //! is still on (its files are complete up to there).
@@ -82,9 +87,10 @@ impl Control {
                 let mut s = d.stats_json();
                 s["ok"] = json!(true);
                 s["pace"] = json!(self.sh.pace.name());
-                // virtual time: the device's present (ns), the clock its busy time is measured on
+                // virtual time: the latest instant the guest reached (ns, the device's clock), the
+                // clock a phase's duration, and so its busy share, is measured on
                 if self.sh.pace == crate::shared::Pace::Virtual {
-                    s["device_ns"] = json!(self.sh.now(&d));
+                    s["device_ns"] = json!(self.sh.reached(&d));
                 }
                 s["uptime_ns"] = json!(self.sh.start.elapsed().as_nanos() as u64);
                 s["served"] = json!(self.sh.crash.served());
@@ -98,8 +104,32 @@ impl Control {
                 self.sh.sizes.reset();
                 (json!({"ok": true}), None)
             }
+            "cut-at" => {
+                let Some(in_ns) = req.get("in_ns").and_then(|v| v.as_u64()) else {
+                    return fail("cut-at needs in_ns (guest ns from the device's present)".into());
+                };
+                match self.sh.arm_cut(in_ns) {
+                    Ok((device_ns, guest_ns)) => (json!({"ok": true, "cut_at_ns": device_ns, "guest_ns": guest_ns}), None),
+                    Err(e) => fail(e),
+                }
+            }
+            "cut-disarm" => {
+                self.sh.disarm_cut();
+                (json!({"ok": true}), None)
+            }
+            "cut-state" => {
+                let (armed, fired) = self.sh.cut_state();
+                (json!({"ok": true, "armed_ns": armed, "fired": fired.map(fired_json)}), None)
+            }
             "cut-power" => {
                 let mut d = self.sh.lock();
+                if let (_, Some(f)) = self.sh.cut_state_locked() {
+                    // an armed cut landed (the lab is held there): keep what it left, and go
+                    return match flash_model::state::save(&d, &self.state_dir) {
+                        Ok(()) => (fired_json(f), Some(Event::Exit)),
+                        Err(e) => fail(e),
+                    };
+                }
                 if !d.powered() {
                     return fail("power is already off".into());
                 }
@@ -153,8 +183,12 @@ impl Control {
             }
             "" => fail("missing `cmd`".into()),
             other => fail(format!(
-                "unknown command `{other}` (stats, reset-stats, cut-power, inject, shutdown, log-start, log-mark, log-stop, crash-states, crash-switch, crash-image)"
+                "unknown command `{other}` (stats, reset-stats, cut-power, cut-at, cut-state, cut-disarm, inject, shutdown, log-start, log-mark, log-stop, crash-states, crash-switch, crash-image)"
             )),
         }
     }
+}
+
+fn fired_json(f: crate::shared::CutFired) -> Value {
+    json!({"ok": true, "cut_at_ns": f.device_ns, "guest_ns": f.guest_ns, "cache_bytes_lost": f.cache_bytes_lost, "armed": true})
 }

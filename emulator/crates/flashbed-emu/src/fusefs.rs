@@ -9,7 +9,11 @@
 //! kernel's channel to the device clock (its ubd 'v' flag): an 8-byte
 //! little-endian write at offset 0 is the guest's submit time (guest ns) of
 //! its next request; an 8-byte read at offset 0 returns the guest time at
-//! which the requests since then complete on the modelled device.
+//! which the requests since then complete on the modelled device. A power
+//! cut armed at a device instant (control `cut-at`) lands when the guest
+//! submits at or after it, or would see a request complete after it: that
+//! clock-file call is answered (EIO) only once the lab has been killed (the
+//! lab is held at the cut).
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -22,7 +26,7 @@ use fuser::{
 };
 
 use crate::reqsize::Op;
-use crate::shared::Shared;
+use crate::shared::{Flow, Shared};
 
 pub const DEVICE_NAME: &str = "device";
 pub const CLOCK_NAME: &str = "clock";
@@ -48,6 +52,31 @@ fn errno(e: IoError) -> i32 {
         IoError::ReadOnly => libc::EROFS,
         IoError::Range => libc::ENOSPC,
     }
+}
+
+/// The guest reached an armed power cut: its request is answered only once
+/// the process that made it has been sent SIGKILL (the host kills the lab
+/// when it learns of the cut), so the lab stands still at the cut's instant
+/// (it makes its host calls one at a time, inline, in virtual time) and
+/// never runs past it. A FUSE request a killed process already handed over is
+/// waited out by its kernel, so the hold must end for the lab to die.
+fn hold_at_cut(pid: u32) {
+    while !fatal_signal_pending(pid) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether SIGKILL is pending for `pid` (thread or process), or it is gone.
+fn fatal_signal_pending(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return true;
+    };
+    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
+    status.lines().any(|l| {
+        let Some((key, value)) = l.split_once(':') else { return false };
+        matches!(key, "SigPnd" | "ShdPnd")
+            && u64::from_str_radix(value.trim(), 16).map_or(false, |m| m & SIGKILL_BIT != 0)
+    }) || status.lines().any(|l| l.starts_with("State:") && (l.contains("zombie") || l.contains("dead")))
 }
 
 impl EmuFs {
@@ -156,7 +185,12 @@ impl Filesystem for EmuFs {
     ) {
         if ino == CLOCK && self.virtual_time() {
             // the guest time at which the last submit's requests complete
-            let b = self.sh.completion().to_le_bytes();
+            let Some(done) = self.sh.completion() else {
+                hold_at_cut(_req.pid());
+                reply.error(libc::EIO);
+                return;
+            };
+            let b = done.to_le_bytes();
             let from = (offset.max(0) as usize).min(8);
             reply.data(&b[from..(from + size as usize).min(8)]);
             return;
@@ -204,7 +238,11 @@ impl Filesystem for EmuFs {
             // the guest's submit time of its next request, whole or not at all
             match <[u8; 8]>::try_from(data) {
                 Ok(b) if offset == 0 => {
-                    self.sh.submit(u64::from_le_bytes(b));
+                    if self.sh.submit(u64::from_le_bytes(b)) == Flow::Cut {
+                        hold_at_cut(_req.pid());
+                        reply.error(libc::EIO);
+                        return;
+                    }
                     reply.written(8);
                 }
                 _ => reply.error(libc::EINVAL),

@@ -47,6 +47,29 @@ pub struct VirtualClock {
     submitted: u64,
     /// Latest completion (device ns) of a request since the last submit.
     done: u64,
+    /// A power cut armed at this device instant (see `Shared::arm_cut`).
+    cut_at: Option<u64>,
+    /// The armed cut, once the guest reached it.
+    fired: Option<CutFired>,
+}
+
+/// A power cut that landed at its armed instant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CutFired {
+    /// The instant on the device's clock and on the guest's.
+    pub device_ns: u64,
+    pub guest_ns: u64,
+    /// What the write cache held (bytes), lost with it.
+    pub cache_bytes_lost: u64,
+}
+
+/// Whether the guest may go on after telling the device clock something,
+/// or has reached an armed power cut (the device is off; the guest must not
+/// see anything after that instant, so the caller holds it there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Go,
+    Cut,
 }
 
 impl VirtualClock {
@@ -80,6 +103,17 @@ impl VirtualClock {
     /// The guest time at which the last submit's requests are all complete.
     pub fn completion(&self) -> u64 {
         self.to_guest(self.done)
+    }
+
+    /// The latest instant the device knows the guest has reached (its last
+    /// submit, or the completion it waited for; before the guest's first
+    /// request, the device clock): where a cut armed now is measured from.
+    fn anchor(&self, clock: u64) -> u64 {
+        if self.last_submit.is_some() {
+            self.submitted.max(self.done)
+        } else {
+            clock
+        }
     }
 
     /// The device's present: its latest submit time (before the guest's
@@ -170,18 +204,98 @@ impl Shared {
         }
     }
 
+    /// Virtual time: the latest instant (device ns) the device knows the guest
+    /// reached: its last submit, or the completion it waited for. A phase the
+    /// guest times ends there (after a final flush's completion, not before).
+    pub fn reached(&self, d: &Device) -> u64 {
+        self.vclock().anchor(d.clock)
+    }
+
     /// Virtual time: the guest submits its next request at `guest` ns (its
-    /// write to the clock file).
-    pub fn submit(&self, guest: u64) {
-        let d = self.lock();
-        self.vclock().submit(guest, d.clock);
+    /// write to the clock file). `Flow::Cut`: that is at or after an armed
+    /// power cut, which has now landed at its instant.
+    pub fn submit(&self, guest: u64) -> Flow {
+        let mut d = self.lock();
+        let mut vc = self.vclock();
+        if vc.fired.is_some() {
+            return Flow::Cut;
+        }
+        vc.submit(guest, d.clock);
+        match vc.cut_at {
+            Some(at) if vc.submitted >= at => Self::fire(&mut d, &mut vc, at),
+            _ => Flow::Go,
+        }
     }
 
     /// Virtual time: the guest time at which the requests since the last
-    /// submit complete (its read of the clock file).
-    pub fn completion(&self) -> u64 {
+    /// submit complete (its read of the clock file); None when they complete
+    /// after an armed power cut, which has now landed at its instant (the
+    /// guest must not see them complete).
+    pub fn completion(&self) -> Option<u64> {
+        let mut d = self.lock();
+        let mut vc = self.vclock();
+        if vc.fired.is_some() {
+            return None;
+        }
+        match vc.cut_at {
+            Some(at) if vc.done > at => {
+                Self::fire(&mut d, &mut vc, at);
+                None
+            }
+            _ => Some(vc.completion()),
+        }
+    }
+
+    /// Virtual time: arms a power cut `in_ns` of guest time after the latest
+    /// instant the device knows the guest has reached. The guest is held at
+    /// the cut (see `Flow`), so what it saw, and what the device kept, is the
+    /// same on every run of the same requests. Returns the instant (device
+    /// ns, guest ns).
+    pub fn arm_cut(&self, in_ns: u64) -> Result<(u64, u64), String> {
+        if self.pace != Pace::Virtual {
+            return Err("a cut at a device instant needs virtual time (--pace virtual)".into());
+        }
+        let d = self.lock();
+        if !d.powered() {
+            return Err("power is already off".into());
+        }
+        let mut vc = self.vclock();
+        if vc.cut_at.is_some() {
+            return Err("a power cut is already armed".into());
+        }
+        let at = vc.anchor(d.clock).saturating_add(in_ns);
+        vc.cut_at = Some(at);
+        Ok((at, vc.to_guest(at)))
+    }
+
+    /// Takes back a cut that has not landed (the workload ended first): it
+    /// must not land in a later boot.
+    pub fn disarm_cut(&self) {
         let _d = self.lock();
-        self.vclock().completion()
+        let mut vc = self.vclock();
+        if vc.fired.is_none() {
+            vc.cut_at = None;
+        }
+    }
+
+    /// The armed cut's instant (device ns) and, once it landed, what it did.
+    pub fn cut_state(&self) -> (Option<u64>, Option<CutFired>) {
+        let _d = self.lock();
+        self.cut_state_locked()
+    }
+
+    /// `cut_state` with the device already locked by the caller.
+    pub fn cut_state_locked(&self) -> (Option<u64>, Option<CutFired>) {
+        let vc = self.vclock();
+        (vc.cut_at, vc.fired)
+    }
+
+    fn fire(d: &mut Device, vc: &mut VirtualClock, at: u64) -> Flow {
+        crate::crash::close(d);
+        let lost = d.cached_units() as u64 * d.cfg.unit_bytes() as u64;
+        d.power_cut(at);
+        vc.fired = Some(CutFired { device_ns: at, guest_ns: vc.to_guest(at), cache_bytes_lost: lost });
+        Flow::Cut
     }
 
     /// When a power cut that comes now takes effect: now, but never before the
@@ -402,9 +516,9 @@ journal_interval = 64
     where
         F: FnOnce(&mut Device, u64) -> Result<u64, IoError>,
     {
-        sh.submit(guest);
+        assert_eq!(sh.submit(guest), Flow::Go);
         sh.io(f).unwrap();
-        sh.completion()
+        sh.completion().expect("no cut armed")
     }
 
     /// Virtual time sleeps nowhere: a write the model says takes tens of ms
@@ -450,10 +564,10 @@ journal_interval = 64
         let at = later + r2 + 10_000_000;
         sh.submit(at);
         sh.io(|d, t| d.read(t, 0, &mut back)).unwrap();
-        let first = sh.completion();
+        let first = sh.completion().unwrap();
         sh.submit(at + 1);
         sh.io(|d, t| d.read(t, 0, &mut back)).unwrap();
-        let second = sh.completion();
+        let second = sh.completion().unwrap();
         assert!(second >= first + 400_000, "queued read completed at {second}, the first at {first}");
     }
 
@@ -488,5 +602,91 @@ journal_interval = 64
         let done = virtual_request(&sh, 2_000, |d, t| d.read(t, 0, &mut back));
         assert!(done > 2_000 && done - 2_000 < 10_000_000, "first request of a new boot completed {done} ns into it");
         assert!(sh.now(&sh.lock()) >= before, "the device clock went back at a new boot");
+    }
+
+    /// A guest workload of 64 KiB writes, a flush after every fourth, against
+    /// a cut armed `cut_in` ns after its first request: each write's data
+    /// tagged with its number. Returns what the guest saw complete (write
+    /// numbers and flushes), where it was held, and the device's 512 KiB after
+    /// the cut and a restart.
+    fn cut_run(cut_in: u64) -> (Vec<u64>, CutFired, Vec<u8>) {
+        let sh = Shared::new(fast_with("host_mb_s = 40"), Pace::Virtual, 2 << 20);
+        let mut seen = vec![];
+        let mut g = 1_000_000;
+        for i in 0..200u64 {
+            if sh.submit(g) == Flow::Cut {
+                break;
+            }
+            if i == 0 {
+                sh.arm_cut(cut_in).unwrap();
+            }
+            let flush = i % 5 == 4;
+            let data = vec![(i % 250) as u8 + 1; 64 << 10];
+            let _ = sh.io(|d, t| if flush { d.flush(t) } else { d.write(t, (i % 8) * (64 << 10), &data) });
+            match sh.completion() {
+                Some(done) => {
+                    seen.push(i);
+                    g = done + 3_000; // the guest's own time between requests
+                }
+                None => break,
+            }
+        }
+        let (_, fired) = sh.cut_state();
+        let fired = fired.expect("the workload ran past its cut, which never landed");
+        let mut d = sh.lock();
+        assert!(!d.powered(), "the device is still on after its cut");
+        d.restart();
+        let mut image = vec![0u8; 512 << 10];
+        let t = d.clock;
+        d.read(t, 0, &mut image).unwrap();
+        (seen, fired, image)
+    }
+
+    /// A cut armed at a device instant lands there: the guest never sees a
+    /// request complete after it, every write a flush the guest saw
+    /// complete covered is kept, and two runs of the same requests leave the
+    /// same device and stop the guest at the same request.
+    #[test]
+    fn an_armed_cut_lands_at_its_instant_and_replays_exactly() {
+        for cut_in in [5_000_000u64, 17_345_678, 40_000_001] {
+            let (seen, fired, image) = cut_run(cut_in);
+            assert_eq!(fired.guest_ns, 1_000_000 + cut_in, "the cut landed at guest {} ns", fired.guest_ns);
+            // the guest was held at the cut: it saw only requests that completed before it
+            assert!(!seen.is_empty() && seen.len() < 200, "{} requests completed around a cut", seen.len());
+            let (seen2, fired2, image2) = cut_run(cut_in);
+            assert_eq!((&seen, fired), (&seen2, fired2), "two runs with the same cut saw different requests");
+            assert!(image == image2, "two runs with the same cut left different devices");
+            // what the last flush the guest saw complete covered is on the device
+            if let Some(&f) = seen.iter().rev().find(|&&i| i % 5 == 4) {
+                for slot in 0..8u64 {
+                    if let Some(&w) = seen.iter().rev().find(|&&i| i < f && i % 5 != 4 && i % 8 == slot) {
+                        let at = (slot * (64 << 10)) as usize;
+                        let kept = image[at];
+                        // this slot holds write w's data, or a later write's (never older)
+                        let ok = (w..200).any(|i| i % 5 != 4 && i % 8 == slot && (i % 250) as u8 + 1 == kept);
+                        assert!(ok,
+                                "slot {slot}: write {w} was flushed (flush {f} completed) but the device holds {kept}");
+                    }
+                }
+            }
+        }
+        // different instants, different outcomes (the cut is where it was armed)
+        assert_ne!(cut_run(5_000_000).0, cut_run(40_000_001).0);
+    }
+
+    /// An armed cut needs virtual time, and one at a time.
+    #[test]
+    fn a_cut_is_armed_once_and_only_in_virtual_time() {
+        let real = Shared::new(fast(), Pace::Real, 2 << 20);
+        assert!(real.arm_cut(1_000).is_err());
+        let sh = Shared::new(fast(), Pace::Virtual, 2 << 20);
+        let (device, guest) = sh.arm_cut(5_000).unwrap();
+        assert_eq!((device, guest), (5_000, 5_000));
+        assert!(sh.arm_cut(5_000).is_err(), "a second cut was armed over the first");
+        assert_eq!(sh.cut_state(), (Some(5_000), None));
+        sh.disarm_cut();
+        assert_eq!(sh.cut_state(), (None, None));
+        // disarmed, a request past the old instant goes on
+        assert_eq!(sh.submit(10_000), Flow::Go);
     }
 }

@@ -53,14 +53,14 @@ import time
 from typing import Callable
 
 if __package__:  # on the host, as flashbed.lab.guest.powercut
-    from .guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call,
+    from .guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call, call_host, virtual_time,
                            partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
                            write_json_atomic)
     from .protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
                            SnapcutSpec, StepStatus, Verdict)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call,
+    from guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call, call_host, virtual_time,
                           partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
                           write_json_atomic)
     from protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
@@ -95,8 +95,15 @@ class Log:
 def request_cut(seconds: float) -> None:
     """Ask the host to cut power `seconds` from now: a host call like the agent's,
     made here so the cut is timed from the workload's own start, whatever the
-    lab's start-up took. Nobody waits for the answer: the power goes."""
-    post_call(os.environ.get("FLASHBED_RUN", "."), "9000-cut", HostCall(Call.CUT_POWER_IN, {"seconds": seconds}))
+    lab's start-up took. Nobody waits for the answer: the power goes. In virtual
+    time the device cuts at that instant of guest time and the workload waits for
+    the cut to be armed (a wait that costs no guest time), so it replays exactly."""
+    run = os.environ.get("FLASHBED_RUN", ".")
+    call = HostCall(Call.CUT_POWER_IN, {"seconds": seconds})
+    if virtual_time():
+        call_host(run, "9000-cut", call, timeout=60)
+    else:
+        post_call(run, "9000-cut", call)
 
 
 def work(args: argparse.Namespace) -> int:

@@ -1,0 +1,29 @@
+"""The probe in virtual time: request-counted random jobs, the lab kernel of the probe's clock."""
+import dataclasses
+
+import pytest
+
+
+def test_in_virtual_time_a_random_job_counts_requests_not_seconds():
+    from flashbed.probe.rates import MAX_GUEST_SECONDS, RatePlan, random_job
+    plan = RatePlan(capacity=512 << 20, erase_unit=4 << 20, span=512 << 20, seq_bytes=512 << 20, runtime=5)
+    timed = random_job(plan, "randwrite", "au")
+    assert timed["runtime"] == 5 and timed["time_based"] == 1 and "number_ios" not in timed
+    counted = random_job(dataclasses.replace(plan, ios=1000), "randwrite", "au")
+    assert counted["number_ios"] == 1000 and "time_based" not in counted
+    # the bytes of its requests, not its region's size, end it (a region smaller than them: it wraps)
+    assert counted["io_size"] == 1000 * 4096 and counted["size"] == 4 << 20
+    assert counted["runtime"] == MAX_GUEST_SECONDS
+
+
+def test_a_probe_refuses_a_kernel_of_the_other_clock(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from flashbed.devices import presets
+    from flashbed.errors import FlashbedError
+    from flashbed.lab.clock import Clock
+    from flashbed.probe import lab
+    monkeypatch.setattr(lab, "tool_versions", lambda: {})
+    with pytest.raises(FlashbedError, match="time-travel flavour"):
+        lab.probe(presets.load_spec("emmc-8g@64M"), tmp_path, kernel=SimpleNamespace(time_travel=False),
+                  clock=Clock.VIRTUAL)
