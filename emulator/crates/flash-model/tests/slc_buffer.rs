@@ -275,6 +275,7 @@ fn runs_shorter_than_the_bypass_stay_in_the_buffer() {
 
 #[test]
 fn a_unit_rewritten_across_the_two_paths_reads_back_its_last_version() {
+    // (a unit's older copy waiting in the other path's page is programmed first)
     // a stream (straight to the array) rewritten in places by small writes
     // (into the buffer) and then by the stream again, with a cut after a
     // flush: every unit reads back the version written last

@@ -22,7 +22,9 @@
 //! logically consecutive units at least that long) goes straight into the
 //! array once recognised, as controllers keep the buffer for small, scattered
 //! (and soon rewritten) data: a large file then writes at the array's direct
-//! rate and leaves the buffer free for the random writes around it.
+//! rate and leaves the buffer free for the random writes around it (a unit
+//! changing paths while its older copy still waits in the other path's page
+//! has that page programmed first, so the copies are mapped in order).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -724,11 +726,12 @@ impl PageFtl {
 
     /// Where a host unit goes: the array without a buffer; with one, the
     /// buffer, unless it continues a sequential run past `bypass_units`.
-    /// A unit going one way drops an older copy still waiting in the other
-    /// stream's page (it would otherwise be programmed, and mapped, after it).
-    fn host_stream(&mut self, lpn: u32) -> Stream {
+    /// Returns the other host path too when an older copy of the unit still
+    /// waits in that path's page: the caller programs that page first, so
+    /// the two copies reach the array (and the mapping) in the order written.
+    fn host_stream(&mut self, lpn: u32) -> (Stream, Option<Stream>) {
         if !self.slc_on() {
-            return Stream::Host;
+            return (Stream::Host, None);
         }
         self.run_len = if lpn == self.run_next { self.run_len.saturating_add(1) } else { 1 };
         self.run_next = lpn.wrapping_add(1);
@@ -737,12 +740,8 @@ impl PageFtl {
         } else {
             (Stream::Slc, Stream::Host)
         };
-        if let Some(w) = self.wp_mut(other).as_mut() {
-            for l in w.lpns.iter_mut().filter(|l| **l == lpn) {
-                *l = NONE;
-            }
-        }
-        stream
+        let waiting = self.wp_mut(other).as_ref().map_or(false, |w| w.lpns.contains(&lpn));
+        (stream, waiting.then_some(other))
     }
 
     fn find_buffered(&self, lpn: u32) -> Option<(Stream, usize)> {
@@ -796,7 +795,10 @@ impl Ftl for PageFtl {
         if self.read_only {
             return Err(FtlError::ReadOnly);
         }
-        let stream = self.host_stream(lpn);
+        let (stream, older) = self.host_stream(lpn);
+        if let Some(other) = older {
+            self.pad(m, other, t)?;
+        }
         if stream == Stream::Slc
             && self.slc_free.is_empty()
             && self.slc.as_ref().map_or(false, |w| w.lpns.len() as u32 + 1 == self.upp)
