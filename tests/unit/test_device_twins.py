@@ -189,6 +189,20 @@ def test_bench_suggests_the_firmware_time_that_closes_the_latency_gap():
     assert suggest(dev, rows) == {"read_overhead_us": 0.0, "write_overhead_us": 2000.0}
 
 
+def test_bench_marks_a_real_time_figure_lab_bound_where_the_labs_time_per_request_is_past_the_goal():
+    from flashbed.bench.presets import Row, _lab_bound
+    ceiling = {"rand_read_4k_iops": 5000.0, "seq_read_mb_s": 800.0}  # the lab's own: 200 µs a request
+    row = lambda key, unit, measured, published: Row("x", key, "", unit, measured, [measured], published, "")
+    # published 2500 IO/s (400 µs): the lab's 200 µs is 50 % of it, however far below the ceiling
+    assert "lab's own 200 µs a request on the published 400 µs" in _lab_bound(row("rand_read_4k_iops", "IOPS", 1700.0, 2500.0), ceiling)
+    # published 500 IO/s (2000 µs): 10 %, the device's figure
+    assert _lab_bound(row("rand_read_4k_iops", "IOPS", 450.0, 500.0), ceiling) == ""
+    # sequential: only near the ceiling
+    assert _lab_bound(row("seq_read_mb_s", "MB/s", 50.0, 44.0), ceiling) == ""
+    assert "the lab itself reaches 800.0" in _lab_bound(row("seq_read_mb_s", "MB/s", 700.0, 44.0), ceiling)
+    assert _lab_bound(row("rand_read_4k_iops", "IOPS", 1700.0, 2500.0), None) == ""
+
+
 @pytest.mark.emulator
 def test_a_run_plans_cells_on_ones_own_preset_file(own_part, monkeypatch):
     from flashbed.plan import PlanRequest, make_plan
@@ -228,3 +242,5 @@ def test_bench_in_virtual_time_runs_no_ceiling_and_says_its_clock(monkeypatch, t
     seen.clear()
     bench.run(["x@1G"], runs=1, stream=(out := io.StringIO()))
     assert seen == [(dev.label, Clock.REAL)] * 2 and "lab ceiling" in out.getvalue() and "real time" in out.getvalue()
+    # firmware times are fitted in virtual time: only a virtual run suggests them
+    assert "suggested firmware times" in text and "suggested firmware times" not in out.getvalue()
