@@ -146,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
     bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
     bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
+    bp.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel lab kernel, each "
+                    "request completing when the device model says, so the figures do not depend on the host's load")
     bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
     bhc.add_argument("--calls", type=int, default=300)
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
@@ -345,10 +347,12 @@ def _dispatch(args: argparse.Namespace) -> int:
             bench.fuse_latency(args.runs)
         else:
             from .bench import presets as bench_presets
+            from .lab import clock as lab_clock
             if args.runs < 1 or args.runtime <= 0:
                 raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            clock = lab_clock.parse(args.clock)
             bench_presets.run(list(_split(args.device, "device")) or bench_presets.calibrated(), args.capacity,
-                              args.runs, args.runtime)
+                              args.runs, args.runtime, clock=clock)
         return 0
     raise AssertionError(args.command)
 

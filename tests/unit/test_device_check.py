@@ -52,6 +52,20 @@ def test_the_worst_repeat_decides():
     assert check(_reps(_claim(), _phase(4096 * 1100), _phase(4096 * 1000))).verdict is DeviceVerdict.SERVED
 
 
+def test_the_threshold_s_boundary_one_request_in_flight_is_not_a_verdict():
+    from flashbed.report.devcheck import RECEIVED_BELOW
+    assert RECEIVED_BELOW == 95.0
+    # a 100-write job: one write in flight at its end (99 %) and the line itself (95 %) are served,
+    # one write fewer than the line (94 %) is cached; the same line for bytes and for flushes
+    for got, verdict in ((100, DeviceVerdict.SERVED), (99, DeviceVerdict.SERVED), (95, DeviceVerdict.SERVED),
+                         (94, DeviceVerdict.CACHED)):
+        direct = check(_reps(_claim(write_bytes=4096 * 100, writes=100), _phase(4096 * got)))
+        assert direct.verdict is verdict, (got, direct)
+        synced = check(_reps(_claim(case=SYNC, direct=False, synced=100, write_bytes=0, writes=100),
+                             _phase(4096 * 200, flushes=got)))
+        assert synced.verdict is verdict, (got, synced)
+
+
 def test_synchronous_writes_need_a_flush_each():
     ok = check(_reps(_claim(case=SYNC, direct=False, synced=1000), _phase(4096 * 1200, flushes=1000)))
     assert ok.verdict is DeviceVerdict.SERVED

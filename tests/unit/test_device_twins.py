@@ -64,11 +64,13 @@ def test_the_slc_buffer_is_shown_and_its_keys_checked(tmp_path, capsys):
     assert main(["devices", "show", "emmc-8g"]) == 0
     out = capsys.readouterr().out
     assert f"slc buffer {presets.format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page)" in out
+    assert slc.bypass > 0 and f"a sequential stream past its first {presets.format_size(slc.bypass)}" in out
     own = tmp_path / "mine.toml"
     text = (presets.presets_dir() / "emmc-8g.toml").read_text()
     for edit, words in (((r"slc_program_us = ", "#slc_program_us = "), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),
                         (("slc_idle_ms = ", "slc_idle_ms = -"), "`ftl.slc_idle_ms`"),
                         (('slc_cache = "', 'slc_cache = "lots'), "`ftl.slc_cache`"),
+                        (('slc_bypass = "256K"', 'slc_bypass = "6000"'), "`ftl.slc_bypass`: 6000 is not a whole number"),
                         (('type = "page"', 'type = "hybrid"'), "`ftl.slc_cache`: applies to the page FTL only")):
         assert edit[0] in text
         own.write_text(text.replace(*edit, 1))
@@ -85,7 +87,8 @@ def test_renamed_and_unknown_presets_say_what_to_use(capsys):
                         (["probe", "ideal", "--max-open", "1"], "--max-open must be at least 2"),
                         (["probe", "ideal", "--clock", "wall"], "--clock 'wall' must be real or virtual"),
                         (["probe", "ideal", "--write-preset", "x.txt"], "a preset file ends in .toml"),
-                        (["bench", "presets", "--runs", "0"], "--runs must be at least 1")):
+                        (["bench", "presets", "--runs", "0"], "--runs must be at least 1"),
+                        (["bench", "presets", "--clock", "wall"], "--clock 'wall' must be real or virtual")):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and words in err, (argv, err)
@@ -187,6 +190,21 @@ def test_bench_suggests_the_firmware_time_that_closes_the_latency_gap():
     assert suggest(dev, rows) == {"read_overhead_us": 0.0, "write_overhead_us": 2000.0}
 
 
+def test_bench_marks_a_real_time_figure_lab_bound_where_the_labs_time_per_request_is_past_the_goal():
+    from flashbed.bench.presets import Row, _lab_bound
+    ceiling = {"rand_read_4k_iops": 5000.0, "seq_read_mb_s": 800.0}  # the lab's own: 200 µs a request
+    row = lambda key, unit, measured, published: Row("x", key, "", unit, measured, [measured], published, "")
+    # published 2500 IO/s (400 µs): the lab's 200 µs is 50 % of it, however far below the ceiling
+    slow = row("rand_read_4k_iops", "IOPS", 1700.0, 2500.0)
+    assert "lab's own 200 µs a request on the published 400 µs" in _lab_bound(slow, ceiling)
+    # published 500 IO/s (2000 µs): 10 %, the device's figure
+    assert _lab_bound(row("rand_read_4k_iops", "IOPS", 450.0, 500.0), ceiling) == ""
+    # sequential: only near the ceiling
+    assert _lab_bound(row("seq_read_mb_s", "MB/s", 50.0, 44.0), ceiling) == ""
+    assert "the lab itself reaches 800.0" in _lab_bound(row("seq_read_mb_s", "MB/s", 700.0, 44.0), ceiling)
+    assert _lab_bound(slow, None) == ""
+
+
 @pytest.mark.emulator
 def test_a_run_plans_cells_on_ones_own_preset_file(own_part, monkeypatch):
     from flashbed.plan import PlanRequest, make_plan
@@ -196,3 +214,35 @@ def test_a_run_plans_cells_on_ones_own_preset_file(own_part, monkeypatch):
     plan = make_plan(PlanRequest(profile="quick", fs=("ext4",), devices=(spec,), studies=("mkfs",)))
     assert list(plan.devices) == ["mypart@256M"]
     assert {c.key.device for c in plan.cells} == {"mypart@256M"}
+
+
+def test_bench_in_virtual_time_runs_no_ceiling_and_says_its_clock(monkeypatch, tmp_path):
+    import io
+
+    from flashbed.bench import presets as bench
+    from flashbed.lab.clock import Clock
+    import types
+    (tmp_path / "x.toml").write_text("[ftl]\nwrite_overhead_us = 10\n")
+    dev = types.SimpleNamespace(label="x@1G", emulated=True, part={"model": "X"}, path=tmp_path / "x.toml",
+                                published={"rand_read_4k_iops": 200.0, "rand_write_4k_iops": 40.0})
+    seen = []
+
+    def fake_measure(device, span, runtime, work, clock=Clock.REAL):
+        # a fake of the lab job, beside the real one in tests/integration
+        seen.append((device.label, clock))
+        return {"seq_read_mb_s": 10.0, "seq_write_mb_s": 5.0, "rand_read_4k_iops": 100.0, "rand_write_4k_iops": 50.0}
+
+    monkeypatch.setattr(bench, "measure", fake_measure)
+    monkeypatch.setattr(bench, "ensure_kernel", lambda time_travel=False: type("K", (), {"release": "tt" if time_travel else "rt"})())
+    monkeypatch.setattr(bench.presets, "load_spec", lambda spec: dev)
+    out = io.StringIO()
+    bench.run(["x@1G"], runs=2, stream=out, clock=Clock.VIRTUAL)
+    # no ceiling on `ideal` (a device taking no time never lets a timed job end in virtual time)
+    assert seen == [(dev.label, Clock.VIRTUAL)] * 2
+    text = out.getvalue()
+    assert "kernel tt, virtual time" in text and "lab ceiling" not in text and "lab-bound" not in text
+    seen.clear()
+    bench.run(["x@1G"], runs=1, stream=(out := io.StringIO()))
+    assert seen == [(dev.label, Clock.REAL)] * 2 and "lab ceiling" in out.getvalue() and "real time" in out.getvalue()
+    # firmware times are fitted in virtual time: only a virtual run suggests them
+    assert "suggested firmware times" in text and "suggested firmware times" not in out.getvalue()

@@ -46,11 +46,14 @@ def format_size(n: int) -> str:
 class SlcBuffer:
     """An SLC-mode write buffer in front of the MLC/TLC array (page FTL):
     host data lands there, and is folded into the array when the device has
-    been idle `idle_ms`, or in the foreground when the buffer is full."""
+    been idle `idle_ms`, or in the foreground when the buffer is full. A
+    sequential stream longer than `bypass` bytes (0: none) goes straight to
+    the array."""
 
     bytes: int
     program_us: float  # page program time in SLC mode
     idle_ms: float
+    bypass: int = 0
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,8 @@ class Device:
         n = int(self.info.get("slc_cache_bytes") or 0)
         if not n:
             return None
-        return SlcBuffer(bytes=n, program_us=float(self.info["slc_program_us"]), idle_ms=float(self.info["slc_idle_ms"]))
+        return SlcBuffer(bytes=n, program_us=float(self.info["slc_program_us"]), idle_ms=float(self.info["slc_idle_ms"]),
+                         bypass=int(self.info.get("slc_bypass_bytes") or 0))
 
     @property
     def nand_timing(self) -> NandTiming | None:

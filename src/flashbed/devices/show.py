@@ -63,5 +63,7 @@ def _geometry(dev: Device) -> list[str]:
     if slc:
         out.append(f"  slc buffer {format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page), folded "
                    f"into the array after {slc.idle_ms:g} ms idle or when full (writes beyond it run at the "
-                   f"array's sustained rate)")
+                   f"array's sustained rate)"
+                   + (f"; a sequential stream past its first {format_size(slc.bypass)} goes straight to the array"
+                      if slc.bypass else ""))
     return out

@@ -150,6 +150,11 @@ pub struct FtlParams {
     pub slc_cache_bytes: u64,
     /// Idle time after which the controller starts folding the buffer.
     pub slc_idle_ns: u64,
+    /// A run of logically consecutive host units at least this long is a
+    /// sequential stream: its further units bypass the SLC buffer and are
+    /// programmed straight into the array (0: every host write goes through
+    /// the buffer).
+    pub slc_bypass_bytes: u64,
 }
 
 /// The rates a preset reproduces: `[published]`, measurements of the named
@@ -242,6 +247,7 @@ impl DeviceConfig {
             "slc_cache_bytes": self.ftl.slc_cache_bytes,
             "slc_program_us": self.timing.slc_program_ns as f64 / 1000.0,
             "slc_idle_ms": self.ftl.slc_idle_ns as f64 / 1e6,
+            "slc_bypass_bytes": self.ftl.slc_bypass_bytes,
             // The host interface's rate (bytes/s, 0: unlimited): no write is the device's before
             // its bytes crossed it (the report's device check)
             "host_bytes_per_s": self.timing.host_bytes_per_s,
@@ -598,6 +604,13 @@ pub fn parse_preset(
     if f.table.contains_key("slc_idle_ms") && slc_cache_bytes == 0 {
         return Err(f.err("slc_idle_ms", "needs `ftl.slc_cache` (the buffer it flushes)"));
     }
+    let slc_bypass_bytes = f.size("slc_bypass")?.unwrap_or(0);
+    if f.table.contains_key("slc_bypass") && slc_cache_bytes == 0 {
+        return Err(f.err("slc_bypass", "needs `ftl.slc_cache` (the buffer sequential streams bypass)"));
+    }
+    if slc_bypass_bytes % map_unit as u64 != 0 {
+        return Err(f.err("slc_bypass", format!("{slc_bypass_bytes} is not a whole number of mapping units ({map_unit} bytes)")));
+    }
     if slc_cache_bytes > 0 {
         if kind != FtlKind::Page {
             return Err(f.err("slc_cache", "applies to the page FTL only"));
@@ -753,6 +766,7 @@ pub fn parse_preset(
             sequential_log,
             slc_cache_bytes: slc_rows * slc_sb_bytes,
             slc_idle_ns,
+            slc_bypass_bytes,
         },
         declared,
         part,
@@ -876,12 +890,18 @@ cache = "64K"
         assert_eq!(c.geo.data_rows, off.geo.data_rows + 4);
         assert_eq!((c.timing.slc_program_ns, c.ftl.slc_idle_ns), (150_000, 5_000_000));
         assert_eq!((off.ftl.slc_cache_bytes, off.slc_sbs(), off.timing.slc_program_ns), (0, 0, 0));
+        assert_eq!(c.ftl.slc_bypass_bytes, 0, "no bypass unless asked");
+        let by = block(&on.replace("slc_idle_ms = 5", "slc_idle_ms = 5\nslc_bypass = \"256K\""), None).unwrap();
+        assert_eq!(by.ftl.slc_bypass_bytes, 256 << 10);
         let cases = [
             (on.replace("slc_program_us = 150\n", ""), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),
             (mlc.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: needs `ftl.slc_cache`"),
             (mlc.replace("cache = \"64K\"", "cache = \"64K\"\nslc_idle_ms = 5"), "`ftl.slc_idle_ms`: needs `ftl.slc_cache`"),
             (on.replace("slc_cache = \"1M\"", "slc_cache = \"lots\""), "`ftl.slc_cache`: `lots` is not a size"),
             (on.replace("slc_idle_ms = 5", "slc_idle_ms = -1"), "`ftl.slc_idle_ms`: -1 is out of range"),
+            (mlc.replace("cache = \"64K\"", "cache = \"64K\"\nslc_bypass = \"256K\""), "`ftl.slc_bypass`: needs `ftl.slc_cache`"),
+            (on.replace("slc_idle_ms = 5", "slc_idle_ms = 5\nslc_bypass = 6000"), "`ftl.slc_bypass`: 6000 is not a whole number of mapping units"),
+            (on.replace("slc_idle_ms = 5", "slc_idle_ms = 5\nslc_bypass = \"far\""), "`ftl.slc_bypass`: `far` is not a size"),
             (on.replace("type = \"page\"", "type = \"hybrid\""), "`ftl.slc_cache`: applies to the page FTL only"),
             (SMALL_PAGE.replace("bus_mb_s = 200", "bus_mb_s = 200\nslc_program_us = 150"), "`nand.timing.slc_program_us`: applies to mlc and tlc"),
             (on.replace("slc_cache = \"1M\"", "slc_cache = \"64M\""), "too small for the"),

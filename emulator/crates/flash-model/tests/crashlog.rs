@@ -337,6 +337,15 @@ proptest! {
     }
 
     #[test]
+    fn page_mlc_slc_buffer_with_bypass(ops in prop::collection::vec(op(512, 4096), 1..200), seed in 0..1000u64, cuts in prop::collection::vec(0..10_000usize, 3)) {
+        // writes of three units or more continue into the array past their first two: units move
+        // between the two paths, and a cut meets both
+        let text = page_mlc_slc(0.0).replace("slc_idle_ms = 0", "slc_idle_ms = 0\nslc_bypass = \"8K\"");
+        assert!(text.contains("slc_bypass"));
+        check(&unprotected(&text), &ops, seed, &cuts)?;
+    }
+
+    #[test]
     fn hybrid_unprotected(ops in prop::collection::vec(op(64, 4096), 1..150), seed in 0..1000u64, cuts in prop::collection::vec(0..10_000usize, 3)) {
         check(&unprotected(HYBRID), &ops, seed, &cuts)?;
     }

@@ -214,3 +214,97 @@ fn a_cut_during_a_fold_loses_nothing_flushed() {
         d.ftl.check(&d.media).unwrap();
     }
 }
+
+/// The buffered preset with sequential streams of `bypass` bytes and more
+/// sent straight to the array.
+fn preset_bypass(bypass: &str) -> String {
+    preset(true).replace("slc_idle_ms = 10", &format!("slc_idle_ms = 10\nslc_bypass = \"{bypass}\""))
+}
+
+/// `n` random 4 KiB writes over the first `span` bytes at queue depth 1
+/// from `t`; returns (end, IO/s).
+fn random(d: &mut Device, t: u64, span: u64, n: u64, seed: u64) -> (u64, f64) {
+    let b = [0x33u8; 4096];
+    let mut x = seed | 1;
+    let mut now = t;
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        now = d.write(now, x % (span / 4096) * 4096, &b).unwrap();
+    }
+    (now, n as f64 / ((now - t) as f64 / 1e9))
+}
+
+#[test]
+fn a_sequential_stream_bypasses_the_buffer_and_leaves_it_to_random_writes() {
+    // a large file: past the first 256 KiB of the run, straight into the
+    // array at its direct rate, and nothing to fold
+    let mut d = null_device(&preset_bypass("256K"), None, 1);
+    let (t, seq) = stream(&mut d, 0, 0, 24 * MIB);
+    let slc_pages = stat(&d, "page_programs");
+    assert!(slc_pages * 16384 <= 256 * 1024, "{slc_pages} buffer pages for a sequential stream");
+    assert_eq!(stat(&d, "folds"), 0);
+    let mut direct = null_device(&preset(false), None, 1);
+    let (_, array) = stream(&mut direct, 0, 0, 24 * MIB);
+    assert!((seq / array - 1.0).abs() < 0.05, "bypassing stream {seq:.2} MB/s vs the array alone {array:.2}");
+    // the random writes after it land in the empty buffer at SLC speed;
+    // without the bypass the same writes find it full of the stream and
+    // wait for folds
+    let (_, absorbed) = random(&mut d, t, 32 * MIB, 512, 7);
+    let mut full = null_device(&preset(true), None, 1);
+    let (t2, _) = stream(&mut full, 0, 0, 24 * MIB);
+    let (_, folding) = random(&mut full, t2, 32 * MIB, 512, 7);
+    assert!(absorbed > 2.0 * folding, "random writes after a bypassing stream {absorbed:.0} IO/s, after a buffered one {folding:.0}");
+    d.ftl.check(&d.media).unwrap();
+}
+
+#[test]
+fn runs_shorter_than_the_bypass_stay_in_the_buffer() {
+    let mut d = null_device(&preset_bypass("256K"), None, 1);
+    // 128 KiB runs, each somewhere else: all buffered
+    let buf = vec![0u8; 128 * 1024];
+    let mut t = 0;
+    for i in 0..32u64 {
+        t = d.write(t, (i * 7 % 32) * MIB, &buf).unwrap();
+    }
+    d.flush(t).unwrap();
+    assert!(stat(&d, "page_programs") >= 32 * 128 * 1024 / 16384, "short runs were not buffered");
+    assert_eq!(d.stats_json()["nand"]["host_page_programs"].as_u64().unwrap(), stat(&d, "page_programs"));
+}
+
+#[test]
+fn a_unit_rewritten_across_the_two_paths_reads_back_its_last_version() {
+    // (a unit's older copy waiting in the other path's page is programmed first)
+    // a stream (straight to the array) rewritten in places by small writes
+    // (into the buffer) and then by the stream again, with a cut after a
+    // flush: every unit reads back the version written last
+    let mut d = mem_device(&page_mlc_slc(1000.0).replace("slc_idle_ms = 1000", "slc_idle_ms = 1000\nslc_bypass = \"16K\""), 4);
+    let u = 4096u64;
+    let mut b = vec![0u8; u as usize];
+    let mut t = 0;
+    let mut ver = vec![0u64; 64];
+    for (round, step) in [(1u64, 1u64), (2, 5), (3, 1), (4, 3)] {
+        let mut a = 0;
+        while a < 64 {
+            pattern(&mut b, a, round);
+            t = d.write(t, a * u, &b).unwrap();
+            ver[a as usize] = round;
+            a += step;
+        }
+        // read back before any flush: the controller's pages are consulted
+        for a in 0..64u64 {
+            d.read(t, a * u, &mut b).unwrap();
+            assert_eq!(decode(&b, a), Some(ver[a as usize]), "unit {a} in round {round}");
+        }
+    }
+    let t = d.flush(t).unwrap();
+    d.power_cut(t);
+    d.restart();
+    let t = d.clock;
+    for a in 0..64u64 {
+        d.read(t, a * u, &mut b).unwrap();
+        assert_eq!(decode(&b, a), Some(ver[a as usize]), "unit {a} after the cut");
+    }
+    d.ftl.check(&d.media).unwrap();
+}

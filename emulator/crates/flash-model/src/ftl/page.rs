@@ -18,7 +18,13 @@
 //! write finds the buffer full: then every buffer block the host fills costs
 //! a fold, and the host sees the array's sustained rate. Data in the buffer
 //! is ordinary mapped data: durable once programmed and committed, like any
-//! other page.
+//! other page. With `ftl.slc_bypass`, a sequential stream (a run of
+//! logically consecutive units at least that long) goes straight into the
+//! array once recognised, as controllers keep the buffer for small, scattered
+//! (and soon rewritten) data: a large file then writes at the array's direct
+//! rate and leaves the buffer free for the random writes around it (a unit
+//! changing paths while its older copy still waits in the other path's page
+//! has that page programmed first, so the copies are mapped in order).
 
 use std::collections::{HashSet, VecDeque};
 
@@ -83,6 +89,12 @@ pub struct PageFtl {
     slc_closed: VecDeque<u32>,
     /// The fold under way: (superblock, next slot, its wear when begun).
     fold_cur: Option<(u32, u32, u32)>,
+    /// Units of a logically consecutive run after which host data bypasses
+    /// the buffer (0: never).
+    bypass_units: u32,
+    /// The unit that would continue the current run, and the run's length.
+    run_next: u32,
+    run_len: u32,
     urgent: Vec<u32>,
     /// Units whose data GC found uncorrectable: reads fail until rewritten.
     lost: HashSet<u32>,
@@ -134,6 +146,9 @@ impl PageFtl {
             slc_free: Vec::new(),
             slc_closed: VecDeque::new(),
             fold_cur: None,
+            bypass_units: (cfg.ftl.slc_bypass_bytes / cfg.unit_bytes() as u64) as u32,
+            run_next: NONE,
+            run_len: 0,
             urgent: Vec::new(),
             lost,
             journal: Vec::new(),
@@ -709,6 +724,26 @@ impl PageFtl {
         end
     }
 
+    /// Where a host unit goes: the array without a buffer; with one, the
+    /// buffer, unless it continues a sequential run past `bypass_units`.
+    /// Returns the other host path too when an older copy of the unit still
+    /// waits in that path's page: the caller programs that page first, so
+    /// the two copies reach the array (and the mapping) in the order written.
+    fn host_stream(&mut self, lpn: u32) -> (Stream, Option<Stream>) {
+        if !self.slc_on() {
+            return (Stream::Host, None);
+        }
+        self.run_len = if lpn == self.run_next { self.run_len.saturating_add(1) } else { 1 };
+        self.run_next = lpn.wrapping_add(1);
+        let (stream, other) = if self.bypass_units > 0 && self.run_len > self.bypass_units {
+            (Stream::Host, Stream::Slc)
+        } else {
+            (Stream::Slc, Stream::Host)
+        };
+        let waiting = self.wp_mut(other).as_ref().map_or(false, |w| w.lpns.contains(&lpn));
+        (stream, waiting.then_some(other))
+    }
+
     fn find_buffered(&self, lpn: u32) -> Option<(Stream, usize)> {
         for (stream, wp) in [(Stream::Host, &self.host), (Stream::Gc, &self.gc), (Stream::Slc, &self.slc), (Stream::Fold, &self.fold)] {
             if let Some(w) = wp {
@@ -760,7 +795,10 @@ impl Ftl for PageFtl {
         if self.read_only {
             return Err(FtlError::ReadOnly);
         }
-        let stream = if self.slc_on() { Stream::Slc } else { Stream::Host };
+        let (stream, older) = self.host_stream(lpn);
+        if let Some(other) = older {
+            self.pad(m, other, t)?;
+        }
         if stream == Stream::Slc
             && self.slc_free.is_empty()
             && self.slc.as_ref().map_or(false, |w| w.lpns.len() as u32 + 1 == self.upp)
