@@ -6,9 +6,10 @@ PYTHON ?= python3
 setup:
 	./scripts/setup.sh
 
-# the main job: the quick profile (ten writable filesystems and two read-only images) on the default emulated device
+# the main job: the quick profile (ten writable filesystems and two read-only images) on the default emulated
+# device, in virtual time (every timed figure the device model's, whatever the host's load; README)
 demo: setup
-	$(PYTHON) -m flashbed.cli run --profile quick
+	$(PYTHON) -m flashbed.cli run --profile quick --clock virtual
 
 test: setup
 	@if [ -f emulator/Cargo.toml ]; then cargo test --release --manifest-path emulator/Cargo.toml; fi
