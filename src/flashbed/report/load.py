@@ -458,7 +458,8 @@ def _kernel_text(k: dict[str, Any]) -> str:
     release = str(k.get("release") or k.get("source_version") or "?")
     extra = []
     if k.get("name"):
-        extra.append(f"{k['name']} kernel")
+        # the time-travel flavour beside the SMP one of a virtual-time run: same release, other kernel
+        extra.append(f"{k['name']} kernel" + (f", {k['flavour']} flavour" if k.get("flavour") else ""))
     if k.get("source_version") and str(k["source_version"]) != release:
         extra.append(f"from linux-source {k['source_version']}")
     return release + (f" ({', '.join(extra)})" if extra else "")
