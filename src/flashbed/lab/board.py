@@ -372,7 +372,7 @@ class BoardLab:
                     ready.append(time.monotonic() - started)
                 elif line.startswith("FLASHBED-CALL "):
                     _, name, body = line.rstrip("\n").split(" ", 2)
-                    threading.Thread(target=_answer, args=(proc, host, name, body), daemon=True).start()
+                    threading.Thread(target=_answer, args=(proc, host, name, body, kill), daemon=True).start()
             proc.wait()
             # the power switch took the board (and this session) down: a cut, as the kill is
             killed = (kill is not None and kill.is_set()) or self.board.off
@@ -423,7 +423,7 @@ def _watch(proc, kill: threading.Event | None, timeout: float, started: float) -
 _WRITE = threading.Lock()
 
 
-def _answer(proc, host: HostHandler | None, name: str, body: str) -> None:
+def _answer(proc, host: HostHandler | None, name: str, body: str, kill: threading.Event | None = None) -> None:
     try:
         call = HostCall.from_json(json.loads(body))
         if host is None:
@@ -431,6 +431,10 @@ def _answer(proc, host: HostHandler | None, name: str, body: str) -> None:
         answer = HostAnswer(ok=True, data=host(call.call, call.args))
     except Exception as e:  # the guest gets the error; the cell decides
         answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
+    if kill is not None and kill.is_set():
+        # the call stopped the boot (a power cut): no answer, as a lab that dies gives none;
+        # answered, the workload ran on (and unmounted cleanly) before the KILL reached it
+        return
     with _WRITE:
         try:
             proc.stdin.write(f"ANSWER {name} {json.dumps(answer.to_json())}\n".encode())
