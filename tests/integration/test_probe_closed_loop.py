@@ -69,16 +69,7 @@ def test_the_probe_finds_the_erase_unit_and_the_open_aus(name, probed):
             result.open_aus.note
 
 
-# Open (issue 17): with emmc-8g's SLC bypass and virtual-time fit, the probe's 4 KiB
-# random writes (after its reads and flashbench, the SLC buffer folded) completed in the
-# guest at the bus transfer time (~164 us, 6 100 IO/s) while the model's own mean
-# latency for the same requests was ~450 us (2 220 IO/s): a guest completion that is not
-# the model's `finish` time. Kept visible as an expected failure until that path is found.
-COMPLETION_GAP = {"emmc-8g": "guest completions faster than the model's own latency after the SLC buffer folded"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=COMPLETION_GAP[n], strict=False))
-                                  if n in COMPLETION_GAP else n for n in _block_presets()])
+@pytest.mark.parametrize("name", _block_presets())
 def test_the_probes_random_rates_are_the_models(name, probed):
     _, result = probed(name)
     assert not _off(result, ("rand_read_4k_iops", "rand_write_4k_iops"))

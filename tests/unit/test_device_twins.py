@@ -180,6 +180,19 @@ def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp
     assert "erase unit (AU)" in shown and "4 MiB" in shown and "16 KiB" in shown
 
 
+def test_in_virtual_time_the_probe_takes_a_jobs_mean_as_the_devices_rate():
+    """An SLC buffer's random writes: most at the bus's pace (the median), some waiting for a
+    fold. In real time the median guards against the host's load; in virtual time no load
+    lengthens a request, and the mean (2.7 medians here, under HEAVY_TAIL) is the device's rate."""
+    import dataclasses
+    result = _probe_result(None)
+    rates = {**result.rates, "randwrite-spread": {"iops": 2223.0, "lat_p50": 164.0}}
+    real = dataclasses.replace(result, rates=rates, lab_us={})
+    virtual = dataclasses.replace(real, clock="virtual")
+    assert real.device_figures()["rand_write_4k_iops"] == pytest.approx(1e6 / 164.0)
+    assert virtual.device_figures()["rand_write_4k_iops"] == pytest.approx(2223.0)
+
+
 def test_bench_suggests_the_firmware_time_that_closes_the_latency_gap():
     from flashbed.bench.presets import Row, suggest
     dev = presets.load_spec("nand-2g-4k")  # any preset file without firmware times
