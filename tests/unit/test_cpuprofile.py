@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.report_fixtures import generator
+from tests.unit.test_clock import _info
 
 from flashbed.cell import guest_cpu
 from flashbed.cli import main
@@ -100,13 +101,6 @@ def test_real_time_ignores_a_cpu_profile_and_says_so_once():
     assert [c.key.id for c in plan.cells] == ["emmc-8g@256M/ext4/mkfs/r0"]
     assert [c.cpu_profile for c in plan.cells] == [""]
     assert clock_notes(plan) == [cpuprofile.REAL_TIME_NOTE]
-
-
-def _info(time_travel: bool) -> kernel.KernelInfo:
-    return kernel.KernelInfo(path="/x/linux", key="k", name="7.3", source_package="linux-source-7.3",
-                             source_version="v", release="7.3.4", patches=[], boot_mode="seccomp",
-                             max_cpus=1 if time_travel else 8, build_seconds=1.0, built_at="now",
-                             flavour=kernel.TIME_TRAVEL if time_travel else "")
 
 
 def test_the_costs_go_on_the_time_travel_kernels_command_line_only(tmp_path):
