@@ -6,8 +6,9 @@ timing it with CLOCK_MONOTONIC, or asks the host (protocol.HostCall), and
 rewrites `result.json` atomically after every step so that a killed lab still
 leaves everything that finished. Then powers the lab kernel off.
 
-Standard library only: it runs on the host's Debian python3 with -S -I, and
-must not import flashbed (the guest sees the host's files, not its venv).
+Standard library only: it runs on the host's Debian python3 with -S -s -P (-I
+without -E: init.sh gives it a fixed hash seed), and must not import flashbed
+(the guest sees the host's files, not its venv).
 """
 
 from __future__ import annotations
