@@ -31,3 +31,7 @@ bench: setup
 	$(PYTHON) -m flashbed.cli bench presets
 	$(PYTHON) -m flashbed.cli bench powercut --cycles 20
 	$(PYTHON) -m flashbed.cli bench crashstates --device emmc-8g@64M
+	$(PYTHON) -m flashbed.cli bench clock --device emmc-8g@512M --hog
+	$(PYTHON) -m flashbed.cli bench cpu --device emmc-8g@512M
+	$(PYTHON) -m flashbed.cli bench clock --profile quick --device emmc-8g@512M
+	$(PYTHON) -m flashbed.cli bench clock --profile quick --device sandisk-ultra-fit-32g@512M

@@ -169,9 +169,13 @@ def _parser() -> argparse.ArgumentParser:
     bck = bsub.add_parser("clock", help="the same fio jobs in real and virtual time, against the device model's "
                           "own timing, with wall-clock seconds per figure")
     bck.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
-    bck.add_argument("--runs", type=int, default=3, help="runs per clock, interleaved (medians printed)")
+    bck.add_argument("--runs", type=int, help="runs per clock, interleaved (medians printed; default 3, "
+                     "with --profile 1)")
     bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
     bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
+    bck.add_argument("--profile", help="instead of the fio jobs: a whole `flashbed run --profile P` on --device in "
+                     "each clock, timed as a process (default --runs 1)")
+    bck.add_argument("--keep", help="with --profile: keep the runs' directories under this new directory")
     bcp = bsub.add_parser("cpu", help="each guest CPU cost profile in virtual time: a null-syscall loop's guest time "
                           "per call, fio 4 KiB QD1 random read with the device's and the CPU's share")
     bcp.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
@@ -316,12 +320,30 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.bench_cmd == "clock":
             from .bench import clock as clock_bench
             from .devices import presets
-            if args.runs < 1 or args.runtime <= 0:
+            runs = args.runs if args.runs is not None else (1 if args.profile else 3)
+            if runs < 1 or args.runtime <= 0:
                 raise FlashbedError("--runs must be at least 1 and --runtime positive")
+            if args.profile:
+                from .profiles import PROFILES
+                if args.profile not in PROFILES:
+                    raise FlashbedError(f"--profile '{args.profile}' is not a profile: choose from "
+                                        f"{', '.join(PROFILES)}")
+                if args.hog:
+                    raise FlashbedError("--hog times fio jobs, not a whole profile: drop --hog or --profile")
             dev = presets.load_spec(args.device)
             if dev.backend != "emulator" or dev.kind != "block":
                 raise FlashbedError(f"bench clock measures an emulated block device, not {args.device}")
-            clock_bench.bench(args.device, args.runs, args.runtime, args.hog)
+            if args.profile:
+                from .bench import profilewall
+                keep = None
+                if args.keep:
+                    keep = Path(args.keep)
+                    if keep.exists():
+                        raise FlashbedError(f"--keep {keep} exists: name a new directory")
+                    keep.mkdir(parents=True)
+                profilewall.bench(args.profile, args.device, runs, keep)
+                return 0
+            clock_bench.bench(args.device, runs, args.runtime, args.hog)
             return 0
         if args.bench_cmd == "cpu":
             from .bench import cpu as cpu_bench

@@ -16,6 +16,9 @@ from flashbed.errors import FlashbedError
     (["bench", "lab", "--kernel", "4.4"], "unknown lab kernel '4.4'"),
     (["bench", "lab", "--parts", "lab,gpu"], "unknown bench lab part 'gpu'"),
     (["bench", "lab", "--runs", "0"], "--runs must be at least 1"),
+    (["bench", "clock", "--profile", "fast"], "--profile 'fast' is not a profile"),
+    (["bench", "clock", "--profile", "quick", "--hog"], "--hog times fio jobs, not a whole profile"),
+    (["bench", "clock", "--profile", "quick", "--runs", "0"], "--runs must be at least 1"),
 ])
 def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
     assert main(argv) == 2

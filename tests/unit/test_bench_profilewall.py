@@ -1,0 +1,39 @@
+"""bench clock --profile: the whole-profile timing per clock, with the runs faked (the
+real `flashbed run` of a profile is what `make bench` times)."""
+
+import io
+import json
+
+from flashbed.bench import profilewall
+from flashbed.lab.clock import Clock
+
+
+def test_runs_interleave_and_the_ratio_is_real_over_virtual(monkeypatch, tmp_path):
+    order = []
+
+    def fake(profile, device, clock, out, log):
+        order.append(clock)
+        secs = {Clock.REAL: 600.0, Clock.VIRTUAL: 200.0}[clock] + len(order)
+        return profilewall.ProfileRun(clock, secs, 10, 10, 1.0)
+
+    monkeypatch.setattr(profilewall, "run_once", fake)
+    out = io.StringIO()
+    done = profilewall.bench("quick", "sandisk-ultra-fit-32g@512M", runs=2, stream=out)
+    assert order == [Clock.VIRTUAL, Clock.REAL, Clock.VIRTUAL, Clock.REAL]
+    assert [r.seconds for r in done[Clock.REAL]] == [602.0, 604.0]
+    text = out.getvalue()
+    # medians 603 / 202
+    assert "real / virtual: 2.99x" in text and "median of 2 runs" in text
+
+
+def test_a_run_is_one_flashbed_run_process_per_clock(tmp_path):
+    cmd = profilewall.command("quick", "emmc-8g@512M", Clock.VIRTUAL, tmp_path / "v")
+    assert cmd[1:] == ["-m", "flashbed.cli", "run", "--profile", "quick", "--device", "emmc-8g@512M",
+                       "--clock", "virtual", "--out", str(tmp_path / "v")]
+
+
+def test_cells_are_counted_from_the_run_directory(tmp_path):
+    (tmp_path / "cells").mkdir()
+    for i, status in enumerate(["ok", "ok", "failed"]):
+        (tmp_path / "cells" / f"c{i}.json").write_text(json.dumps({"status": status}))
+    assert profilewall._count(tmp_path) == (3, 2)
