@@ -97,7 +97,7 @@ def test_one_profile_keeps_the_cell_ids_and_several_are_an_axis_of_virtual_cells
 
 def test_real_time_ignores_a_cpu_profile_and_says_so_once():
     from flashbed.plan import PlanRequest, clock_notes, make_plan
-    plan = make_plan(PlanRequest(**BASE, cpu_profiles=("cortex-a8", "none")))
+    plan = make_plan(PlanRequest(**BASE, cpu_profiles=("cortex-a8", "none"), clocks=("real",)))
     assert [c.key.id for c in plan.cells] == ["emmc-8g@256M/ext4/mkfs/r0"]
     assert [c.cpu_profile for c in plan.cells] == [""]
     assert clock_notes(plan) == [cpuprofile.REAL_TIME_NOTE]
