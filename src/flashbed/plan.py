@@ -411,7 +411,7 @@ def clock_notes(plan: "Plan") -> list[str]:
     groups: dict[clock.RealWhy, list[RealTime]] = {}
     for rt in plan.real_time:
         groups.setdefault(rt.why, []).append(rt)
-    notes = [_real_time_line(why, rts, plan) for why, rts in groups.items()]
+    notes = [_real_time_line(why, groups[why], plan) for why in clock.RealWhy if why in groups]
     if plan.request.cpu_profiles and any(c.clock != "virtual" for c in plan.cells):
         notes.append(cpuprofile.REAL_TIME_NOTE)
     return notes
