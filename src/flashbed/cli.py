@@ -118,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", choices=["local", "dask"])
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    r.add_argument("--pace", help="emulator clock: auto (default: none for the failure studies, whose outcomes "
-                   "do not depend on timing, real for the rest), real, or none (skip the device's delays)")
+    r.add_argument("--pace", help="emulator clock of real-time cells: auto (default: none for the failure studies, "
+                   "whose outcomes do not depend on timing, real for the rest), real, or none (skip the device's "
+                   "delays); virtual-time cells cost no wall-clock time for them")
     r.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
                    "7.3:ptrace (repeatable or comma-separated: cells of each)")
     r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "

@@ -175,3 +175,10 @@ def test_clock_labels():
     for bad in (["auto", "real"], ["sundial"], ["Auto"]):
         with pytest.raises(Exception):
             clock.labels(bad)
+
+
+def test_run_help_names_auto_as_the_default_clock(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the lab's clock: auto (default), real or virtual" in text and "the cpu study" in text
