@@ -472,8 +472,8 @@ def _run(args: argparse.Namespace) -> int:
                           clocks=clock.labels(_split(args.clock, "clock")),
                           cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
         store = RunStore(args.out or Path("runs") / req.run_id())
-        if not args.out:
-            _note_real_time_run(req, store)
+    # this command's run from before auto was the default clock, left as it is (said with the notes below)
+    old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
     if req.target:
         return _run_board(args, req, store)
     if args.power_cmd is not None:  # a resumed lab run
@@ -486,7 +486,7 @@ def _run(args: argparse.Namespace) -> int:
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
     store.create()  # a run directory that cannot be made is the one line, not after the notes
-    for line in ([note] if note else []) + plan.skipped_lines() + clock_notes(plan):
+    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
     infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
@@ -555,18 +555,19 @@ def _check_studies_of(store, studies: tuple[str, ...]) -> None:
                             f"{', '.join(have) or 'none yet'}")
 
 
-def _note_real_time_run(req, store) -> None:
-    """One line when this command made a run in real time before auto became the default: that
-    run has another id, so it is left as it is, not finished in virtual time."""
+def _real_time_run(req, store) -> str:
+    """A line when this command made a run in real time before auto became the default ('' if
+    not): that run has another id, so it is left as it is, not finished in virtual time."""
     import dataclasses
     from .lab import clock
     from .store import RunStore
     if req.resolved().clocks != clock.RUN_DEFAULT or store.exists():
-        return
+        return ""
     old = RunStore(store.root.parent / dataclasses.replace(req, clocks=()).run_id())
-    if old.exists():
-        print(f"flashbed: run {old.root.name}, this command's run in real time (the default before auto), is left "
-              f"as it is: `flashbed run --resume {old.root.name}` finishes it in real time", file=sys.stderr)
+    if not old.exists():
+        return ""
+    return (f"run {old.root.name}, this command's run in real time (the default before auto), is left as it is: "
+            f"`flashbed run --resume {old.root.name}` finishes it in real time")
 
 
 def _stored_request(store):

@@ -349,7 +349,8 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped, real_time)
 
 
-def _cell_clock(clk: clock.Clock, choice: Any, dev: Device, study: Any, n: int) -> tuple[clock.Clock, clock.RealWhy | None]:
+def _cell_clock(clk: clock.Clock, choice: Any, dev: Device, study: Any,
+                n: int) -> tuple[clock.Clock, clock.RealWhy | None]:
     """The clock a cell asked to run on `clk` runs on, and why it is real time if virtual time was
     asked for (by name or by auto; make_plan has refused a kernel or vCPUs virtual time cannot
     have when it was asked for by name, and left a virtual case of several vCPUs out)."""
@@ -419,19 +420,19 @@ def clock_notes(plan: "Plan") -> list[str]:
 
 def _real_time_line(why: clock.RealWhy, rts: list[RealTime], plan: "Plan") -> str:
     n = len(rts)
-    cells = f"{n} cell{'s' if n > 1 else ''}"
+    cells, run = (f"{n} cells", "run") if n > 1 else ("1 cell", "runs")
     if why is clock.RealWhy.DEVICE:
         devs = ", ".join(f"{d} ({plan.devices[d].backend})" for d in dict.fromkeys(rt.device for rt in rts))
-        return (f"{cells} on {devs} run in real time: virtual time needs a device the emulator serves "
+        return (f"{cells} on {devs} {run} in real time: virtual time needs a device the emulator serves "
                 f"(nandsim and real devices have no model clock)")
     if why is clock.RealWhy.KERNEL:
         kerns = ", ".join(dict.fromkeys(rt.kernel for rt in rts))
         with_tt = " or ".join(k for k, s in kernel.KERNELS.items() if s.time_travel_ok)
-        return (f"{cells} on lab kernel {kerns} run in real time: it has no virtual-time flavour "
+        return (f"{cells} on lab kernel {kerns} {run} in real time: it has no virtual-time flavour "
                 f"(virtual time runs on lab kernel {with_tt})")
     if why is clock.RealWhy.SMP:
         where = ", ".join(f"{s} at {c} vCPUs" for s, c in dict.fromkeys((rt.study, rt.cpus) for rt in rts))
-        return f"{cells} ({where}) run in real time: the virtual-time lab kernel runs one vCPU (it has no SMP)"
+        return f"{cells} ({where}) {run} in real time: the virtual-time lab kernel runs one vCPU (it has no SMP)"
     studies = ", ".join(dict.fromkeys(rt.study for rt in rts))
     return (f"study {studies} measures the lab's real CPU time, apart from the timed figures: its cells run in "
             f"real time")

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 import pytest
 
 from flashbed import cpus
-from flashbed.cli import _note_real_time_run, _stored_request, main
+from flashbed.cli import _real_time_run, _stored_request, main
 from flashbed.lab import clock
 from flashbed.plan import PlanRequest, clock_notes, make_plan
 from flashbed.store import RunStore
@@ -50,7 +50,7 @@ def test_auto_on_a_kernel_without_a_virtual_time_flavour_runs_it_in_real_time():
     plan = make_plan(PlanRequest(**EMMC, studies=("mkfs",), kernels=("6.12", "7.3")))
     assert _clocks(plan) == {"emmc-8g@256M/kernel-6.12/ext4/mkfs/r0": "real",
                              "emmc-8g@256M/kernel-7.3/ext4/mkfs/r0": "virtual"}
-    assert clock_notes(plan) == ["1 cell on lab kernel 6.12 run in real time: it has no virtual-time flavour "
+    assert clock_notes(plan) == ["1 cell on lab kernel 6.12 runs in real time: it has no virtual-time flavour "
                                  "(virtual time runs on lab kernel 7.3)"]
     # asked for by name, virtual time is refused there, in one line (as before auto)
     with pytest.raises(Exception, match="lab kernel 6.12 has no virtual-time flavour"):
@@ -70,7 +70,7 @@ def test_auto_runs_a_scaling_case_of_two_vcpus_in_real_time_and_the_rest_in_virt
     plan = make_plan(PlanRequest(**EMMC, studies=("mixed",), overrides=SCALING))
     clocks = {c.key.case: c.clock for c in plan.cells}
     assert clocks == {"": "virtual", "scale-1vcpu": "virtual", "scale-2vcpu": "real"}
-    assert clock_notes(plan) == ["1 cell (mixed at 2 vCPUs) run in real time: the virtual-time lab kernel runs "
+    assert clock_notes(plan) == ["1 cell (mixed at 2 vCPUs) runs in real time: the virtual-time lab kernel runs "
                                  "one vCPU (it has no SMP)"]
     # virtual time by name leaves that case out, as before
     strict = make_plan(PlanRequest(**EMMC, studies=("mixed",), overrides=SCALING, clocks=("virtual",)))
@@ -157,17 +157,16 @@ def test_resuming_an_old_real_time_run_keeps_real_time(tmp_path, with_clocks_fie
     check_resume(make_plan(stored), RunStore(root))  # the same request: finished as it was made
 
 
-def test_the_same_command_says_its_old_real_time_run_is_left_as_it_is(tmp_path, capsys):
+def test_the_same_command_says_its_old_real_time_run_is_left_as_it_is(tmp_path):
     req = PlanRequest(**EMMC, studies=("mkfs",))
     old = replace(req, clocks=())
     _old_real_time_run(tmp_path / old.run_id(), True)
     new = RunStore(tmp_path / req.run_id())
-    _note_real_time_run(req, new)
-    err = capsys.readouterr().err
-    assert err == (f"flashbed: run {old.run_id()}, this command's run in real time (the default before auto), is "
-                   f"left as it is: `flashbed run --resume {old.run_id()}` finishes it in real time\n")
-    _note_real_time_run(replace(req, clocks=("virtual",)), new)  # not the default: nothing to say
-    assert capsys.readouterr().err == ""
+    assert _real_time_run(req, new) == (
+        f"run {old.run_id()}, this command's run in real time (the default before auto), is left as it is: "
+        f"`flashbed run --resume {old.run_id()}` finishes it in real time")
+    assert _real_time_run(replace(req, clocks=("virtual",)), new) == ""  # not the default: nothing to say
+    assert _real_time_run(req, RunStore(tmp_path / old.run_id())) == ""  # --clock real's own run
 
 
 def test_clock_labels():

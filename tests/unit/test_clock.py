@@ -115,7 +115,7 @@ def test_virtual_time_on_nandsim_runs_in_real_time_and_says_so():
     plan = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("mkfs",), clocks=("virtual",)))
     assert {c.clock for c in plan.cells} == {"real"}
     notes = clock_notes(plan)
-    assert notes == ["1 cell on nand-2g-4k@128M (nandsim) run in real time: virtual time needs a device the "
+    assert notes == ["1 cell on nand-2g-4k@128M (nandsim) runs in real time: virtual time needs a device the "
                      "emulator serves (nandsim and real devices have no model clock)"]
 
 
