@@ -7,9 +7,10 @@ setup:
 	./scripts/setup.sh
 
 # the main job: the quick profile (ten writable filesystems and two read-only images) on the default emulated
-# device, in virtual time (every timed figure the device model's, whatever the host's load; README)
+# device, in virtual time by flashbed run's default clock, auto (every timed figure the device model's, whatever
+# the host's load; the cpu study in real time; README)
 demo: setup
-	$(PYTHON) -m flashbed.cli run --profile quick --clock virtual
+	$(PYTHON) -m flashbed.cli run --profile quick
 
 test: setup
 	@if [ -f emulator/Cargo.toml ]; then cargo test --release --manifest-path emulator/Cargo.toml; fi

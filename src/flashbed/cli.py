@@ -118,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--executor", default="local", choices=["local", "dask"])
     r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
     r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    r.add_argument("--pace", help="emulator clock: auto (default: none for the failure studies, whose outcomes "
-                   "do not depend on timing, real for the rest), real, or none (skip the device's delays)")
+    r.add_argument("--pace", help="emulator clock of real-time cells: auto (default: none for the failure studies, "
+                   "whose outcomes do not depend on timing, real for the rest), real, or none (skip the device's "
+                   "delays); virtual-time cells cost no wall-clock time for them")
     r.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
                    "7.3:ptrace (repeatable or comma-separated: cells of each)")
     r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
@@ -130,9 +131,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
     r.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a command "
                    "run here with {action} made on, off or cycle: enables the powercut study on the board")
-    r.add_argument("--clock", action="append", help="real (default) or virtual: the lab's clock (repeatable or "
-                   "comma-separated: cells of each). Virtual: the time-travel lab kernel, each request of an "
-                   "emulated device completing when its model says; nandsim and real devices run in real time")
+    r.add_argument("--clock", action="append", help="the lab's clock: auto (default), real or virtual (real,virtual: "
+                   "cells of each). Virtual: the time-travel lab kernel, each request of an emulated device "
+                   "completing when its model says. Auto: virtual time for every cell that can run in it; real "
+                   "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
+                   "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
     r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
                    "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
                    "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
@@ -491,6 +494,8 @@ def _run(args: argparse.Namespace) -> int:
                           clocks=clock.labels(_split(args.clock, "clock")),
                           cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
         store = RunStore(args.out or Path("runs") / req.run_id())
+    # this command's run from before auto was the default clock, left as it is (said with the notes below)
+    old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
     if req.target:
         return _run_board(args, req, store)
     if args.power_cmd is not None:  # a resumed lab run
@@ -502,7 +507,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
-    for line in ([note] if note else []) + plan.skipped_lines() + clock_notes(plan):
+    store.create()  # a run directory that cannot be made is the one line, not after the notes
+    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
     infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
@@ -511,7 +517,6 @@ def _run(args: argparse.Namespace) -> int:
         ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
     for line in _build_changes(store, infos):
         print(f"flashbed: {line}", file=sys.stderr)
-    store.create()
     results = execute(plan, store, UmlLabs(*infos), executor)
     return _finish(args, store, results)
 
@@ -572,10 +577,27 @@ def _check_studies_of(store, studies: tuple[str, ...]) -> None:
                             f"{', '.join(have) or 'none yet'}")
 
 
+def _real_time_run(req, store) -> str:
+    """A line when this command made a run in real time before auto became the default ('' if
+    not): that run has another id, so it is left as it is, not finished in virtual time."""
+    import dataclasses
+    from .lab import clock
+    from .store import RunStore
+    if req.resolved().clocks != clock.RUN_DEFAULT or store.exists():
+        return ""
+    old = RunStore(store.root.parent / dataclasses.replace(req, clocks=()).run_id())
+    if not old.exists():
+        return ""
+    return (f"run {old.root.name}, this command's run in real time (the default before auto), is left as it is: "
+            f"`flashbed run --resume {old.root.name}` finishes it in real time")
+
+
 def _stored_request(store):
     """The request an existing run's manifest records, its fields of the types a new one has."""
-    from .plan import PlanRequest
+    from .plan import LEGACY_DEFAULTS, PlanRequest
     stored = store.manifest().get("request")
+    if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
+        stored = {**{k: list(v) for k, v in LEGACY_DEFAULTS.items()}, **stored}
     texts = ("profile", "pace", "target")
     lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
     numbers = ("repeat", "seed", "cpus")

@@ -47,9 +47,10 @@ class PlanRequest:
     kernels: tuple[str, ...] = ()
     cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
     target: str = ""  # a board (ssh://USER@HOST[:PORT]) whose own devices `devices` are; "": the lab
-# the lab's clocks (lab/clock.py: real, virtual), cells of each; (): real time, which is
-    # not part of the identity (runs from before the clock axis keep their ids)
-    clocks: tuple[str, ...] = ()
+    # the lab's clocks (lab/clock.py): auto (virtual time for each cell that can run in it,
+    # real time for the rest), or real, virtual, or both (cells of each); (): real time, not
+    # part of the identity (runs from before the clock axis keep their ids; --clock real)
+    clocks: tuple[str, ...] = clock.RUN_DEFAULT
     # guest CPU cost profiles of virtual time (lab/cpuprofile.py), cells of each; (): the
     # catalogue's default, which is not part of the identity (the manifest names it)
     cpu_profiles: tuple[str, ...] = ()
@@ -64,11 +65,13 @@ class PlanRequest:
         return PlanRequest(profile=self.profile, fs=fs, devices=devices, studies=studies, repeat=self.repeat,
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
                            kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
-                           clocks=() if set(self.clocks) <= {"real"} else tuple(self.clocks),
+                           clocks=_clocks(self.clocks, self.target),
                            cpu_profiles=tuple(self.cpu_profiles))
 
     def cell_pace(self, study: str) -> str:
-        """The emulator's clock for the cells of `study` (of a resolved request)."""
+        """The emulator's clock for the cells of `study` (of a resolved request) in real time; a
+        virtual-time cell's emulator runs --pace virtual whatever this says (cell.run_cell): the
+        device's delays cost no wall-clock time there, so there is nothing to skip."""
         if self.pace == "auto":
             return "none" if STUDIES[study].timing_free else "real"
         return self.pace
@@ -83,6 +86,19 @@ class PlanRequest:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
         return f"{r['profile']}-{digest}"
+
+
+# fields whose default changed since runs were made: a stored request without one had this
+# value (a run from before the clock axis ran in real time, not in today's default auto)
+LEGACY_DEFAULTS: dict[str, Any] = {"clocks": ()}
+
+
+def _clocks(clocks: tuple[str, ...], target: str) -> tuple[str, ...]:
+    """Real time written as () (so runs from before the clock axis keep their ids), as is auto on a
+    board (it keeps its own time, so every cell runs in real time: board runs keep their ids)."""
+    if set(clocks) <= {"real"} or (target and tuple(clocks) == clock.RUN_DEFAULT):
+        return ()
+    return tuple(clocks)
 
 
 def _pace(pace: str, studies: tuple[str, ...], devices: tuple[str, ...]) -> str:
@@ -125,6 +141,19 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class RealTime:
+    """A cell that runs in real time although its run asked for virtual time (by name or by
+    auto), and why (lab/clock.py RealWhy)."""
+
+    device: str
+    kernel: str
+    study: str
+    case: str
+    cpus: int
+    why: clock.RealWhy
+
+
+@dataclass(frozen=True)
 class Plan:
     request: PlanRequest
     devices: dict[str, Device]
@@ -132,6 +161,7 @@ class Plan:
     not_applicable: list[NotApplicable] = field(default_factory=list)
     kernels: tuple[str, ...] = (kernel.DEFAULT_KERNEL,)  # the labels of the lab kernels the cells run on
     skipped: list[Skipped] = field(default_factory=list)
+    real_time: list[RealTime] = field(default_factory=list)
 
     def skipped_lines(self) -> list[str]:
         """One line per study, kernel and reason: what the plan leaves out."""
@@ -211,8 +241,10 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         for choice in choices:  # --cpus for every cell: refused where it cannot run, before anything runs
             choice.check_cpus(r.cpus)
         cpus.check_count(r.cpus)
-    clocks = [clock.parse(c) for c in (r.clocks or ("real",))]
-    if clock.Clock.VIRTUAL in clocks:
+    asked = clock.labels(r.clocks or ("real",))  # auto, or the clocks of the cells (() is real time)
+    auto = asked == clock.RUN_DEFAULT
+    clocks = [clock.Clock.VIRTUAL] if auto else [clock.parse(c) for c in asked]
+    if clock.Clock.VIRTUAL in clocks and not auto:  # asked for by name: refused where it cannot be had
         if board is not None:
             raise FlashbedError("--clock virtual is the lab's: a board keeps its own time: drop --clock")
         for choice in choices:
@@ -239,6 +271,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     cells: list[CellSpec] = []
     na: list[NotApplicable] = []
     skipped: list[Skipped] = []
+    real_time: list[RealTime] = []
     for spec in r.fs:
         placed = False
         for dev, v in zip(devices.values(), parsed[spec]):
@@ -279,15 +312,16 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                     for rep in range(r.repeat):
                         for choice, clk in ((ch, c) for ch in choices for c in clocks):
                             n = own or r.cpus
-                            why = _cannot_run(choice, n) or (VIRTUAL_UP if clk.time_travel and n > 1 else "")
+                            why = _cannot_run(choice, n) or \
+                                (VIRTUAL_UP if clk.time_travel and n > 1 and not auto else "")
                             if why:
                                 skipped.append(Skipped(dev.label, choice.label, v.spec, sname, case, n, why))
                                 continue
-                            runs_on, _ = clock.effective(clk, dev.backend)
-                            if runs_on.time_travel and study.real_cpu_time:
-                                if clock.Clock.REAL in clocks:
-                                    continue  # its real-time cell measures it
-                                runs_on = clock.Clock.REAL
+                            runs_on, real_why = _cell_clock(clk, choice, dev, study, n)
+                            if real_why is clock.RealWhy.CPU_TIME and clock.Clock.REAL in clocks:
+                                continue  # its real-time cell measures it
+                            if real_why is not None:
+                                real_time.append(RealTime(dev.label, choice.label, sname, case, n, real_why))
                             # real time runs at the lab's own CPU cost: no profile, once
                             for prof in profiles if runs_on.time_travel else ("",):
                                 key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
@@ -312,7 +346,25 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         left_out = Plan(r, devices, [], skipped=skipped).skipped_lines()
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together"
                             + (f" ({left_out[0]})" if left_out else ""))
-    return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped)
+    return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped, real_time)
+
+
+def _cell_clock(clk: clock.Clock, choice: Any, dev: Device, study: Any,
+                n: int) -> tuple[clock.Clock, clock.RealWhy | None]:
+    """The clock a cell asked to run on `clk` runs on, and why it is real time if virtual time was
+    asked for (by name or by auto; make_plan has refused a kernel or vCPUs virtual time cannot
+    have when it was asked for by name, and left a virtual case of several vCPUs out)."""
+    if not clk.time_travel:
+        return clk, None
+    if clock.effective(clk, dev.backend)[0] is not clk:
+        return clock.Clock.REAL, clock.RealWhy.DEVICE
+    if not getattr(getattr(choice, "spec", None), "time_travel_ok", False):
+        return clock.Clock.REAL, clock.RealWhy.KERNEL
+    if n > 1:
+        return clock.Clock.REAL, clock.RealWhy.SMP
+    if study.real_cpu_time:
+        return clock.Clock.REAL, clock.RealWhy.CPU_TIME
+    return clk, None
 
 
 class _OnBoard:
@@ -354,17 +406,36 @@ VIRTUAL_UP = "virtual time runs one vCPU (the time-travel kernel has no SMP)"
 
 
 def clock_notes(plan: "Plan") -> list[str]:
-    """One line per device that runs in real time although the run asks for virtual time, and
-    one if the run names CPU profiles while some of its cells run in real time (ignored there)."""
-    notes = [note for d in plan.devices.values() if "virtual" in (plan.request.clocks or ())
-             and (note := clock.effective(clock.Clock.VIRTUAL, d.backend)[1])]
+    """One line per reason some cells run in real time although the run asks for virtual time
+    (by name or by auto), saying which; one if the run names CPU profiles while some of its
+    cells run in real time (ignored there)."""
+    groups: dict[clock.RealWhy, list[RealTime]] = {}
+    for rt in plan.real_time:
+        groups.setdefault(rt.why, []).append(rt)
+    notes = [_real_time_line(why, groups[why], plan) for why in clock.RealWhy if why in groups]
     if plan.request.cpu_profiles and any(c.clock != "virtual" for c in plan.cells):
         notes.append(cpuprofile.REAL_TIME_NOTE)
-    if "virtual" in (plan.request.clocks or ()):
-        notes += [f"study {s} measures the lab's real CPU time, apart from the timed figures: its cells run in "
-                  f"real time" for s in dict.fromkeys(c.key.study for c in plan.cells)
-                  if STUDIES[s].real_cpu_time]
     return notes
+
+
+def _real_time_line(why: clock.RealWhy, rts: list[RealTime], plan: "Plan") -> str:
+    n = len(rts)
+    cells, run = (f"{n} cells", "run") if n > 1 else ("1 cell", "runs")
+    if why is clock.RealWhy.DEVICE:
+        devs = ", ".join(f"{d} ({plan.devices[d].backend})" for d in dict.fromkeys(rt.device for rt in rts))
+        return (f"{cells} on {devs} {run} in real time: virtual time needs a device the emulator serves "
+                f"(nandsim and real devices have no model clock)")
+    if why is clock.RealWhy.KERNEL:
+        kerns = ", ".join(dict.fromkeys(rt.kernel for rt in rts))
+        with_tt = " or ".join(k for k, s in kernel.KERNELS.items() if s.time_travel_ok)
+        return (f"{cells} on lab kernel {kerns} {run} in real time: it has no virtual-time flavour "
+                f"(virtual time runs on lab kernel {with_tt})")
+    if why is clock.RealWhy.SMP:
+        where = ", ".join(f"{s} at {c} vCPUs" for s, c in dict.fromkeys((rt.study, rt.cpus) for rt in rts))
+        return f"{cells} ({where}) {run} in real time: the virtual-time lab kernel runs one vCPU (it has no SMP)"
+    studies = ", ".join(dict.fromkeys(rt.study for rt in rts))
+    return (f"study {studies} measures the lab's real CPU time, apart from the timed figures: its cells run in "
+            f"real time")
 
 
 def cpu_profiles(plan: "Plan") -> dict[str, dict[str, Any]]:

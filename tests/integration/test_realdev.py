@@ -235,9 +235,14 @@ def test_bigfile_runs_on_a_loop_device_end_to_end(kernel, loop, tmp_path):
     read_before = _sectors_read(node)
     r = subprocess.run([sys.executable, "-m", "flashbed.cli", "run", "--fs", "ext4,f2fs", "--study", "bigfile",
                         "--set", "bigfile.size=64M", "--device", node, "--destroy-data-on", node,
-                        "--out", str(out)], capture_output=True, text=True, timeout=1800)
+                        "--out", str(out)], capture_output=True, text=True, timeout=1800,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "not observable on a real device" in r.stdout
+    # the default clock (auto) runs a real device in real time, and says so in one line
+    assert [line for line in r.stderr.splitlines() if "run in real time" in line] == [
+        f"flashbed: 2 cells on {Path(node).name} (real) run in real time: virtual time needs a device the emulator "
+        f"serves (nandsim and real devices have no model clock)"]
     name = Path(node).name
     man = json.loads((out / "manifest.json").read_text())
     assert man["devices"][name]["kind"] == "real" and man["request"]["devices"] == [f"real:{name}"]

@@ -20,8 +20,9 @@ ARGS = ["--fs", "ext4,f2fs,vfat", "--device", DEVICE, "--study", "mkfs,boot,smal
 
 
 def flashbed(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))  # this tree's, not the installed
     return subprocess.Popen([sys.executable, "-m", "flashbed.cli", "run", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+                            stderr=subprocess.PIPE, text=True, env=env, **kw)
 
 
 def expected_ids():

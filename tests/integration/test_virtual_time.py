@@ -125,3 +125,27 @@ def test_a_quick_profile_cell_gives_the_same_timed_figures_twice_under_load(stud
     # a phase's duration is guest time: the device was busy for part of it, never more
     for phase, s in stats.items():
         assert 0 < s["busy_seconds"] <= s["wall_seconds"] * 1.001, (phase, s)
+
+
+def test_flashbed_run_defaults_to_virtual_time_where_a_cell_can_have_it(tmp_path):
+    """`flashbed run` without --clock (auto): the emulated device's cells in virtual time (the
+    time-travel kernel, the emulator's --pace virtual), the cpu study's in real time, said in one
+    line; the cell ids carry no clock, the manifest records the request's auto."""
+    import json
+    import subprocess
+    import sys
+    import os
+    from pathlib import Path
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))  # this tree's flashbed
+    r = subprocess.run([sys.executable, "-m", "flashbed.cli", "run", "--fs", "ext4", "--device", "emmc-8g@128M",
+                        "--study", "mkfs,cpu", "--set", "cpu.size=8M", "--no-report", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    notes = [line for line in r.stderr.splitlines() if "run in real time" in line or "in real time" in line]
+    assert notes == ["flashbed: study cpu measures the lab's real CPU time, apart from the timed figures: its cells "
+                     "run in real time"]
+    cells = {(d := json.loads(p.read_text()))["id"]: d for p in (out / "cells").glob("*.json")}
+    assert {i: (c["provenance"]["clock"], c["provenance"]["pace"]) for i, c in cells.items()} == {
+        "emmc-8g@128M/ext4/mkfs/r0": ("virtual", "virtual"), "emmc-8g@128M/ext4/cpu/r0": ("real", "real")}
+    assert json.loads((out / "manifest.json").read_text())["request"]["clocks"] == ["auto"]

@@ -96,12 +96,15 @@ def test_one_clock_keeps_todays_ids_and_both_clocks_key_their_cells():
     from flashbed.plan import PlanRequest, make_plan
     base = dict(fs=("ext4",), devices=("emmc-8g@256M",), studies=("mkfs",))
     today = make_plan(PlanRequest(**base))
-    for clocks in (("real",), ("virtual",)):
+    assert {c.clock for c in today.cells} == {"virtual"}  # auto, the default
+    for clocks in (("real",), ("virtual",), ("auto",)):
         plan = make_plan(PlanRequest(**base, clocks=clocks))
         assert [c.key.id for c in plan.cells] == [c.key.id for c in today.cells]
-        assert {c.clock for c in plan.cells} == {clocks[0]}
-    assert PlanRequest(**base, clocks=("real",)).run_id() == PlanRequest(**base).run_id()
-    assert PlanRequest(**base, clocks=("virtual",)).run_id() != PlanRequest(**base).run_id()
+        assert {c.clock for c in plan.cells} == {"real" if clocks == ("real",) else "virtual"}
+    # real time keeps the ids of the runs from before the clock axis (then: no clocks field)
+    assert PlanRequest(**base, clocks=("real",)).run_id() == PlanRequest(**base, clocks=()).run_id()
+    ids = {PlanRequest(**base, clocks=c).run_id() for c in (("real",), ("virtual",), ("auto",))}
+    assert len(ids) == 3 and PlanRequest(**base).run_id() == PlanRequest(**base, clocks=("auto",)).run_id()
     both = make_plan(PlanRequest(**base, clocks=("real", "virtual")))
     assert sorted(c.key.id for c in both.cells) == ["emmc-8g@256M/clock-real/ext4/mkfs/r0",
                                                    "emmc-8g@256M/clock-virtual/ext4/mkfs/r0"]
@@ -112,11 +115,17 @@ def test_virtual_time_on_nandsim_runs_in_real_time_and_says_so():
     plan = make_plan(PlanRequest(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("mkfs",), clocks=("virtual",)))
     assert {c.clock for c in plan.cells} == {"real"}
     notes = clock_notes(plan)
-    assert len(notes) == 1 and "nandsim device runs in real time" in notes[0]
+    assert notes == ["1 cell on nand-2g-4k@128M (nandsim) runs in real time: virtual time needs a device the "
+                     "emulator serves (nandsim and real devices have no model clock)"]
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["run", "--clock", "lunar", "--study", "mkfs"], "--clock 'lunar' must be real or virtual"),
+    (["run", "--clock", "lunar", "--study", "mkfs"], "--clock 'lunar' must be auto (the default: virtual time "
+                                                      "where a cell can run in it), real or virtual"),
+    (["run", "--clock", "auto,virtual", "--study", "mkfs"], "--clock auto,virtual: auto already picks real or "
+                                                            "virtual per cell: give it alone"),
+    (["run", "--clock", "real", "--clock", "auto", "--study", "mkfs"], "--clock real,auto: auto already picks"),
+    (["run", "--clock", "", "--study", "mkfs"], "--clock '' has an empty item"),
     (["run", "--clock", "virtual", "--kernel", "6.12", "--study", "mkfs"], "lab kernel 6.12 has no virtual-time"),
     (["run", "--clock", "virtual", "--cpus", "2", "--study", "mkfs"], "--clock virtual runs one vCPU"),
 ])

@@ -97,7 +97,7 @@ def test_one_profile_keeps_the_cell_ids_and_several_are_an_axis_of_virtual_cells
 
 def test_real_time_ignores_a_cpu_profile_and_says_so_once():
     from flashbed.plan import PlanRequest, clock_notes, make_plan
-    plan = make_plan(PlanRequest(**BASE, cpu_profiles=("cortex-a8", "none")))
+    plan = make_plan(PlanRequest(**BASE, cpu_profiles=("cortex-a8", "none"), clocks=("real",)))
     assert [c.key.id for c in plan.cells] == ["emmc-8g@256M/ext4/mkfs/r0"]
     assert [c.cpu_profile for c in plan.cells] == [""]
     assert clock_notes(plan) == [cpuprofile.REAL_TIME_NOTE]
@@ -178,6 +178,13 @@ def test_the_report_names_the_clock_and_cpu_profile_of_a_target(tmp_path):
     real = gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.5, "s")])
     real.provenance = {"clock": "real"}
     assert load_run(gen.write_run(tmp_path / "real", [real])).timing_for("emmc-1g") == "real time"
+    # beside a real-time cell sorted first (auto runs the cpu study and cases of several vCPUs in real
+    # time) the target's timed figures are still virtual time
+    cpu = gen.cell("ext4", "appio", [("write", "runtime", 0.5, "s")])
+    cpu.provenance = {"clock": "real"}
+    both = load_run(gen.write_run(tmp_path / "both", [cpu, _virtual_cell("ext4", 2.0, 0.6, 2.1, 1.4)],
+                                  cpu_profiles={"cortex-a8": cpuprofile.get("cortex-a8").describe()}))
+    assert both.timing_for("emmc-1g").startswith("virtual time, CPU profile cortex-a8")
 
 
 def test_the_cpu_study_measures_real_cpu_time_in_a_virtual_run():

@@ -1,8 +1,14 @@
 """A run's identity survives refactoring: the same request keeps its run id and its
 cells' ids and file names, so `flashbed run` resumes runs made by older versions.
-The ids below were computed by flashbed before the studies owned their parameters."""
+The ids below were computed by flashbed before the studies owned their parameters, when
+every run was in real time: since auto became the default clock, such a request says
+`--clock real` (clocks=REAL) to keep its id."""
+
+from dataclasses import replace
 
 from flashbed.plan import PlanRequest, make_plan
+
+REAL = ("real",)  # the clock of every run before auto (lab/clock.py)
 
 # what the default request (`flashbed run`, `make demo`) was before the quick profile gained the
 # power-cut and corruption studies and the default filesystems the read-only images (issue 14):
@@ -12,22 +18,26 @@ OLD_DEFAULT = dict(fs=("ext2", "ext3", "ext4", "ext4-nojournal", "btrfs", "xfs",
                             "mkfs", "cpu"))
 
 RUN_IDS = [
-    (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount")), "quick-9a4460d7"),
-    (PlanRequest(**OLD_DEFAULT), "quick-a7021a70"),
+    (PlanRequest(fs=("ext4", "vfat"), devices=("emmc-8g@256M",), studies=("mkfs", "mount"), clocks=REAL),
+     "quick-9a4460d7"),
+    (PlanRequest(**OLD_DEFAULT, clocks=REAL), "quick-a7021a70"),
     # the paper profile's studies before it gained sqlite and caps (issue 18), spelled out: the same id
     (PlanRequest(profile="paper", fs=("ext4", "f2fs+tuned", "ext2@f2fs"), devices=("emmc-8g",),
-                 studies=OLD_DEFAULT["studies"]), "paper-17b37363"),
+                 studies=OLD_DEFAULT["studies"], clocks=REAL), "paper-17b37363"),
     (PlanRequest(fs=("ext4", "btrfs"), devices=("plain-file@512M",), studies=("powercut", "corruption", "badblocks"),
-                 overrides={"powercut": {"iterations": 5}}), "quick-6dc1e75c"),
+                 overrides={"powercut": {"iterations": 5}}, clocks=REAL), "quick-6dc1e75c"),
     (PlanRequest(fs=("ext4",), devices=("plain-file@512M",), studies=("bigfile", "powercut"),
                  overrides={"bigfile": {"size": 256 << 20}, "powercut": {"modes": "async", "cut_min": "0.7"}},
-                 repeat=2, seed=5, pace="none"), "quick-6bbcd03e"),
+                 repeat=2, seed=5, pace="none", clocks=REAL), "quick-6bbcd03e"),
 ]
 
 
 def test_same_request_same_run_id_as_before():
     for req, want in RUN_IDS:
         assert req.run_id() == want, req
+        # the default clock (auto) is a new plan: a new id, so an old run is never finished in another clock
+        auto = replace(req, clocks=("auto",))
+        assert auto.run_id() != want and replace(req, clocks=()).run_id() == want
 
 
 # the default request since issue 14 (power cuts, corruption, the read-only images), before the
@@ -37,8 +47,9 @@ ISSUE_14_DEFAULT = dict(fs=OLD_DEFAULT["fs"] + ("squashfs+zstd", "erofs+lz4"),
 
 
 def test_the_default_request_since_issue_18():
-    assert PlanRequest(**ISSUE_14_DEFAULT).run_id() == "quick-6e7d4c40"
-    assert PlanRequest().run_id() == "quick-c15c358d"
+    assert PlanRequest(**ISSUE_14_DEFAULT, clocks=REAL).run_id() == "quick-6e7d4c40"
+    assert PlanRequest(clocks=REAL).run_id() == "quick-c15c358d"
+    assert PlanRequest().run_id() != "quick-c15c358d"  # auto, the default clock since issue 17
 
 
 def test_cells_keep_their_ids_and_file_names():
@@ -73,8 +84,8 @@ def test_auto_pace_keeps_the_ids_of_requests_it_does_not_change():
     mixed = dict(fs=("ext4", "f2fs"), devices=("emmc-8g@512M",), studies=("mkfs", "powercut"))
     failure = dict(mixed, studies=("powercut", "corruption"))
     # ids flashbed gave these requests before --pace auto (then: real pacing throughout)
-    assert PlanRequest(**mixed, pace="real").run_id() == "quick-ff1dfa15"
-    assert PlanRequest(**failure, pace="real").run_id() == "quick-5d00f171"
+    assert PlanRequest(**mixed, pace="real", clocks=REAL).run_id() == "quick-ff1dfa15"
+    assert PlanRequest(**failure, pace="real", clocks=REAL).run_id() == "quick-5d00f171"
     assert PlanRequest(**mixed).run_id() not in ("quick-ff1dfa15", PlanRequest(**mixed, pace="none").run_id())
     # only timing-free studies: auto is none, the same cells as --pace none, the same run
     assert PlanRequest(**failure).run_id() == PlanRequest(**failure, pace="none").run_id()

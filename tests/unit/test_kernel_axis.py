@@ -51,8 +51,9 @@ def test_the_cell_key_names_the_kernel_only_when_the_run_has_several():
 
 
 def test_one_kernel_keeps_the_run_id_and_cell_ids_and_a_named_kernel_or_vcpus_change_the_id():
-    req = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bigfile",))
-    # the id as it was computed before --kernel, --cpus and --target (their defaults are not part of it)
+    req = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bigfile",), clocks=("real",))
+    # the id as it was computed before --kernel, --cpus, --target and --clock (their defaults, real time
+    # for the clock, are not part of it)
     old = {k: v for k, v in asdict(req.resolved()).items() if k not in ("kernels", "cpus", "pace", "target", "clocks",
                                                                                "cpu_profiles")}
     assert req.run_id() == "quick-" + hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:8]

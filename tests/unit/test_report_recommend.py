@@ -261,7 +261,7 @@ def no_crashstates(tmp_path_factory):
 
 NO_CS_COMMAND = (
     "flashbed run --profile quick --device emmc-8g --fs ext4,ext4+noatime,f2fs+discard,btrfs --study crashstates "
-    "--repeat 2")
+    "--repeat 2 --clock real")  # the fixture's run is from before the clock axis: real time
 
 
 def test_without_crash_states_those_use_cases_are_not_decided(no_crashstates):
@@ -309,7 +309,13 @@ def test_the_measuring_command_carries_the_run_s_own_settings(tmp_path):
     run = load_run(run_dir)
     assert measure_command(run, "emmc-1g", ["powercut"]) == (
         "flashbed run --profile paper --device emmc-1g --fs f2fs,ext4 --study powercut --repeat 3 --seed 7 "
-        "--pace none --set powercut.iterations=5 --set powercut.modes=sync")
+        "--pace none --clock real --set powercut.iterations=5 --set powercut.modes=sync")
+    # the run's clock: real time for a run without one, by name unless it is the default, auto
+    for clocks, flag in ((["virtual"], " --clock virtual"), (["auto"], ""), (["real", "virtual"], "")):
+        run.manifest["request"]["clocks"] = clocks
+        assert measure_command(run, "emmc-1g", ["mkfs"]).endswith("--study mkfs --repeat 3 --seed 7 --pace none"
+                                                                   + flag)
+    del run.manifest["request"]["clocks"]
     gen.write_run(tmp_path / "err", [gen.cell("ext4", "powercut", [], status="error", error="lab died")])
     assert measure_command(load_run(tmp_path / "err"), "emmc-1g", ["powercut"]) == "flashbed run --resume err"
     # a target of a run on two kernels: the device and its kernel, not the target's label
@@ -361,7 +367,7 @@ def test_a_lab_bound_decisive_criterion_leaves_the_use_case_undecided(tmp_path):
     r = rank(load_run(lab_run(tmp_path, 0.3, 0.9), w), "emmc-1g", w.use_cases[0])
     assert not r.decided and r.winner is None
     assert r.undecided[0].why.startswith("4 KiB buffered read rate is lab-bound (ext4 device busy 30 %)")
-    assert r.undecided[0].command == "flashbed run --device emmc-1g --fs ext4,f2fs --study bandwidth --jobs 1"
+    assert r.undecided[0].command == "flashbed run --device emmc-1g --fs ext4,f2fs --study bandwidth --clock real --jobs 1"
     assert r.undecided[0].ask == "measure it again on a quiet host"
 
 
@@ -505,7 +511,7 @@ def test_an_unchecked_requirement_leaves_the_use_case_not_decided(tmp_path):
     assert not root.decided and not root.not_eligible
     [u] = root.undecided
     assert u.why.startswith("requirements POSIX owners (chown), POSIX permission bits") and "not checked for exfat, ext4 (study caps" in u.why
-    assert u.command == "flashbed run --device emmc-1g --fs exfat,ext4 --study caps"
+    assert u.command == "flashbed run --device emmc-1g --fs exfat,ext4 --study caps --clock real"
 
 
 @pytest.mark.parametrize("body, message", [

@@ -140,7 +140,7 @@ def test_without_a_check_no_requirement_is_held_and_the_section_says_so(tmp_path
 def test_a_measure_command_gives_the_workload_and_check_as_files(tmp_path):
     run = load_run(_run(tmp_path))
     assert measure_command(run, "emmc-1g", ["workload", "appcheck"]) == (
-        "flashbed run --device emmc-1g --fs ext4,f2fs,xfs --study workload,appcheck "
+        "flashbed run --device emmc-1g --fs ext4,f2fs,xfs --study workload,appcheck --clock real "
         "--workload /home/u/sqlite-logger.sh --age 50 --check /home/u/sqlite-check.sh")
 
 

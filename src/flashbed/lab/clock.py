@@ -11,6 +11,9 @@ virtual  the time-travel flavour of the lab kernel (`time-travel=inf-cpu`): gues
 
 Only a device the emulator serves runs in virtual time: nandsim and real devices
 run on the real-time kernel (`effective`).
+
+`flashbed run` asks for one of these per cell, or `auto` (its default): each cell in
+virtual time where it can run there, in real time where it cannot (`RealWhy`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,20 @@ class Clock(str, enum.Enum):
 
 DEFAULT = Clock.REAL
 
+# `flashbed run`'s request: virtual time for each cell that can run in it, real time for
+# the rest (RealWhy); a request's () is real time (runs from before auto kept their ids)
+AUTO = "auto"
+RUN_DEFAULT = (AUTO,)
+
+
+class RealWhy(str, enum.Enum):
+    """Why a cell runs in real time although its run asked for virtual time or auto."""
+
+    DEVICE = "device"  # nandsim or a real device: no model clock to run on
+    KERNEL = "kernel"  # a lab kernel without a time-travel flavour (auto only; virtual refuses)
+    SMP = "smp"  # more than one vCPU: the time-travel kernel is uniprocessor (auto only)
+    CPU_TIME = "cpu-time"  # the study measures the lab's real CPU time (Study.real_cpu_time)
+
 
 def parse(text: str | None) -> Clock:
     """`real` or `virtual`; one clear line on anything else."""
@@ -43,8 +60,17 @@ def parse(text: str | None) -> Clock:
 
 
 def labels(texts: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """Clocks as given, each once, in order; one clear line on a bad one."""
-    return tuple(dict.fromkeys(parse(t).value for t in texts))
+    """`flashbed run`'s clocks as given, each once, in order (none given: auto); one clear
+    line on a bad one, or on auto beside another (it already picks per cell)."""
+    out = tuple(dict.fromkeys(t.strip() for t in texts)) or RUN_DEFAULT
+    for t in out:
+        if t not in (AUTO, *(c.value for c in Clock)):
+            raise FlashbedError(f"--clock '{t}' must be auto (the default: virtual time where a cell can run "
+                                f"in it), real or virtual")
+    if AUTO in out and len(out) > 1:
+        raise FlashbedError(f"--clock {','.join(out)}: auto already picks real or virtual per cell: give it "
+                            f"alone, or real,virtual for cells of each")
+    return out
 
 
 def effective(clock: Clock, backend: str) -> tuple[Clock, str]:

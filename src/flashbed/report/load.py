@@ -526,9 +526,11 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         k = replace(r.key, device=target_label(r.key.device, r.key.kernel, r.key.clock, r.key.cpu))
         data.targets[k.device] = (r.key.device, r.key.kernel)
         prov = r.provenance or {}
-        if prov.get("clock"):
-            data.timing.setdefault(k.device, (str(prov["clock"]),
-                                              str((prov.get("cpu_profile") or {}).get("name") or "")))
+        # a target's timed figures are in virtual time if any of its cells are (auto runs the cpu
+        # study and a case of several vCPUs in real time beside them)
+        if prov.get("clock") and (k.device not in data.timing or
+                                  (prov["clock"] == "virtual" and data.timing[k.device][0] != "virtual")):
+            data.timing[k.device] = (str(prov["clock"]), str((prov.get("cpu_profile") or {}).get("name") or ""))
         status[(k.device, k.fs, k.study)][r.status] += 1
         data.reproducers += catalog.reproducers(data.run_id, r)
         if not r.ok:

@@ -1,8 +1,8 @@
 """The `flashbed run` line that measures what a run lacks, built from the run's own manifest.
 
 A use case that cannot be decided names the command that would decide it: the missing
-studies on the same device and filesystems, with the run's profile, repeats, seed, pace
-and the run's parameter overrides for those studies. When the run has cells of those
+studies on the same device and filesystems, with the run's profile, repeats, seed, pace,
+clock and the run's parameter overrides for those studies. When the run has cells of those
 studies that the lab itself failed (status "error"), resuming the run retries them.
 """
 
@@ -42,6 +42,10 @@ def measure_command(run: RunData, device: str, studies: list[str], alone: bool =
         value = req.get(key)
         if value is not None and value not in default:
             args += [flag, str(value)]
+    # the run's clock, when it is not today's default (auto): a run without one ran in real time
+    clocks = req.get("clocks") if isinstance(req.get("clocks"), list) else []
+    if len(clocks) <= 1 and clocks != ["auto"]:
+        args += ["--clock", str(clocks[0]) if clocks else "real"]
     overrides = req.get("overrides") if isinstance(req.get("overrides"), dict) else {}
     sets: list[str] = []
     for study in studies:
