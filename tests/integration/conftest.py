@@ -17,6 +17,14 @@ def kernel():
     return ensure_kernel()
 
 
+@pytest.fixture(scope="session")
+def tt_kernel():
+    """The lab kernel's time-travel flavour, for cells in virtual time (issue 17): a test whose
+    subject is not the real-time path runs there, its waits on the device's model and the
+    guest's sleeps skipped instead of spent."""
+    return ensure_kernel(time_travel=True)
+
+
 @pytest.fixture
 def spec_for(tmp_path, monkeypatch):
     """Makes emulator specs for presets/; skips without the binary or FUSE."""
