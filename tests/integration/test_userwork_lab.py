@@ -5,8 +5,8 @@ a recorded outcome and the next state is checked.
 
 The workload cell runs in virtual time (issue 17); the crash-state (appcheck) cells run
 unpaced in real time: checking states is host calls, and in virtual time the guest spins
-on each one (guestlib.wait_file) against the host's work, so it took longer there (the
-camera job: 82 s against 66 s, its rate-limited workload 6 s against 33 s of it)."""
+on each one (guestlib.wait_file) against the host's work; measured, the camera job's cell
+took longer there, although its rate-limited workload took a fifth of the time."""
 
 from __future__ import annotations
 
