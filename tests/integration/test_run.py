@@ -1,6 +1,4 @@
-"""`flashbed run` end to end on the real lab: resume after SIGKILL, Dask. The device is
-emulated, so the run's default clock (auto) runs its cells in virtual time (issue 17):
-none of these tests is about the real-time path, and the guest's waits cost no wall time."""
+"""`flashbed run` end to end on the real lab: resume after SIGKILL, Dask."""
 import json
 import os
 import signal
@@ -17,7 +15,7 @@ from flashbed.store import RunStore
 
 pytestmark = pytest.mark.lab
 
-DEVICE = os.environ.get("FLASHBED_TEST_DEVICE", "emmc-8g@512M")
+DEVICE = os.environ.get("FLASHBED_TEST_DEVICE", "plain-file@512M")
 ARGS = ["--fs", "ext4,f2fs,vfat", "--device", DEVICE, "--study", "mkfs,boot,smallfiles", "--no-report"]
 
 
