@@ -4,9 +4,10 @@ and fails some with synchronous=OFF (the known-unsafe control); a check over its
 a recorded outcome and the next state is checked.
 
 The workload cell runs in virtual time (issue 17); the crash-state (appcheck) cells run
-unpaced in real time: checking states is host calls, and in virtual time the guest spins
-on each one (guestlib.wait_file) against the host's work; measured, the camera job's cell
-took longer there, although its rate-limited workload took a fifth of the time."""
+unpaced in real time: measured, virtual time saved nothing overall there. The camera job's
+rate-limited workload took a fifth of its real time, but checking its states took longer:
+that is host calls, on each of which a virtual-time guest spins (guestlib.wait_file)
+against the host's work, the more so the busier the host."""
 
 from __future__ import annotations
 
