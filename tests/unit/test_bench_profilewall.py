@@ -2,10 +2,11 @@
 real `flashbed run` of a profile is what `make bench` times)."""
 
 import io
-import json
 
 from flashbed.bench import profilewall
 from flashbed.lab.clock import Clock
+from flashbed.results import CellKey, CellResult, CellStatus
+from flashbed.store import RunStore
 
 
 def test_runs_interleave_and_the_ratio_is_real_over_virtual(monkeypatch, tmp_path):
@@ -33,7 +34,8 @@ def test_a_run_is_one_flashbed_run_process_per_clock(tmp_path):
 
 
 def test_cells_are_counted_from_the_run_directory(tmp_path):
-    (tmp_path / "cells").mkdir()
-    for i, status in enumerate(["ok", "ok", "failed"]):
-        (tmp_path / "cells" / f"c{i}.json").write_text(json.dumps({"status": status}))
+    store = RunStore(tmp_path)
+    store.create()
+    for fs, status in (("ext4", CellStatus.OK), ("xfs", CellStatus.OK), ("f2fs", CellStatus.FAILED)):
+        store.write(CellResult(CellKey("emmc-8g@512M", fs, "mkfs"), status))
     assert profilewall._count(tmp_path) == (3, 2)

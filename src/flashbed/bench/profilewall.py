@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import FlashbedError
 from ..lab.clock import Clock
+from ..store import RunStore
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,8 @@ class ProfileRun:
 
 def _count(run_dir: Path) -> tuple[int, int]:
     """(cells, of which ok) from a run directory's cell results."""
-    import json
-    cells = list((run_dir / "cells").glob("*.json"))
-    ok = sum(1 for f in cells if json.loads(f.read_text()).get("status") == "ok")
-    return len(cells), ok
+    results = list(RunStore(run_dir).results())
+    return len(results), sum(1 for r in results if r.ok)
 
 
 def command(profile: str, device: str, clock: Clock, out: Path) -> list[str]:
