@@ -594,10 +594,10 @@ def _real_time_run(req, store) -> str:
 
 def _stored_request(store):
     """The request an existing run's manifest records, its fields of the types a new one has."""
-    from .plan import LEGACY_DEFAULTS, PlanRequest
+    from .plan import PlanRequest, stored_request
     stored = store.manifest().get("request")
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
-        stored = {**{k: list(v) for k, v in LEGACY_DEFAULTS.items()}, **stored}
+        stored = stored_request(stored)
     texts = ("profile", "pace", "target")
     lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
     numbers = ("repeat", "seed", "cpus")

@@ -28,7 +28,7 @@ from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.target import LabFactory
-from .plan import LEGACY_DEFAULTS, Plan, cpu_profiles
+from .plan import Plan, cpu_profiles, stored_request
 from .progress import Progress
 from .results import CellResult
 from .store import RunStore
@@ -102,11 +102,9 @@ def check_resume(plan: Plan, store: RunStore) -> None:
         return
     old = store.manifest()
     run_id = store.root.name
-    # compare as stored: JSON has lists where the request has tuples; a field
-    # added since the run was made counts as its default
+    # compare as stored: JSON has lists where the request has tuples
     wanted = json.loads(json.dumps(asdict(plan.request)))
-    stored = {**json.loads(json.dumps({**asdict(type(plan.request)()), **LEGACY_DEFAULTS})),
-              **(old.get("request") or {})}
+    stored = stored_request(old.get("request") or {})
     if stored != wanted:
         raise FlashbedError(f"{store.root} holds a run of a different request: use --out DIR for a new "
                             f"run, or `flashbed run --resume {run_id}` to finish that one")

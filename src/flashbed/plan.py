@@ -93,6 +93,12 @@ class PlanRequest:
 LEGACY_DEFAULTS: dict[str, Any] = {"clocks": ()}
 
 
+def stored_request(stored: dict[str, Any]) -> dict[str, Any]:
+    """A request as a run's manifest stores it (JSON: lists for tuples), every field it lacks at
+    the value it had then: LEGACY_DEFAULTS where the default changed since, else today's."""
+    return {**json.loads(json.dumps({**asdict(PlanRequest()), **LEGACY_DEFAULTS})), **stored}
+
+
 def _clocks(clocks: tuple[str, ...], target: str) -> tuple[str, ...]:
     """Real time written as () (so runs from before the clock axis keep their ids), as is auto on a
     board (it keeps its own time, so every cell runs in real time: board runs keep their ids)."""
