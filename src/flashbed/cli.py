@@ -333,6 +333,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                                         f"{', '.join(PROFILES)}")
                 if args.hog:
                     raise FlashbedError("--hog times fio jobs, not a whole profile: drop --hog or --profile")
+                if args.keep and Path(args.keep).exists():
+                    raise FlashbedError(f"--keep {args.keep} exists: name a new directory")
+            elif args.keep:
+                raise FlashbedError("--keep keeps the runs of --profile: give --profile, or drop --keep")
             dev = presets.load_spec(args.device)
             if dev.backend != "emulator" or dev.kind != "block":
                 raise FlashbedError(f"bench clock measures an emulated block device, not {args.device}")
@@ -341,8 +345,6 @@ def _dispatch(args: argparse.Namespace) -> int:
                 keep = None
                 if args.keep:
                     keep = Path(args.keep)
-                    if keep.exists():
-                        raise FlashbedError(f"--keep {keep} exists: name a new directory")
                     keep.mkdir(parents=True)
                 profilewall.bench(args.profile, args.device, runs, keep)
                 return 0

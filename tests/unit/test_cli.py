@@ -19,6 +19,8 @@ from flashbed.errors import FlashbedError
     (["bench", "clock", "--profile", "fast"], "--profile 'fast' is not a profile"),
     (["bench", "clock", "--profile", "quick", "--hog"], "--hog times fio jobs, not a whole profile"),
     (["bench", "clock", "--profile", "quick", "--runs", "0"], "--runs must be at least 1"),
+    (["bench", "clock", "--profile", "quick", "--keep", "/"], "--keep / exists: name a new directory"),
+    (["bench", "clock", "--keep", "kept"], "--keep keeps the runs of --profile"),
 ])
 def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
     assert main(argv) == 2
