@@ -36,9 +36,13 @@ OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or ano
 
 def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root: Path,
               provenance: dict[str, Any]) -> CellResult:
-    """One cell of the run directory `root`, in the lab `labs` gives it."""
-    logs = RunStore(root).logs_dir(spec.key)
-    return run_cell(spec, labs(spec), logs, root / "scratch" / logs.name, provenance, on_boot=on_part)
+    """One cell of the run directory `root`, in the lab `labs` gives it, in a directory of
+    this attempt's own: a killed attempt's files (a crash-state log the guest appends to)
+    never mix into the next one's."""
+    logs = RunStore(root).new_attempt(spec.key)
+    scratch = root / "scratch" / f"{logs.parent.name}.{logs.name}"
+    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part)
+    return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
 
 
 def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
@@ -51,9 +55,12 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     if pace == "virtual":
         spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
     study = STUDIES[spec.key.study]
-    logs.mkdir(parents=True, exist_ok=True)
     prov = _provenance(spec, lab, provenance, pace)
     try:
+        logs.mkdir(parents=True, exist_ok=True)
+        if any(logs.iterdir()):  # a guest's logs appended to an earlier attempt's would be read as this one's
+            return _error(spec, f"{logs} is not empty: each attempt at a cell needs a directory of its own",
+                          started, prov)
         # the lab opens the device as its boots see it (a replay opens none)
         with lab.open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             host = CellHost(dev, on_boot, virtual=pace == "virtual")

@@ -58,7 +58,7 @@ class Target:
 
     @property
     def logs(self) -> Path:
-        return self.store.logs_dir(self.result.key)
+        return self.store.attempt_dir(self.result)
 
 
 def find(run: str, ref: str) -> Target:

@@ -137,6 +137,7 @@ def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
 
         def finished(spec: CellSpec, result: CellResult) -> str:
             store.write(result)
+            store.prune_attempts(result)  # the attempts before it: killed, or an error this one replaces
             return result.headline if result.ok else f"{result.status.upper()} {result.headline}"
 
         if todo:

@@ -71,7 +71,10 @@ class CellResult:
     # how it was obtained: preset, capacity, kernel release, tool versions
     provenance: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # study-specific raw data (fio JSON excerpts)
-    logs: dict[str, str] = field(default_factory=dict)  # name -> path relative to the run directory
+    logs: dict[str, str] = field(default_factory=dict)  # name -> path (the console log of each boot)
+    # the directory of the attempt that made this result, relative to the run directory (each
+    # attempt has its own: store.new_attempt); "" in runs made before: logs/<cell>
+    attempt_dir: str = ""
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

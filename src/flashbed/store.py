@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,6 +20,8 @@ from .errors import FlashbedError
 from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
+
+ATTEMPT = re.compile(r"attempt-(\d+)")  # an attempt's directory in a cell's logs
 
 # the manifest's fields its readers rely on, and their JSON types (execute.manifest_for writes them)
 MANIFEST_FIELDS: dict[str, type] = {
@@ -39,7 +43,43 @@ class RunStore:
         return self.root / "cells"
 
     def logs_dir(self, key: CellKey) -> Path:
+        """The cell's directory of logs: each attempt at the cell has its own directory in it
+        (new_attempt); a run made before attempts had their own kept its files here."""
         return self.root / "logs" / key.file_name.removesuffix(".json")
+
+    def new_attempt(self, key: CellKey) -> Path:
+        """A new, empty directory for one attempt at the cell, `logs/<cell>/attempt-N`. An
+        attempt a kill cut short left its files in its own directory, where no later attempt
+        reads or appends to them; mkdir fails on a number another process took, so two
+        attempts never share one (a Dask worker may still run a dead client's)."""
+        cell = self.logs_dir(key)
+        cell.mkdir(parents=True, exist_ok=True)
+        taken = [int(m.group(1)) for p in cell.iterdir() if (m := ATTEMPT.fullmatch(p.name))]
+        n = max(taken, default=0) + 1
+        while True:
+            try:
+                (cell / f"attempt-{n}").mkdir()
+                return cell / f"attempt-{n}"
+            except FileExistsError:
+                n += 1
+
+    def attempt_dir(self, result: CellResult) -> Path:
+        """Where the attempt that made `result` kept its files."""
+        return self.root / result.attempt_dir if result.attempt_dir else self.logs_dir(result.key)
+
+    def prune_attempts(self, result: CellResult) -> None:
+        """Everything in the cell's logs but the attempt of its result: attempts that were
+        killed, or whose error the result replaces (their write logs can be large)."""
+        keep = self.attempt_dir(result)
+        cell = self.logs_dir(result.key)
+        if keep == cell or not cell.is_dir():
+            return
+        for p in cell.iterdir():
+            if p != keep:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
