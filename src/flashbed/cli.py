@@ -512,7 +512,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
-    store.create()  # a run directory that cannot be made is the one line, not after the notes
+    store.create("--out" if args.out else "the run directory")  # one line, not after the notes
     for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
@@ -545,7 +545,7 @@ def _run_board(args: argparse.Namespace, req, store) -> int:
         check_resume(plan, store)  # a changed request: refused before anything runs
         for line in plan.skipped_lines():
             print(f"flashbed: {line}", file=sys.stderr)
-        store.create()
+        store.create("--out" if args.out else "the run directory")
         # one cell at a time: every cell writes the board's one device
         results = execute(plan, store, BoardLabs(board), LocalExecutor(1))
     finally:

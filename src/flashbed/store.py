@@ -84,8 +84,12 @@ class RunStore:
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
-    def create(self) -> None:
-        """Make the run directory, or say in one line why it cannot be made."""
+    def create(self, option: str = "the run directory") -> None:
+        """Make the run directory, or say in one line why it cannot be made: writeguard decides
+        where a run may be (a new or empty directory, or this run; never inside another run,
+        never a directory of files that is not a run)."""
+        from . import writeguard
+        writeguard.check(self.root, option, writeguard.Target.RUN)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
