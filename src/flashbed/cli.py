@@ -66,7 +66,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="also boot without pinning the lab to one CPU, interleaved, and print the ratio")
     _kernel_option(bb)
     ex = lsub.add_parser("exec", help="run shell commands in one lab boot and print their output")
-    ex.add_argument("--disk", type=Path, action="append", default=[], help="host file for /dev/ubdX")
+    ex.add_argument("--disk", type=Path, action="append", default=[], help="a disk image for /dev/ubdX (its "
+                    "writes go to an overlay unless --destroy-data-on names it), or a block device (only with "
+                    "--destroy-data-on, after the checks of `run`)")
+    ex.add_argument("--destroy-data-on", action="append", default=[], metavar="PATH",
+                    help="let the lab write this --disk itself: repeat its path")
     ex.add_argument("--device", help="a device preset served as runs serve it (e.g. emmc-8g@256M): "
                     "/dev/ubda, or raw NAND through nandsim")
     ex.add_argument("--pace", default="real", choices=["real", "none"], help="emulator clock, with --device")
@@ -756,6 +760,7 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if args.lab_cmd == "exec":
         from .lab import labexec
+        disks = labexec.check_disks(args.disk, tuple(args.destroy_data_on))
         if not 0 < args.timeout < float("inf"):
             raise FlashbedError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}")
         choice.check_cpus(args.cpus)
@@ -774,7 +779,7 @@ def _lab(args: argparse.Namespace) -> int:
             print(f"flashbed: CPU profile {prof.summary()}", file=sys.stderr)
         elif args.cpu_profile:
             print(f"flashbed: {cpuprofile.REAL_TIME_NOTE}", file=sys.stderr)
-        return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
+        return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=disks,
                            timeout=args.timeout, pace=args.pace, clock=clk, cpu=prof.costs)
     raise AssertionError(args.lab_cmd)
 

@@ -86,7 +86,8 @@ def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str
     for i, d in enumerate(spec.disks):
         flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "") \
             + ("v" if d.model_clock else "")
-        args.append(f"ubd{i}{flags}={d.path.resolve()}")
+        args.append(f"ubd{i}{flags}={d.overlay.resolve()},{d.path.resolve()}" if d.overlay is not None
+                    else f"ubd{i}{flags}={d.path.resolve()}")
     args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
     # everything after "--" is the init's argv
     args += ["--", str(INIT)]
