@@ -340,8 +340,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                                         f"{', '.join(PROFILES)}")
                 if args.hog:
                     raise FlashbedError("--hog times fio jobs, not a whole profile: drop --hog or --profile")
-                if args.keep and Path(args.keep).exists():
+                if args.keep and os.path.lexists(args.keep):
                     raise FlashbedError(f"--keep {args.keep} exists: name a new directory")
+                if args.keep:
+                    from . import writeguard
+                    writeguard.check(args.keep, "--keep", writeguard.Target.DIR)
             elif args.keep:
                 raise FlashbedError("--keep keeps the runs of --profile: give --profile, or drop --keep")
             dev = presets.load_spec(args.device)
@@ -720,7 +723,11 @@ def _lab(args: argparse.Namespace) -> int:
         names = args.fs or list(fscat.CATALOGUE)
         for n in names:
             fscat.get(n)
-        out = args.out or Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
+        from . import writeguard
+        if args.jobs is not None and args.jobs < 1:
+            raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
+        out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Target.DIR)) if args.out \
+            else Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
         results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
         smoke.print_table(results)
         used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it

@@ -86,6 +86,15 @@ class Labs:
         return {"kernel": {"name": "test"}, "kernels": {}}
 
 
+@pytest.fixture(autouse=True)
+def _own_stop_flag(monkeypatch):
+    """The interrupted attempt's Ctrl-C stops this test's labs only (kill_all sets a process-wide flag)."""
+    import threading
+
+    from flashbed.lab import target
+    monkeypatch.setattr(target, "_STOPPING", threading.Event())
+
+
 @pytest.fixture
 def plan():
     return make_plan(PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",),
