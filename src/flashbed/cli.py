@@ -28,10 +28,32 @@ EXIT_CODES = """exit codes:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a bad option in one line (no usage block before it), exit 2."""
+    """argparse, with a bad option in one line (no usage block before it), exit 2; and the one
+    place where a value given empty is refused, for every option and argument of every command
+    (`--target "$BOARD"` with BOARD unset must not pass for "no --target"): past the parser, a
+    value is either not given (None) or not empty."""
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
+            action.type = _not_empty(action.type, action.option_strings[0] if action.option_strings else "",
+                                     action.metavar or action.dest)
+        return action
+
+
+def _not_empty(convert, option: str, name: str):
+    """`convert` (argparse's type) behind a refusal of an empty or blank value: a FlashbedError,
+    which argparse lets through, so main says it as every other refusal."""
+    def read(text: str):
+        if isinstance(text, str) and not text.strip():
+            raise FlashbedError(f"{option} '{text}': an empty value: give one, or leave {option} out for its "
+                                f"default" if option else f"{name} '{text}': an empty value: give one")
+        return convert(text) if convert is not None else text
+    read.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its own messages
+    return read
 
 
 def one_line(text: str) -> str:
@@ -234,9 +256,8 @@ def _kernel_option(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        return _dispatch(_parser().parse_args(argv))
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code

@@ -23,7 +23,7 @@ def test_a_target_is_user_host_and_port(text, user, host, port):
     (["--ssh-key", "/etc/hostname"], "--ssh-key is for --target ssh://...: add --target, or drop it"),
     (["--power-cmd", "relay {action}"], "--power-cmd is for --target ssh://...: add --target, or drop it"),
     (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", "relay 3"], "--power-cmd 'relay 3' has no {action}"),
-    (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", " "], "--power-cmd is empty"),
+    (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", " "], "--power-cmd ' ': an empty value: give one"),
 ])
 def test_bad_target_options_are_one_line(argv, words, capsys, tmp_path):
     assert main(["run", "--fs", "ext4", "--study", "mkfs", "--device", "/dev/mmcblk0p3", "--out",
