@@ -526,6 +526,7 @@ def _run(args: argparse.Namespace) -> int:
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
                           clocks=clock.labels(_split(args.clock, "clock")),
                           cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
+        _check_settings_of(args.set, req)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
     old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
@@ -608,6 +609,19 @@ def _check_studies_of(store, studies: tuple[str, ...]) -> None:
     if missing:
         raise FlashbedError(f"run {store.root.name} has no cells of study {missing[0]}: it has "
                             f"{', '.join(have) or 'none yet'}")
+
+
+def _check_settings_of(items: list[str], req) -> None:
+    """One line for a --set of a study the run does not have: it would change nothing."""
+    from .profiles import PROFILES
+    if req.profile not in PROFILES:
+        return  # make_plan says so
+    studies = req.studies or tuple(PROFILES[req.profile]["studies"])
+    for item in items:
+        study = item.partition(".")[0]
+        if study not in studies:
+            raise FlashbedError(f"--set {item}: study {study} is not in this run ({', '.join(studies)}): add "
+                                f"--study {study}, or drop the --set")
 
 
 def _real_time_run(req, store) -> str:

@@ -73,11 +73,11 @@ class AppCheck(CrashStates):
 
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)")
-        digest: str = param("", help="its content hash (set by --workload)")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
-        check: str = param("", help="the check (set by --check FILE)")
-        check_digest: str = param("", help="its content hash (set by --check)")
+        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
+        digest: str = param("", help="its content hash (set by --workload)", set_by="--workload FILE")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
+        check: str = param("", help="the check (set by --check FILE)", set_by="--check FILE")
+        check_digest: str = param("", help="its content hash (set by --check)", set_by="--check FILE")
         workload: str = param(Workload.USER, choices=(Workload.USER,))
         mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload")

@@ -175,9 +175,10 @@ class Workload(Study):
 
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)")
-        digest: str = param("", help="its content hash (set by --workload; part of the run id)")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
+        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
+        digest: str = param("", help="its content hash (set by --workload; part of the run id)",
+                            set_by="--workload FILE")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload (each pass)")
         fill: int = param(0, low=0, high=95, help="precondition: fill the filesystem to this % with a file population and "
                                   "churn it first (--age FILL; 0: a blank device)")
