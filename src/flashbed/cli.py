@@ -6,9 +6,11 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 from dataclasses import asdict
 from pathlib import Path
 
@@ -24,6 +26,7 @@ EXIT_CODES = """exit codes:
        crash state that did not come out as recorded
   2    bad input or a refusal: nothing was run (one line on stderr says what to do)
   130  interrupted (Ctrl-C): finished cells are kept; the same command resumes
+  143  terminated (SIGTERM): as Ctrl-C
   141  the reader of stdout went away (e.g. `| head`)"""
 
 
@@ -255,12 +258,25 @@ def _kernel_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. 7.3:ptrace")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: stopped as Ctrl-C stops flashbed (labs killed, finished results kept)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return _dispatch(_parser().parse_args(argv))
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
+    except Terminated:
+        print("flashbed: terminated (SIGTERM); finished results are kept: the same command resumes", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("flashbed: interrupted; finished results are kept", file=sys.stderr)
         return 130
@@ -270,6 +286,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

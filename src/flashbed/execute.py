@@ -157,7 +157,9 @@ def _uninterrupted(fn: Callable[[], None]) -> None:
         fn()
         return
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a SIGTERM as well (cli: stopped as Ctrl-C)
     try:
         fn()
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old_term)

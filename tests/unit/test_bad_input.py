@@ -501,3 +501,28 @@ def test_more_nandsim_faults_than_the_lab_kernels_command_line_holds_are_refused
     err = refused(capsys, ["run", "--fs", "yaffs2", "--study", "badblocks", "--device", "nand-2g-4k@128M",
                            "--set", "badblocks.nand_bad=200"], "badblocks.nand_bad", tmp_path)
     assert "64" in err
+
+
+# --- issue 28, 23. SIGTERM stops flashbed as Ctrl-C does, with its line -------------------------
+
+def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
+    import os
+    import signal
+    import time
+
+    from flashbed import cli
+    stopped = []
+
+    def long_work(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:  # what the executors catch to kill the labs
+            stopped.append(True)
+            raise
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", long_work)
+    assert main(["studies"]) == 143
+    one_line(capsys, "flashbed: terminated (SIGTERM); finished results are kept: the same command resumes")
+    assert stopped == [True] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
