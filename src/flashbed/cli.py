@@ -780,7 +780,8 @@ def _lab(args: argparse.Namespace) -> int:
         from . import writeguard
         if args.jobs is not None and args.jobs < 1:
             raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
-        out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Target.DIR)) if args.out \
+        out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Target.DIR,
+                                                   mark="smoke.json")) if args.out \
             else Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
         results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
         smoke.print_table(results)

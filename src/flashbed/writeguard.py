@@ -97,12 +97,13 @@ def names(destroy: tuple[str, ...], path: str | Path) -> bool:
 
 
 def check(path: str | Path, option: str, target: Target, *, force: bool = False, devices: bool = False,
-          destroy: tuple[str, ...] = (), own_run: Path | None = None, noun: str = "") -> Allowed:
+          destroy: tuple[str, ...] = (), own_run: Path | None = None, noun: str = "", mark: str = "") -> Allowed:
     """May this command write `path` (given to `option`) as `target`? One line if not.
 
     `devices`: the command writes block devices here (with --destroy-data-on `destroy`);
     `own_run`: the run directory the command works on (a report's run); `noun`: what
-    would land on a device (e.g. "the image")."""
+    would land on a device (e.g. "the image"); `mark`: the file by which a directory this
+    command filled before is known (it may fill it again: its own files)."""
     given = str(path)
     if not given.strip():
         raise FlashbedError(f"{option} is empty: give a path, or leave {option} out for the default")
@@ -143,7 +144,7 @@ def check(path: str | Path, option: str, target: Target, *, force: bool = False,
         if not stat.S_ISDIR(st.st_mode):
             raise _refuse(option, shown, f"exists and is not a directory: cannot write the {target.value}'s files "
                           f"into it; give a directory")
-        if target in (Target.DIR, Target.RUN) and not _empty_or_ours(real, target):
+        if target in (Target.DIR, Target.RUN) and not _empty_or_ours(real, target, mark):
             what = ("is not a flashbed run (no manifest.json) and holds files: give a new or empty directory"
                     if target is Target.RUN else "holds files: give a new or empty directory")
             raise _refuse(option, shown, what)
@@ -159,14 +160,14 @@ def check(path: str | Path, option: str, target: Target, *, force: bool = False,
     return Allowed(given, real, exists=st is not None, replace=st is not None and target is Target.FILE)
 
 
-def _empty_or_ours(d: Path, target: Target) -> bool:
+def _empty_or_ours(d: Path, target: Target, mark: str = "") -> bool:
     try:
         entries = {p.name for p in d.iterdir()}
     except OSError:
         return False
     if target is Target.RUN:
         return RUN_MARK in entries or entries <= OWN_FILES
-    return not entries
+    return not entries or (bool(mark) and (d / mark).is_file())
 
 
 def _device(given: str, shown: str, real: Path, option: str, target: Target, devices: bool,

@@ -231,3 +231,20 @@ def test_a_block_node_made_for_a_test_is_still_a_device(tmp_path):
     os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 251))
     with pytest.raises(FlashbedError, match="is a block device: flashbed writes a report directory here"):
         writeguard.check(node, "--out", writeguard.Target.REPORT)
+
+
+def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
+    out = tmp_path / "probe"
+    out.mkdir()
+    (out / "probe.json").write_text("{}")
+    (out / "flashbench-a.txt").write_text("")
+    assert writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json").exists
+    with pytest.raises(FlashbedError, match="holds files"):
+        writeguard.check(out, "--out", writeguard.Target.DIR, mark="smoke.json")
+
+
+def test_the_readmes_fuse_cost_command_starts(capsys):
+    """Issue 28, 24: `python3 -m flashbed.yaffs2.fusecost`, cited in the README, crashed on import."""
+    from flashbed.yaffs2 import fusecost
+    assert fusecost.main(["--out", "/proc/x"]) == 2
+    one_line(capsys, "--out /proc/x is under /proc")

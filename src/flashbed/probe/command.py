@@ -30,8 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured "
                    "(a new .toml file; never inside a run directory)")
     p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file")
-    p.add_argument("--out", type=Path, help="a new or empty directory for raw outputs and probe.json (default: "
-                   "runs/probe-...)")
+    p.add_argument("--out", type=Path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
+                   "wrote before (default: runs/probe-...)")
     p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
     p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")
     p.add_argument("--clock", default="real", help="real (default) or virtual: an emulated device's requests "
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.force:
         raise FlashbedError("--force lets --write-preset replace a file: give --write-preset FILE, or drop --force")
     if args.out is not None:
-        writeguard.check(args.out, "--out", writeguard.Target.DIR)
+        writeguard.check(args.out, "--out", writeguard.Target.DIR, mark="probe.json")
     if args.device and args.device_opt:
         raise FlashbedError(f"give the device once: {args.device} or --device {args.device_opt}")
     args.device = args.device or args.device_opt
@@ -109,7 +109,7 @@ def _probe(args: argparse.Namespace, device, board=None) -> int:
     from . import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
-    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR))
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))
     from ..lab import clock
     runs_on, note = clock.effective(args.lab_clock, "board" if board is not None else device.backend)
     if note:
