@@ -374,3 +374,37 @@ def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
     # before fio's end was acknowledged its state does not apply: the state is held to its recovery only
     assert check("other=1") == (0, "fio verify: not run (before fio's end was acknowledged, its write state "
                                    "does not apply)")
+
+
+# --- issue 28, 6 and 18: what the workload checks let through, and what they refused --------
+
+@pytest.mark.parametrize("job,words", [
+    ("[../../tmp/escape]\nrw=write\nsize=1M\n", "job name [../../tmp/escape]: fio names a job's files after it"),
+    ("[a/b]\nrw=write\n", "must not hold a /"),
+    ("[global]\nrw=write\nsize=1M\n", "it has no [job] section (only [global])"),
+    ("[j]\nfilename=$HOME/x\n", "leaves the filesystem under test"),
+])
+def test_fio_jobs_that_leave_the_filesystem_or_do_nothing_are_refused(job, words):
+    problems = userwork.fio_problems(job)
+    assert problems and words in problems[0], problems
+
+
+def test_fios_own_file_name_keywords_pass():
+    assert userwork.fio_problems("[cam]\nrw=write\nnumjobs=2\nfilename_format=$jobname.$jobnum.$filenum\n"
+                                 "filename=clip-$jobnum.bin\n") == []
+
+
+def test_an_executable_that_is_neither_a_script_nor_a_program_is_refused(tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(bytes(range(7, 200)))
+    junk.chmod(0o755)
+    with pytest.raises(FlashbedError, match="is neither a script .* nor a program"):
+        userwork.load(str(junk), "--workload")
+
+
+@pytest.mark.parametrize("what,words", [("dir", "is a directory: give a file"),
+                                        ("/dev/null", "is not a regular file"), ("none", "no such file")])
+def test_a_path_that_is_no_file_says_what_it_is(tmp_path, what, words):
+    path = {"dir": str(tmp_path), "/dev/null": "/dev/null", "none": str(tmp_path / "none.sh")}[what]
+    with pytest.raises(FlashbedError, match=words):
+        userwork.load(path, "--workload")
