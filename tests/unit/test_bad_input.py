@@ -526,3 +526,12 @@ def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
     assert main(["studies"]) == 143
     one_line(capsys, "flashbed: terminated (SIGTERM); finished results are kept: the same command resumes")
     assert stopped == [True] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_check_on_raw_nand_is_refused_not_dropped(tmp_path, capsys):
+    """Issue 28, 11: --check on a raw-NAND preset ran the workload and dropped the check silently."""
+    w = tmp_path / "w.sh"
+    w.write_text("#!/bin/sh\necho a=1\n")
+    w.chmod(0o755)
+    refused(capsys, ["run", "--workload", str(w), "--check", str(w), "--fs", "ubifs", "--device", "nand-2g-4k@128M"],
+            "--check (study appcheck) runs on block devices, and none of this run's (nand-2g-4k@128M)", tmp_path)
