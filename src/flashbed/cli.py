@@ -54,7 +54,10 @@ def _not_empty(convert, option: str, name: str):
         if isinstance(text, str) and not text.strip():
             raise FlashbedError(f"{option} '{text}': an empty value: give one, or leave {option} out for its "
                                 f"default" if option else f"{name} '{text}': an empty value: give one")
-        return convert(text) if convert is not None else text
+        try:
+            return convert(text) if convert is not None else text
+        except BadValue as e:
+            raise FlashbedError(f"{option or name} {e}") from None
     read.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its own messages
     return read
 
@@ -62,6 +65,21 @@ def _not_empty(convert, option: str, name: str):
 def one_line(text: str) -> str:
     """A message as one line: control characters a user typed (a newline in a value) escaped."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class BadValue(FlashbedError):
+    """An option's value its type refuses: the parser says it after the option's name."""
+
+
+def seconds(text: str) -> float:
+    """A duration option's value: a number of seconds above 0, and finite (nan and inf are no time)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v < float("inf"):
+        raise BadValue(f"must be a number of seconds above 0 (and finite), not '{text}'")
+    return v
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
                     "catalogue's default; none: no cost)")
     _kernel_option(ex)
     ex.add_argument("--cpus", type=int, default=1, help="guest vCPUs (7.3 only; leases as many host CPUs)")
-    ex.add_argument("--timeout", type=float, default=300)
+    ex.add_argument("--timeout", type=seconds, default=300.0, help="seconds per command (default 300)")
     ex.add_argument("cmd", nargs="+", help="a shell command (each argument is one step)")
 
     sub.add_parser("filesystems", help="list the filesystem catalogue")
@@ -177,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--device", action="append", help="preset or preset file (default: every calibrated preset)")
     bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
     bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
-    bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
+    bp.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio job (default 10)")
     bp.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel lab kernel, each "
                     "request completing when the device model says, so the figures do not depend on the host's load")
     bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
@@ -203,7 +221,7 @@ def _parser() -> argparse.ArgumentParser:
     bck.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
     bck.add_argument("--runs", type=int, help="runs per clock, interleaved (medians printed; default 3, "
                      "with --profile 1)")
-    bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
+    bck.add_argument("--runtime", type=seconds, default=5.0, help="seconds (guest time) per random job")
     bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
     bck.add_argument("--profile", help="instead of the fio jobs: a whole `flashbed run --profile P` on --device in "
                      "each clock, timed as a process (default --runs 1)")
@@ -212,7 +230,7 @@ def _parser() -> argparse.ArgumentParser:
                           "per call, fio 4 KiB QD1 random read with the device's and the CPU's share")
     bcp.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
     bcp.add_argument("--cpu-profile", action="append", help="profiles (repeatable or comma-separated; default all)")
-    bcp.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) of the random read")
+    bcp.add_argument("--runtime", type=seconds, default=5.0, help="seconds (guest time) of the random read")
     bcp.add_argument("--calls", type=int, default=100_000, help="getppid calls in the null-syscall loop")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
@@ -823,8 +841,6 @@ def _lab(args: argparse.Namespace) -> int:
     if args.lab_cmd == "exec":
         from .lab import labexec
         disks = labexec.check_disks(args.disk, tuple(args.destroy_data_on))
-        if not 0 < args.timeout < float("inf"):
-            raise FlashbedError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}")
         choice.check_cpus(args.cpus)
         from . import cpus
         cpus.check_count(args.cpus)  # the host's side, before any build

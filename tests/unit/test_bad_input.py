@@ -535,3 +535,14 @@ def test_check_on_raw_nand_is_refused_not_dropped(tmp_path, capsys):
     w.chmod(0o755)
     refused(capsys, ["run", "--workload", str(w), "--check", str(w), "--fs", "ubifs", "--device", "nand-2g-4k@128M"],
             "--check (study appcheck) runs on block devices, and none of this run's (nand-2g-4k@128M)", tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["probe", "plain-file@64M", "--runtime", "nan"], ["bench", "presets", "--runtime", "inf"],
+    ["bench", "clock", "--runtime", "nan"], ["bench", "cpu", "--runtime=-inf"],
+    ["lab", "exec", "--timeout", "nan", "--", "true"],
+])
+def test_nan_and_inf_are_no_duration(argv, capsys):
+    """Issue 28, 15: nan and inf passed --runtime (probe, bench presets, bench clock)."""
+    assert main(argv) == 2
+    one_line(capsys, "must be a number of seconds above 0 (and finite)")

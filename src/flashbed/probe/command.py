@@ -14,6 +14,7 @@ from ..errors import FlashbedError
 
 
 def add_parser(sub) -> None:
+    from ..cli import seconds
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
     p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
                    "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
@@ -32,7 +33,7 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file")
     p.add_argument("--out", type=Path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
                    "wrote before (default: runs/probe-...)")
-    p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
+    p.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio rate job (default 10)")
     p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")
     p.add_argument("--clock", default="real", help="real (default) or virtual: an emulated device's requests "
                    "then take the model's time whatever the host's load, and the random jobs count requests")
@@ -41,8 +42,6 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..lab import clock
     args.lab_clock = clock.parse(args.clock)
-    if args.runtime <= 0:
-        raise FlashbedError("--runtime must be positive")
     if args.max_open < 2:
         raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
     args.preset_to = None
