@@ -682,15 +682,9 @@ def _stored_request(store):
     stored = store.manifest().get("request")
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
-    texts = ("profile", "pace", "target")
-    lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
-    numbers = ("repeat", "seed", "cpus")
-    ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides"} and \
-        all(isinstance(stored[k], str) for k in texts if k in stored) and \
-        all(isinstance(stored[k], list) and all(isinstance(x, str) for x in stored[k]) for k in lists if k in stored) \
-        and all(type(stored[k]) is int for k in numbers if k in stored) and \
-        (isinstance(stored.get("overrides", {}), dict) and all(isinstance(v, dict) for v in
-                                                               stored.get("overrides", {}).values()))
+    from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
+    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+        and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
                             f"resumed: start a new run with --out DIR")

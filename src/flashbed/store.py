@@ -30,6 +30,30 @@ MANIFEST_FIELDS: dict[str, type] = {
     "filesystems": list, "read_only": list, "not_applicable": list, "host": dict, "cells": int}
 
 
+# a stored request's fields and their JSON types (plan.PlanRequest as asdict writes it)
+REQUEST_TEXTS = ("profile", "pace", "target")
+REQUEST_LISTS = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
+REQUEST_NUMBERS = ("repeat", "seed", "cpus")
+
+
+def request_problem(req: dict) -> str:
+    """What is wrong with a manifest's stored request ('' if nothing): every reader (the report,
+    the results, a resume) relies on its fields' types."""
+    for k in REQUEST_TEXTS:
+        if k in req and not isinstance(req[k], str):
+            return f"{k} is not text"
+    for k in REQUEST_LISTS:
+        if k in req and not (isinstance(req[k], list) and all(isinstance(x, str) for x in req[k])):
+            return f"{k} is not a list of names"
+    for k in REQUEST_NUMBERS:
+        if k in req and type(req[k]) is not int:
+            return f"{k} is not a whole number"
+    over = req.get("overrides", {})
+    if not (isinstance(over, dict) and all(isinstance(v, dict) for v in over.values())):
+        return "overrides are not settings per study"
+    return ""
+
+
 @dataclass
 class RunStore:
     root: Path
@@ -128,6 +152,10 @@ class RunStore:
             if man.get(key) is not None and (not isinstance(man[key], kind) or isinstance(man[key], bool)):
                 raise FlashbedError(f"{self.manifest_path}: field {key} is not a {kind.__name__}: this run directory "
                                     f"is damaged; start a new run with --out DIR")
+        bad = request_problem(man.get("request") or {})
+        if bad:
+            raise FlashbedError(f"{self.manifest_path}: its request's {bad}: this run directory is damaged; start a "
+                                f"new run with --out DIR")
         return man
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

@@ -369,7 +369,8 @@ def test_lab_exec_refuses_a_timeout_that_is_not_positive(timeout, capsys):
 
 
 @pytest.mark.parametrize("content,command", [
-    *((c, cmd) for c in (b"", b"garbage{", b"[]", b"\xff\xfe", b'{"request": 5}', b'{"devices": []}')
+    *((c, cmd) for c in (b"", b"garbage{", b"[]", b"\xff\xfe", b'{"request": 5}', b'{"devices": []}',
+                         b'{"request": {"fs": 5}}', b'{"request": {"studies": [1]}}')  # issue 28, 14
       for cmd in (["results"], ["report"], ["run", "--resume"])),
     (b'{"request": {"bogus": 1}}', ["run", "--resume"]), (b'{"request": {"repeat": "x"}}', ["run", "--resume"])])
 def test_a_damaged_manifest_is_one_line(a_run, content, command, capsys):
