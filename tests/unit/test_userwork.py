@@ -408,3 +408,18 @@ def test_a_path_that_is_no_file_says_what_it_is(tmp_path, what, words):
     path = {"dir": str(tmp_path), "/dev/null": "/dev/null", "none": str(tmp_path / "none.sh")}[what]
     with pytest.raises(FlashbedError, match=words):
         userwork.load(path, "--workload")
+
+
+def test_a_workload_printing_thousands_of_metrics_keeps_the_first_few(tmp_path):
+    """Issue 28, 10: 2 000 key=value lines kept `run` in the report for over 10 minutes, 20 000
+    took 5.6 GB: the cell keeps the first MAX_FIGURES and says how many it left out."""
+    from flashbed.lab.target import BootResult, StepResult
+    from flashbed.studies.workload import MAX_FIGURES, SCRIPT_OUT
+    study, spec = _aged_spec(fill=0)
+    (tmp_path / SCRIPT_OUT).write_text("".join(f"k{i}={i}ms\n" for i in range(2000)))
+    step = StepResult(name="workload", cmd="x", status="ok", rc=0, seconds=1.0, stdout="", stderr="")
+    out = study.parse(spec, [BootResult("done", [step], 1.0, 2.0, "console.log", 0, "test")], tmp_path)
+    keys = {m.metric for m in out.measurements if m.metric.startswith("k")}
+    assert keys == {f"k{i}" for i in range(MAX_FIGURES)}
+    assert f"{2000 - MAX_FIGURES} more key=value metrics not kept" in out.headline
+    assert len(out.extra["ranked"]) <= MAX_FIGURES + 2
