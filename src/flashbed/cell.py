@@ -24,7 +24,7 @@ from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          TimedCut,
                          WriteLog, session_has)
-from .results import CellResult
+from .results import CellResult, printable
 from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
@@ -87,9 +87,11 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
         error = outcome.error or boot_error
+        # what a guest or the user's programs printed may be in them: never a terminal escape
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=outcome.headline if status.ok else f"{status}: {error}"[:200],
-                          error=error, seconds=round(time.monotonic() - started, 3), device_stats=host.phases,
+                          headline=printable(outcome.headline if status.ok else f"{status}: {error}")[:200],
+                          error=printable(error), seconds=round(time.monotonic() - started, 3),
+                          device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
     except FlashbedError as e:

@@ -64,7 +64,8 @@ def _not_empty(convert, option: str, name: str):
 
 def one_line(text: str) -> str:
     """A message as one line: control characters a user typed (a newline in a value) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    from .results import printable
+    return printable(text)
 
 
 class BadValue(FlashbedError):

@@ -20,6 +20,13 @@ from .status import CellStatus
 SCHEMA_VERSION = 1
 
 
+def printable(text: str) -> str:
+    """Text from outside flashbed (a user's check or workload, a guest's output) as one line of
+    printable characters: control characters (a terminal escape, a NUL, a newline) written out
+    as escapes, so it can neither drive the terminal nor break report.md."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True)
 class CellKey:
     device: str  # device label: preset name, with capacity when not the preset's own

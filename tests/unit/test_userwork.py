@@ -423,3 +423,16 @@ def test_a_workload_printing_thousands_of_metrics_keeps_the_first_few(tmp_path):
     assert keys == {f"k{i}" for i in range(MAX_FIGURES)}
     assert f"{2000 - MAX_FIGURES} more key=value metrics not kept" in out.headline
     assert len(out.extra["ranked"]) <= MAX_FIGURES + 2
+
+
+def test_a_checks_escapes_and_nul_bytes_never_reach_the_screen_or_the_report(tmp_path):
+    """Issue 28, 22: terminal escapes and NUL bytes a check printed reached the screen and report.md."""
+    from flashbed.lab.guest.protocol import StateFacts
+    from flashbed.studies import STUDIES
+    from tests.unit.test_powercut_classify import facts
+    bad = "\x1b[2J\x1b]0;pwned\x07lost\x00 rows"
+    f = facts(verify={"n_loss": 1, "loss": [f"the check failed (exit 1): {bad}"],
+                      "check": {"status": "failed", "rc": 1, "out": bad, "seconds": 0.1}})
+    r = STUDIES["appcheck"]._record(StateFacts(id="9", kind="cut", acked=3, damaged=0, facts=f), "ext4")
+    for text in (r["why"], r["check"]["out"]):
+        assert text.isprintable() and "\x1b" not in text and "\x00" not in text and "lost\\x00 rows" in text

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FlashbedError
+from ..results import printable
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
 from ..status import PowerCutClass
 from ..userwork import Kind, stage
@@ -133,7 +134,9 @@ class AppCheck(CrashStates):
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]
-        r["check"] = verify.get("check")
+        r["why"] = printable(r["why"])  # the check's own words: never a terminal escape in the results
+        check = verify.get("check")
+        r["check"] = {**check, "out": printable(str(check.get("out", "")))} if isinstance(check, dict) else check
         return r
 
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .. import lifetime as life
 from ..errors import FlashbedError
+from ..results import printable
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, stage
 from . import fio as fiojson
@@ -391,7 +392,7 @@ def _read(path: Path) -> str:
 
 def _tail(path: Path) -> str:
     lines = _read(path).strip().splitlines()
-    return lines[-1][:200] if lines else ""
+    return printable(lines[-1])[:200] if lines else ""
 
 
 def _stdout(res: BootResult, name: str) -> str:
