@@ -531,6 +531,8 @@ def _run(args: argparse.Namespace) -> int:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
         req = _stored_request(store)
+        from .userwork import check_resumable
+        check_resumable(req.overrides)
     else:
         overrides = _overrides(args.set)
         studies = _split(args.study, "study")

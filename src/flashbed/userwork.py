@@ -180,6 +180,26 @@ def overrides(workload: UserFile, check: UserFile | None) -> dict[str, dict[str,
     return out
 
 
+def check_resumable(overrides: dict[str, dict]) -> None:
+    """One line if a run's workload or check file (its request's overrides) is gone or changed
+    since the run started: a resume needs the files its id was made of (else every cell would
+    fail on its own, one after another)."""
+    for values in overrides.values():
+        for key, dkey, option in (("file", "digest", "--workload"), ("check", "check_digest", "--check")):
+            path, want = values.get(key), values.get(dkey)
+            if not path or not want:
+                continue
+            try:
+                have = digest(Path(path))
+            except OSError as e:
+                raise FlashbedError(f"this run's {option} {path} cannot be read ({e.strerror}): restore it to "
+                                    f"resume the run") from None
+            if have != want:
+                raise FlashbedError(f"this run's {option} {path} changed since the run started (content hash "
+                                    f"{want}): restore it to resume, or run the command again without --resume "
+                                    f"for a new run of the new content")
+
+
 def stage(path: str, want: str, dest: Path) -> Path:
     """Copy the user's file into a cell's run directory (the guest's way to it), refusing one
     edited since the run started (its content hash is part of the run's identity)."""

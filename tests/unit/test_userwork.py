@@ -436,3 +436,24 @@ def test_a_checks_escapes_and_nul_bytes_never_reach_the_screen_or_the_report(tmp
     r = STUDIES["appcheck"]._record(StateFacts(id="9", kind="cut", acked=3, damaged=0, facts=f), "ext4")
     for text in (r["why"], r["check"]["out"]):
         assert text.isprintable() and "\x1b" not in text and "\x00" not in text and "lost\\x00 rows" in text
+
+
+def test_resume_after_the_workload_was_deleted_or_edited_is_one_line(tmp_path, capsys):
+    """Issue 28, 21: --resume after the workload file was deleted failed cell by cell."""
+    import json
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    uf = userwork.load(str(w), "--workload")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "run", "request": {
+        "profile": "quick", "fs": ["ext4"], "devices": ["emmc-8g@512M"], "studies": ["workload"], "repeat": 1,
+        "seed": 1, "pace": "auto", "overrides": {"workload": {"file": uf.path, "digest": uf.digest,
+                                                              "kind": "script"}}}}))
+    w.write_text("#!/bin/sh\necho edited\n")
+    assert main(["run", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"this run's --workload {uf.path} changed since the run started" in err
+    w.unlink()
+    assert main(["run", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be read (No such file or directory): restore it" in err
