@@ -547,3 +547,12 @@ def test_nan_and_inf_are_no_duration(argv, capsys):
     """Issue 28, 15: nan and inf passed --runtime (probe, bench presets, bench clock)."""
     assert main(argv) == 2
     one_line(capsys, "must be a number of seconds above 0 (and finite)")
+
+
+def test_a_kernel_cache_that_cannot_be_written_is_one_line(monkeypatch, tmp_path):
+    """A lab kernel not built, in a cache this user cannot write: one line, not an OSError's traceback
+    (the sandboxed fuzz runs every command so, with the lab off)."""
+    from flashbed.lab import kernel
+    monkeypatch.setenv("FLASHBED_CACHE", "/proc/flashbed-no-cache")
+    with pytest.raises(FlashbedError, match="is not built, and its cache .* cannot be written"):
+        kernel.ensure_kernel()

@@ -392,16 +392,31 @@ def ensure_kernel(name: str | None = None, log: Log = _stderr, time_travel: bool
     version = source_version(spec)
     key = cache_key(version, spec)
     out = kernel_root() / key
-    out.mkdir(parents=True, exist_ok=True)
+    built = _built(out)
+    if built is not None:  # read as it is (a cache this user cannot write serves too)
+        return _with_mode(built, choice)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lockf = open(out / ".lock", "w")
+    except OSError as e:
+        raise FlashbedError(f"lab kernel {choice.label} is not built, and its cache {out} cannot be written "
+                            f"({e.strerror}): set FLASHBED_CACHE to a directory you can write") from None
     # one builder at a time per key; a second caller waits and then finds it built
-    with open(out / ".lock", "w") as lockf:
+    with lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
-        info_path = out / "info.json"
-        if info_path.exists():
-            info = KernelInfo.load(info_path)
-            if Path(info.path).exists():
-                return _with_mode(info, choice)
+        built = _built(out)
+        if built is not None:
+            return _with_mode(built, choice)
         return _with_mode(_build(spec, version, key, out, log), choice)
+
+
+def _built(out: Path) -> KernelInfo | None:
+    info_path = out / "info.json"
+    if info_path.exists():
+        info = KernelInfo.load(info_path)
+        if Path(info.path).exists():
+            return info
+    return None
 
 
 def _run(cmd: list[str], cwd: Path, log_file: Path, what: str) -> None:
