@@ -92,8 +92,15 @@ def cached_daemon(spec: SourceSpec = SOURCE) -> Path | None:
 def ensure_daemon(spec: SourceSpec = SOURCE, log: Log = _stderr) -> Path:
     """The daemon's path, building it first if needed (one builder per key)."""
     out = build_root() / cache_key(spec)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "w") as lockf:
+    if (out / BINARY).exists():  # read as it is (a cache this user cannot write serves too)
+        return out / BINARY
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lockf = open(out / ".lock", "w")
+    except OSError as e:
+        raise FlashbedError(f"the YAFFS2 daemon is not built, and its cache {out} cannot be written ({e.strerror}): "
+                            f"set FLASHBED_CACHE to a directory you can write") from None
+    with lockf:
         fcntl.flock(lockf, fcntl.LOCK_EX)
         binary = out / BINARY
         if binary.exists():
