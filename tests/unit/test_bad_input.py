@@ -556,3 +556,9 @@ def test_a_kernel_cache_that_cannot_be_written_is_one_line(monkeypatch, tmp_path
     monkeypatch.setenv("FLASHBED_CACHE", "/proc/flashbed-no-cache")
     with pytest.raises(FlashbedError, match="is not built, and its cache .* cannot be written"):
         kernel.ensure_kernel()
+
+
+def test_an_absurd_repeat_is_refused_before_the_plan(tmp_path, capsys):
+    """Found by the sandboxed fuzz (issue 28): --repeat=10^23 made the plan forever."""
+    refused(capsys, ["run", "--fs", "ext4", "--study", "mkfs", "--device", PLAIN, "--repeat",
+                     "99999999999999999999999"], "--repeat must be 1 to 1000", tmp_path)
