@@ -30,8 +30,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, force: bool = False
     from .recommend import recommend
     from .summary import summary
 
-    run = load_run(Path(run_dir))
     where = out_dir_for(out_dir, "--out", own_run=Path(run_dir)) if out_dir is not None else Path(run_dir)
+    run = load_run(Path(run_dir))
     recs = recommend(run)
     doc = build_document(run, recs)
     own = os.path.realpath(where) == os.path.realpath(run_dir)
