@@ -234,7 +234,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
               board: Any = None) -> Plan:
     """The cells of `req`. `kernels`: the lab kernels of a request that names none (run_kernels;
     default: the default kernel). `board`: the connected lab.board.Board of a request with a target."""
-    if not 1 <= req.repeat <= REPEAT_MAX:  # a plan of 10^23 repeats never finished being made
+    if req.repeat < 1:
+        raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
+    if req.repeat > REPEAT_MAX:  # a plan of 10^23 repeats never finished being made
         raise FlashbedError(f"--repeat must be 1 to {REPEAT_MAX} (got {req.repeat})")
     if req.pace not in PACES:
         raise FlashbedError(f"--pace must be real or none, or auto (none for the studies whose outcomes do not "
