@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import os
 import threading
 import time
 import traceback
@@ -83,6 +84,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                     on_boot(i + 1, len(steps_per_boot))
                 if not boots[-1].status.as_planned and not study.continue_after_failure:
                     break
+        if _disk_full(logs) and not all(b.ok for b in boots):  # the guest's writes failed, not the filesystem
+            return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
@@ -97,8 +100,8 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     except FlashbedError as e:
         return _error(spec, str(e), started, prov)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # not a bug: say it once, plainly
-            return _error(spec, f"the disk holding {logs} is full", started, prov)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) or _disk_full(logs):  # not a bug: say it once, plainly
+            return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         return _unexpected(spec, logs, e, started, prov)
     except Exception as e:  # a bug must not lose the run: record it and go on
         return _unexpected(spec, logs, e, started, prov)
@@ -326,9 +329,26 @@ def _cpu_costs(spec: CellSpec):
     return cpuprofile.get(spec.cpu_profile).costs if spec.clock == "virtual" and spec.cpu_profile else None
 
 
-def _error(spec: CellSpec, msg: str, started: float, prov: dict) -> CellResult:
+def _error(spec: CellSpec, msg: str, started: float, prov: dict, disk_full: bool = False) -> CellResult:
     return CellResult(key=spec.key, status=CellStatus.ERROR, error=msg[:1000], headline=f"error: {msg}"[:200],
-                      seconds=round(time.monotonic() - started, 3), provenance=prov)
+                      seconds=round(time.monotonic() - started, 3), provenance=prov,
+                      extra={"disk_full": True} if disk_full else {})
+
+
+DISK_FULL_BELOW = 1 << 20  # bytes free: the run directory's disk is full (the guest's last write failed)
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < DISK_FULL_BELOW
+
+
+def disk_full(result: CellResult) -> bool:
+    """Whether the cell stopped because the run directory's disk is full: the run stops there."""
+    return bool(result.extra.get("disk_full")) and not result.ok
 
 
 def _budget(steps) -> float:

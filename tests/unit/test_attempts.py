@@ -151,3 +151,23 @@ def test_run_cell_refuses_a_directory_an_earlier_attempt_wrote(plan, tmp_path):
     r = run_cell(plan.cells[0], Lab(facts(), interrupt=False), logs, tmp_path / "scratch")
     assert r.status == "error" and "not empty" in r.error
     assert (logs / CHECKED_FILE).read_text() == "{}\n"
+
+
+def test_a_full_disk_stops_the_run_in_one_line_and_the_cell_runs_again(plan, tmp_path, monkeypatch):
+    """Issue 28, 13: a full disk under --out was recorded as a lab crash, exit 0. The guest's writes
+    fail there (the agent leaves no result): the cell is an error that a resume runs again, and the
+    run stops with the disk's line."""
+    from flashbed import cell
+    from flashbed.errors import FlashbedError
+
+    class Full(Lab):
+        def boot(self, spec, host=None, kill=None):
+            (spec.run_dir / "console.log").write_text("")
+            return BootResult("crash", [], 1.0, 2.0, str(spec.run_dir / "console.log"), 1, "test")
+
+    monkeypatch.setattr(cell, "_disk_full", lambda path: True)
+    store = RunStore(tmp_path / "run")
+    with pytest.raises(FlashbedError, match=r"the disk holding .* is full: free some space, then run the same"):
+        _run(plan, store, Full(facts(), interrupt=False))
+    (r,) = list(store.results())
+    assert r.status == "error" and r.extra["disk_full"] and not store.finished(r.key)

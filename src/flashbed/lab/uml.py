@@ -151,14 +151,19 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
 
         def pump() -> None:
             assert proc.stdout is not None
-            for raw in proc.stdout:
+            writing = True
+            for raw in proc.stdout:  # read to the end whatever happens: a lab whose output is not read stops
                 line = raw.decode("utf-8", "replace")
                 if not ready_at and line.startswith("FLASHBED-AGENT READY"):
                     ready_at.append(time.monotonic())
                 elif line.startswith("FLASHBED-AGENT DONE"):
                     done_at.append(time.monotonic())
-                console.write(line)
-                console.flush()
+                if writing:
+                    try:
+                        console.write(line)
+                        console.flush()
+                    except OSError:  # a full disk: the cell says so (cell.run_cell), the lab goes on
+                        writing = False
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()

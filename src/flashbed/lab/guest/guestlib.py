@@ -88,11 +88,18 @@ def limit(timeout: float) -> float | None:
 def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
     """Written to a temporary name, synced, renamed: a reader never sees half a file."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=indent)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=indent)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)  # a full disk must not leave half a file beside the results
+        except OSError:
+            pass
+        raise
 
 
 _SFR = None
