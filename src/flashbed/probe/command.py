@@ -14,7 +14,7 @@ from ..errors import FlashbedError
 
 
 def add_parser(sub) -> None:
-    from ..cli import seconds
+    from ..options import seconds
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
     p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
                    "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")

@@ -85,8 +85,8 @@ def measure(out: Path, kernel_name: str | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..cli import _Parser
-    ap = _Parser(prog="python3 -m flashbed.yaffs2.fusecost")
+    from ..options import Parser
+    ap = Parser(prog="python3 -m flashbed.yaffs2.fusecost")
     ap.add_argument("--out", type=Path, default=Path("fusecost"), help="a new or empty directory, or one this "
                     "command wrote before (default: fusecost)")
     ap.add_argument("--kernel", default=None)
