@@ -14,7 +14,6 @@ fresh seed. The last test prints the cases per command and the time they took.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -31,6 +30,7 @@ from hypothesis import strategies as st
 from flashbed.paths import repo_root
 from tests import sandbox
 from tests.unit.test_fuzz_edges import bad_setting
+from tests.unit.test_writeguard import digest, tree
 
 MORE = int(os.environ.get("FLASHBED_FUZZ_EXAMPLES", "0"))
 EXAMPLES = MORE or 1000
@@ -43,16 +43,6 @@ why_not = sandbox.available()
 pytestmark = pytest.mark.skipif(bool(why_not), reason=why_not or "sandbox")
 
 
-def digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def tree(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): digest(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import FlashbedError
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 from ..progress import format_duration
 from . import debsource
 
@@ -395,15 +395,7 @@ def ensure_kernel(name: str | None = None, log: Log = _stderr, time_travel: bool
     built = _built(out)
     if built is not None:  # read as it is (a cache this user cannot write serves too)
         return _with_mode(built, choice)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        lockf = open(out / ".lock", "w")
-    except OSError as e:
-        raise FlashbedError(f"lab kernel {choice.label} is not built, and its cache {out} cannot be written "
-                            f"({e.strerror}): set FLASHBED_CACHE to a directory you can write") from None
-    # one builder at a time per key; a second caller waits and then finds it built
-    with lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
+    with build_lock(out, f"lab kernel {choice.label}"):
         built = _built(out)
         if built is not None:
             return _with_mode(built, choice)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..errors import FlashbedError
 from ..lab import debsource
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
@@ -94,14 +94,7 @@ def ensure_daemon(spec: SourceSpec = SOURCE, log: Log = _stderr) -> Path:
     out = build_root() / cache_key(spec)
     if (out / BINARY).exists():  # read as it is (a cache this user cannot write serves too)
         return out / BINARY
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        lockf = open(out / ".lock", "w")
-    except OSError as e:
-        raise FlashbedError(f"the YAFFS2 daemon is not built, and its cache {out} cannot be written ({e.strerror}): "
-                            f"set FLASHBED_CACHE to a directory you can write") from None
-    with lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
+    with build_lock(out, "the YAFFS2 daemon"):
         binary = out / BINARY
         if binary.exists():
             return binary
