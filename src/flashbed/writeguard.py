@@ -28,6 +28,7 @@ changes nothing) and `write_file` never replaces a file it was not allowed to.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from dataclasses import dataclass
@@ -223,7 +224,7 @@ def place(allowed: Allowed, tmp: Path) -> None:
         if allowed.replace:
             os.replace(tmp, allowed.path)
         else:
-            os.link(tmp, allowed.path)  # fails if the path exists now: never a silent overwrite
+            _no_clobber(tmp, allowed.path)
     except FileExistsError:
         raise FlashbedError(f"{allowed.given} appeared while flashbed worked: nothing was written over it; "
                             f"give a new path, or --force") from None
@@ -232,6 +233,21 @@ def place(allowed: Allowed, tmp: Path) -> None:
     finally:
         with contextlib.suppress(OSError):
             tmp.unlink()
+
+
+def _no_clobber(tmp: Path, path: Path) -> None:
+    """`tmp` renamed to `path` only if nothing is there: a hard link fails on an existing name;
+    where a filesystem has no hard links (FAT), a rename after a last look."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "exists", str(path)) from None
+        os.rename(tmp, path)
 
 
 def write_file(allowed: Allowed, data: bytes | str) -> None:

@@ -249,3 +249,15 @@ def test_the_readmes_fuse_cost_command_starts(capsys):
     from flashbed.yaffs2 import fusecost
     assert fusecost.main(["--out", "/proc/x"]) == 2
     one_line(capsys, "--out /proc/x is under /proc")
+
+
+def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeypatch):
+    import errno
+
+    def no_links(*a):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    allowed = writeguard.check(tmp_path / "p.toml", "--write-preset", writeguard.Target.FILE)
+    writeguard.write_file(allowed, "preset")
+    assert (tmp_path / "p.toml").read_text() == "preset" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
