@@ -89,11 +89,12 @@ def run_step(step: Step, run_dir: str, layout: dict[str, str], seq: int = 0) -> 
                 "LC_ALL": "C.UTF-8"})
     env.update(layout)  # the lab's layout: FLASHBED_DEV, FLASHBED_TOOLS
     env.update({k: str(v) for k, v in step.env.items()})
-    started = now()
-    before = guestlib.cpu_counts()
+    # the limit's host calls stay outside what the step measures (its guest time and CPU charge)
     with guestlib.wall_limit(run_dir, f"w{seq:04d}", f"step '{step.name}'", float(step.timeout)):
+        started = now()
+        before = guestlib.cpu_counts()
         status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
-    after = guestlib.cpu_counts()
+        after = guestlib.cpu_counts()
     rec = {
         "name": step.name,
         "cmd": step.cmd,
