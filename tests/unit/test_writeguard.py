@@ -261,3 +261,13 @@ def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeyp
     allowed = writeguard.check(tmp_path / "p.toml", "--write-preset", writeguard.Target.FILE)
     writeguard.write_file(allowed, "preset")
     assert (tmp_path / "p.toml").read_text() == "preset" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["report", "{run}", "--force"], "--force replaces files in --out: a run's own report needs none"),
+    (["probe", "plain-file@64M", "--force"], "--force lets --write-preset replace a file: give --write-preset FILE"),
+    (["lab", "exec", "--destroy-data-on", "/dev/sdz", "--", "true"], "--destroy-data-on /dev/sdz names no --disk"),
+])
+def test_the_new_options_alone_are_one_line(argv, words, a_run, capsys):
+    assert main([a.replace("{run}", str(a_run)) for a in argv]) == 2
+    one_line(capsys, words)
