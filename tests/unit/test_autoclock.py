@@ -8,7 +8,8 @@ from dataclasses import asdict, replace
 import pytest
 
 from flashbed import cpus
-from flashbed.cli import _real_time_run, _stored_request, main
+from flashbed.cli import main
+from flashbed.commands.run import _real_time_run, _stored_request
 from flashbed.lab import clock
 from flashbed.plan import PlanRequest, clock_notes, make_plan
 from flashbed.store import RunStore

@@ -102,7 +102,7 @@ def test_a_manifest_names_its_kernel_by_label_even_from_before_the_kernel_axis()
 
 
 def test_the_cli_resumes_a_run_on_the_kernel_its_manifest_records(tmp_path):
-    from flashbed.cli import _recorded_kernels
+    from flashbed.commands.run import _recorded_kernels
     from flashbed.store import RunStore
     store = RunStore(tmp_path / "run")
     assert _recorded_kernels(store) is None

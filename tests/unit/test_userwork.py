@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from flashbed import lifetime, userwork
-from flashbed.cli import _user_workload, main
+from flashbed.cli import main
+from flashbed.commands.run import _user_workload
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest
 from flashbed.studies.workload import blk_delta, metrics

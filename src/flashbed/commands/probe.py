@@ -1,5 +1,5 @@
 """`flashbed probe DEVICE [--write-preset FILE]`: arguments checked here, the
-work in lab.py, the text in render.py, the preset in fit.py."""
+work in probe/lab.py, the text in probe/render.py, the preset in probe/fit.py."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..errors import FlashbedError
 def add_parser(sub) -> None:
     from ..options import seconds
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
+    p.set_defaults(handler=run)
     p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
                    "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
     p.add_argument("--device", dest="device_opt", metavar="DEVICE", help="the same as DEVICE (with --target: the "
@@ -76,7 +77,7 @@ def _on_board(args: argparse.Namespace) -> int:
     """The probe on a board's own device: checked on the board as a run checks it."""
     from ..lab.board import Board, BoardLab
     from ..lab.ssh import parse_target
-    from .lab import OnBoard
+    from ..probe.lab import OnBoard
     target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "")
     if not args.device.startswith("/dev/"):
         raise FlashbedError(f"--target {target.url}: give the board's device with --device /dev/... (e.g. "
@@ -100,12 +101,12 @@ def _on_board(args: argparse.Namespace) -> int:
 
 
 def lab_tool_version() -> str:
-    from .lab import tool_versions
+    from ..probe.lab import tool_versions
     return tool_versions()["flashbench"]
 
 
 def _probe(args: argparse.Namespace, device, board=None) -> int:
-    from . import fit, lab, render
+    from ..probe import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))

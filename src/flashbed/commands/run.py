@@ -1,0 +1,311 @@
+"""`flashbed run`: studies on emulated or real devices, resumably; the request is made
+here, once, from the options (or read back from the run to resume)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import FlashbedError
+from ..options import EXIT_CODES, items
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.set_defaults(handler=run)
+    r.add_argument("--profile", default=None, help="quick (default) or paper")
+    r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
+                   "(repeatable or comma-separated; default: the ten block filesystems)")
+    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. lexar-c10-16g@1G), "
+                   "a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, /dev/mmcblkN)")
+    r.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                   help="allow a run on a real device that carries data (a filesystem or partition table): "
+                   "repeat its --device path")
+    r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
+    r.add_argument("--workload", metavar="FILE", help="your own workload: a fio job file (.fio) or an executable "
+                   "script (run with $FLASHBED_MNT, the filesystem under test, as its working directory)")
+    r.add_argument("--check", metavar="FILE", help="with --workload: an executable run after recovery in every "
+                   "crash state of the workload (exit 0: your data is consistent)")
+    r.add_argument("--age", type=int, metavar="FILL", help="with --workload: fill the filesystem to FILL %% with "
+                   "a file population and churn it first, then run the workload as a lifetime phase (6 passes "
+                   "unless --set workload.passes=N)")
+    r.add_argument("--daily-writes", metavar="SIZE", help="with --workload: host writes a day for the projected "
+                   "lifetime, e.g. 2G (default: the workload's measured rate, around the clock)")
+    r.add_argument("--repeat", type=int, default=None)
+    r.add_argument("--seed", type=int, default=None)
+    r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
+                   help="override a study parameter, e.g. bigfile.size=256M")
+    r.add_argument("--iterations", type=int, help="power cuts / corruption runs per cell (powercut, corruption)")
+    r.add_argument("--jobs", type=int, help="cells at once (default: cores)")
+    r.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
+    r.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
+    r.add_argument("--executor", default="local", choices=["local", "dask"])
+    r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
+    r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+    r.add_argument("--pace", help="emulator clock of real-time cells: auto (default: none for the failure studies, "
+                   "whose outcomes do not depend on timing, real for the rest), real, or none (skip the device's "
+                   "delays); virtual-time cells cost no wall-clock time for them")
+    r.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
+                   "7.3:ptrace (repeatable or comma-separated: cells of each)")
+    r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
+                   "many host CPUs); a scaling case sets its own")
+    r.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
+                   "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
+    r.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
+    r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
+    r.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a command "
+                   "run here with {action} made on, off or cycle: enables the powercut study on the board")
+    r.add_argument("--clock", action="append", help="the lab's clock: auto (default), real or virtual (real,virtual: "
+                   "cells of each). Virtual: the time-travel lab kernel, each request of an emulated device "
+                   "completing when its model says. Auto: virtual time for every cell that can run in it; real "
+                   "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
+                   "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
+    r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
+                   "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
+                   "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
+
+
+def _overrides(settings: list[str]) -> dict[str, dict]:
+    """--set STUDY.PARAM=VALUE, each value read by its field's kind (a size, a number, a word:
+    bandwidth.bs=4k stays the word fio takes) and checked against its range, once, here."""
+    from ..studies import params as P
+    out: dict[str, dict] = {}
+    for item in settings:
+        key, eq, value = item.partition("=")
+        study, dot, param = key.partition(".")
+        if not (eq and dot and study and param):
+            raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
+        out.setdefault(study, {})[param] = P.setting(study, param, value)
+    return out
+
+
+def _user_workload(workload: str | None, check: str | None, overrides: dict[str, dict],
+                   studies: tuple[str, ...], age: int | None = None,
+                   daily: str | None = None) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """--workload, --check, --age and --daily-writes as the overrides of the studies that run
+    them (the files' content hashes in the run id), those studies added to the run's."""
+    from .. import userwork
+    from ..devices.presets import parse_size
+    if not workload:
+        given = "--check" if check else "--age" if age is not None else "--daily-writes"
+        raise FlashbedError(f"{given} needs --workload FILE: it applies to your workload")
+    if age is not None and not 1 <= age <= 95:
+        raise FlashbedError(f"--age {age}: give the fill in % of the filesystem, 1 to 95")
+    w = userwork.load(workload, "--workload")
+    c = userwork.load(check, "--check", fio_allowed=False) if check else None
+    out = dict(overrides)
+    mine = userwork.overrides(w, c)  # workload, and appcheck with a check or a fio job's own verification
+    for study, values in mine.items():
+        out[study] = {**out.get(study, {}), **values}
+    if age is not None:
+        out["workload"] = {"passes": userwork.AGE_PASSES, **out["workload"], "fill": age}
+    if daily:
+        try:
+            size = parse_size(daily)
+        except FlashbedError:
+            size = 0
+        if size <= 0:
+            raise FlashbedError(f"--daily-writes {daily}: give a size a day, e.g. 2G or 500M")
+        out["workload"]["daily_writes"] = size
+    wanted = tuple(mine)
+    return out, tuple(studies) + tuple(s for s in wanted if s not in studies)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..execute import execute
+    from ..executors import make_executor
+    from ..lab import clock, cpuprofile, kernel
+    from ..lab.labs import UmlLabs
+    from ..plan import PlanRequest, clock_notes, make_plan, run_kernels
+    from ..store import RunStore, resolve_run
+    # everything is checked before the run directory is made and anything is printed
+    executor = make_executor(args.executor, args.jobs, args.scheduler)
+    if args.resume:
+        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
+                             "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
+                 if getattr(args, o) is not None]
+        if given or args.set:
+            raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
+        store = resolve_run(args.resume)
+        req = _stored_request(store)
+        from ..userwork import check_resumable
+        check_resumable(req.overrides)
+    else:
+        overrides = _overrides(args.set)
+        studies = items(args.study, "study")
+        if args.workload or args.check or args.age is not None or args.daily_writes:
+            overrides, studies = _user_workload(args.workload, args.check, overrides, studies, args.age,
+                                                args.daily_writes)
+        if args.iterations is not None:
+            from ..studies import STUDIES
+            iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]
+            looping = [s for s in studies if s in iterating]
+            if args.iterations < 1:
+                raise FlashbedError("--iterations must be at least 1")
+            if not looping:
+                raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
+            for s in looping:
+                overrides.setdefault(s, {})["iterations"] = args.iterations
+        from ..devices.presets import absolute_spec
+        target = ""
+        if args.target:
+            from ..lab.ssh import parse_target
+            target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
+        elif args.ssh_key or args.ssh_config or args.power_cmd is not None:
+            flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
+            raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
+        req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=items(args.fs, "fs"),
+                          devices=tuple(d if target else absolute_spec(d) for d in items(args.device, "device")),
+                          studies=studies, repeat=args.repeat if args.repeat is not None else 1,
+                          seed=args.seed if args.seed is not None else 1, overrides=overrides,
+                          pace="auto" if args.pace is None else args.pace,
+                          kernels=kernel.labels(items(args.kernel, "kernel")),
+                          cpus=args.cpus if args.cpus is not None else 1, target=target,
+                          clocks=clock.labels(items(args.clock, "clock")),
+                          cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")))
+        _check_settings_of(args.set, req)
+        store = RunStore(args.out or Path("runs") / req.run_id())
+    # this command's run from before auto was the default clock, left as it is (said with the notes below)
+    old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
+    if req.target:
+        return _run_board(args, req, store)
+    if args.power_cmd is not None:  # a resumed lab run
+        raise FlashbedError("--power-cmd is for --target ssh://...: the lab cuts an emulated device's power itself")
+    kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
+    plan = make_plan(req, tuple(args.destroy_data_on), kernels)
+    from ..execute import check_resume
+    check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
+    if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
+        raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
+                            "local executor")
+    store.create("--out" if args.out else "the run directory")  # one line, not after the notes
+    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
+        print(f"flashbed: {line}", file=sys.stderr)
+    flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
+    infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
+    if any(c.variant.base.fuse_daemon for c in plan.cells):
+        from ..yaffs2.build import ensure_daemon
+        ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
+    for line in _build_changes(store, infos):
+        print(f"flashbed: {line}", file=sys.stderr)
+    results = execute(plan, store, UmlLabs(*infos), executor)
+    return _finish(args, store, results)
+
+
+def _run_board(args: argparse.Namespace, req, store) -> int:
+    """A run on a board over SSH (lab/board.py): the board is checked before anything is written."""
+    from ..execute import execute
+    from ..lab.board import Board, BoardLabs
+    from ..lab.ssh import parse_target
+    from ..plan import make_plan
+    if args.executor == "dask":
+        raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
+                            "executor")
+    from ..executors import LocalExecutor
+    from ..lab.power import parse_power_cmd
+    power = parse_power_cmd(args.power_cmd) if args.power_cmd is not None else None
+    board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or ""), power).open()
+    try:
+        plan = make_plan(req, tuple(args.destroy_data_on), board=board)
+        from ..execute import check_resume
+        check_resume(plan, store)  # a changed request: refused before anything runs
+        for line in plan.skipped_lines():
+            print(f"flashbed: {line}", file=sys.stderr)
+        store.create("--out" if args.out else "the run directory")
+        # one cell at a time: every cell writes the board's one device
+        results = execute(plan, store, BoardLabs(board), LocalExecutor(1))
+    finally:
+        board.close()
+    return _finish(args, store, results)
+
+
+def _finish(args: argparse.Namespace, store, results) -> int:
+    from ..report.text import print_results
+    from ..status import CellStatus
+    print_results(store)
+    if not args.no_report:
+        try:
+            from ..report import write_report
+            paths = write_report(store.root)
+            print(f"report: {paths.html}")
+        except ImportError:
+            pass
+    # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
+    bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
+    return 1 if bad else 0
+
+
+def _check_settings_of(settings: list[str], req) -> None:
+    """One line for a --set of a study the run does not have: it would change nothing."""
+    from ..profiles import PROFILES
+    if req.profile not in PROFILES:
+        return  # make_plan says so
+    studies = req.studies or tuple(PROFILES[req.profile]["studies"])
+    for item in settings:
+        study = item.partition(".")[0]
+        if study not in studies:
+            raise FlashbedError(f"--set {item}: study {study} is not in this run ({', '.join(studies)}): add "
+                                f"--study {study}, or drop the --set")
+
+
+def _real_time_run(req, store) -> str:
+    """A line when this command made a run in real time before auto became the default ('' if
+    not): that run has another id, so it is left as it is, not finished in virtual time."""
+    import dataclasses
+    from ..lab import clock
+    from ..store import RunStore
+    if req.resolved().clocks != clock.RUN_DEFAULT or store.exists():
+        return ""
+    old = RunStore(store.root.parent / dataclasses.replace(req, clocks=()).run_id())
+    if not old.exists():
+        return ""
+    return (f"run {old.root.name}, this command's run in real time (the default before auto), is left as it is: "
+            f"`flashbed run --resume {old.root.name}` finishes it in real time")
+
+
+def _stored_request(store):
+    """The request an existing run's manifest records, its fields of the types a new one has."""
+    from ..plan import PlanRequest, stored_request
+    stored = store.manifest().get("request")
+    if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
+        stored = stored_request(stored)
+    from ..store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
+    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+        and not request_problem(stored)
+    if not ok:
+        raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
+                            f"resumed: start a new run with --out DIR")
+    return PlanRequest(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
+
+
+def _recorded_kernels(store) -> tuple[str, ...] | None:
+    """The lab kernels an existing run was made on (its manifest), None for a new run."""
+    if not store.exists():
+        return None
+    from ..lab.kernel import recorded_label
+    man = store.manifest()
+    kernels = man.get("kernels") or {"": man.get("kernel") or {}}
+    # a kernel's time-travel flavour (virtual time) is the same label's other build
+    labels = tuple(dict.fromkeys(label for p in kernels.values() if (label := recorded_label(p))))
+    return labels or None
+
+
+def _build_changes(store, infos) -> list[str]:
+    """One line per kernel of an existing run whose build (source, config or patches) is not
+    the one its cells so far ran on: the rest of the run uses this flashbed's build."""
+    if not store.exists():
+        return []
+    from ..lab.kernel import recorded_label
+    man = store.manifest()
+    before = {(recorded_label(p), bool(p.get("flavour"))): p
+              for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
+    out = []
+    for info in infos:
+        old = before.get((info.label, info.time_travel)) or {}
+        if old.get("key") and old["key"] != info.key:
+            out.append(f"lab kernel {info.label}: this run's cells so far ran on build {old['key']} (patches "
+                       f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "
+                       f"{info.key} (patches {', '.join(p[:4] for p in info.patches) or 'none'})")
+    return out
