@@ -28,7 +28,8 @@ from typing import Any
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..lab.target import BlockDevice, DeviceSession, Nandsim, stopping
+from ..stopping import stopping
+from .capabilities import BlockDevice, DeviceSession, Nandsim
 from .presets import Device
 from .realdev import claimed
 

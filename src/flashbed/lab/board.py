@@ -42,7 +42,8 @@ from ..status import BootStatus
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
 from .ssh import Ssh, SshTarget
-from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping, on_stop, stopping
+from ..stopping import Stopping, on_stop, stopping
+from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 BACKEND = "board"
 _LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: target.kill_all)
