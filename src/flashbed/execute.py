@@ -28,7 +28,8 @@ from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.target import LabFactory
-from .plan import Plan, cpu_profiles, stored_request
+from .identity import stored_request
+from .plan import Plan, cpu_profiles
 from .progress import Progress
 from .results import CellResult
 from .store import RunStore

@@ -114,11 +114,12 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
 
 
 def run(args: argparse.Namespace) -> int:
+    from .. import identity
     from ..execute import execute
     from ..executors import make_executor
-    from ..lab import clock, cpuprofile, kernel
+    from ..lab import kernel
     from ..lab.labs import UmlLabs
-    from ..plan import PlanRequest, clock_notes, make_plan, run_kernels
+    from ..plan import clock_notes, make_plan
     from ..store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
     executor = make_executor(args.executor, args.jobs, args.scheduler)
@@ -129,51 +130,19 @@ def run(args: argparse.Namespace) -> int:
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
-        req = _stored_request(store)
+        req = identity.request_of(store)
         from ..userwork import check_resumable
         check_resumable(req.overrides)
     else:
-        overrides = _overrides(args.set)
-        studies = items(args.study, "study")
-        if args.workload or args.check or args.age is not None or args.daily_writes:
-            overrides, studies = _user_workload(args.workload, args.check, overrides, studies, args.age,
-                                                args.daily_writes)
-        if args.iterations is not None:
-            from ..studies import STUDIES
-            iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]
-            looping = [s for s in studies if s in iterating]
-            if args.iterations < 1:
-                raise FlashbedError("--iterations must be at least 1")
-            if not looping:
-                raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
-            for s in looping:
-                overrides.setdefault(s, {})["iterations"] = args.iterations
-        from ..devices.presets import absolute_spec
-        target = ""
-        if args.target:
-            from ..lab.ssh import parse_target
-            target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
-        elif args.ssh_key or args.ssh_config or args.power_cmd is not None:
-            flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
-            raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
-        req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=items(args.fs, "fs"),
-                          devices=tuple(d if target else absolute_spec(d) for d in items(args.device, "device")),
-                          studies=studies, repeat=args.repeat if args.repeat is not None else 1,
-                          seed=args.seed if args.seed is not None else 1, overrides=overrides,
-                          pace="auto" if args.pace is None else args.pace,
-                          kernels=kernel.labels(items(args.kernel, "kernel")),
-                          cpus=args.cpus if args.cpus is not None else 1, target=target,
-                          clocks=clock.labels(items(args.clock, "clock")),
-                          cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")))
-        _check_settings_of(args.set, req)
+        req = request(args)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
-    old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
+    old_run = identity.real_time_run(req, store) if not args.resume and not args.out else ""
     if req.target:
         return _run_board(args, req, store)
     if args.power_cmd is not None:  # a resumed lab run
         raise FlashbedError("--power-cmd is for --target ssh://...: the lab cuts an emulated device's power itself")
-    kernels, note = run_kernels(req.kernels, _recorded_kernels(store))
+    kernels, note = identity.run_kernels(req.kernels, identity.recorded_kernels(store))
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     from ..execute import check_resume
     check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
@@ -192,6 +161,52 @@ def run(args: argparse.Namespace) -> int:
         print(f"flashbed: {line}", file=sys.stderr)
     results = execute(plan, store, UmlLabs(*infos), executor)
     return _finish(args, store, results)
+
+
+def request(args: argparse.Namespace):
+    """A new run's request from its options, each checked (one line), in the form its id is
+    made of (identity.PlanRequest)."""
+    from ..devices.presets import absolute_spec
+    from ..identity import PlanRequest
+    from ..lab import clock, cpuprofile, kernel
+    overrides = _overrides(args.set)
+    studies = items(args.study, "study")
+    if args.workload or args.check or args.age is not None or args.daily_writes:
+        overrides, studies = _user_workload(args.workload, args.check, overrides, studies, args.age,
+                                            args.daily_writes)
+    if args.iterations is not None:
+        _iterations(args.iterations, studies, overrides)
+    target = ""
+    if args.target:
+        from ..lab.ssh import parse_target
+        target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
+    elif args.ssh_key or args.ssh_config or args.power_cmd is not None:
+        flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
+        raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
+    req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=items(args.fs, "fs"),
+                      devices=tuple(d if target else absolute_spec(d) for d in items(args.device, "device")),
+                      studies=studies, repeat=args.repeat if args.repeat is not None else 1,
+                      seed=args.seed if args.seed is not None else 1, overrides=overrides,
+                      pace="auto" if args.pace is None else args.pace,
+                      kernels=kernel.labels(items(args.kernel, "kernel")),
+                      cpus=args.cpus if args.cpus is not None else 1, target=target,
+                      clocks=clock.labels(items(args.clock, "clock")),
+                      cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")))
+    _check_settings_of(args.set, req)
+    return req
+
+
+def _iterations(n: int, studies: tuple[str, ...], overrides: dict[str, dict]) -> None:
+    """--iterations N: the iterations of each of the run's studies that iterate (one line if none does)."""
+    from ..studies import STUDIES
+    iterating = [name for name, st in STUDIES.items() if "iterations" in st.param_names()]
+    looping = [s for s in studies if s in iterating]
+    if n < 1:
+        raise FlashbedError("--iterations must be at least 1")
+    if not looping:
+        raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
+    for s in looping:
+        overrides.setdefault(s, {})["iterations"] = n
 
 
 def _run_board(args: argparse.Namespace, req, store) -> int:
@@ -248,48 +263,6 @@ def _check_settings_of(settings: list[str], req) -> None:
         if study not in studies:
             raise FlashbedError(f"--set {item}: study {study} is not in this run ({', '.join(studies)}): add "
                                 f"--study {study}, or drop the --set")
-
-
-def _real_time_run(req, store) -> str:
-    """A line when this command made a run in real time before auto became the default ('' if
-    not): that run has another id, so it is left as it is, not finished in virtual time."""
-    import dataclasses
-    from ..lab import clock
-    from ..store import RunStore
-    if req.resolved().clocks != clock.RUN_DEFAULT or store.exists():
-        return ""
-    old = RunStore(store.root.parent / dataclasses.replace(req, clocks=()).run_id())
-    if not old.exists():
-        return ""
-    return (f"run {old.root.name}, this command's run in real time (the default before auto), is left as it is: "
-            f"`flashbed run --resume {old.root.name}` finishes it in real time")
-
-
-def _stored_request(store):
-    """The request an existing run's manifest records, its fields of the types a new one has."""
-    from ..plan import PlanRequest, stored_request
-    stored = store.manifest().get("request")
-    if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
-        stored = stored_request(stored)
-    from ..store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
-    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
-        and not request_problem(stored)
-    if not ok:
-        raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
-                            f"resumed: start a new run with --out DIR")
-    return PlanRequest(**{k: tuple(v) if isinstance(v, list) else v for k, v in stored.items()})
-
-
-def _recorded_kernels(store) -> tuple[str, ...] | None:
-    """The lab kernels an existing run was made on (its manifest), None for a new run."""
-    if not store.exists():
-        return None
-    from ..lab.kernel import recorded_label
-    man = store.manifest()
-    kernels = man.get("kernels") or {"": man.get("kernel") or {}}
-    # a kernel's time-travel flavour (virtual time) is the same label's other build
-    labels = tuple(dict.fromkeys(label for p in kernels.values() if (label := recorded_label(p))))
-    return labels or None
 
 
 def _build_changes(store, infos) -> list[str]:
