@@ -114,58 +114,60 @@ def _user_workload(workload: str | None, check: str | None, overrides: dict[str,
 
 
 def run(args: argparse.Namespace) -> int:
-    from .. import identity
-    from ..execute import execute
+    from .. import targets
+    from ..execute import check_resume, execute
     from ..executors import make_executor
-    from ..lab import kernel
-    from ..lab.labs import UmlLabs
     from ..plan import clock_notes, make_plan
-    from ..store import RunStore, resolve_run
     # everything is checked before the run directory is made and anything is printed
     executor = make_executor(args.executor, args.jobs, args.scheduler)
-    if args.resume:
-        given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                             "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
-                 if getattr(args, o) is not None]
-        if given or args.set:
-            raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
-        store = resolve_run(args.resume)
-        req = identity.request_of(store)
-        from ..userwork import check_resumable
-        check_resumable(req.overrides)
-    else:
-        req = request(args)
-        store = RunStore(args.out or Path("runs") / req.run_id())
-    # this command's run from before auto was the default clock, left as it is (said with the notes below)
-    old_run = identity.real_time_run(req, store) if not args.resume and not args.out else ""
-    if req.target:
-        return _run_board(args, req, store)
-    if args.power_cmd is not None:  # a resumed lab run
+    req, store, old_run = _resumed(args) if args.resume else _new(args)
+    if not req.target and args.power_cmd is not None:  # a resumed lab run
         raise FlashbedError("--power-cmd is for --target ssh://...: the lab cuts an emulated device's power itself")
-    kernels, note = identity.run_kernels(req.kernels, identity.recorded_kernels(store))
-    plan = make_plan(req, tuple(args.destroy_data_on), kernels)
-    from ..execute import check_resume
-    check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
-    if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
-        raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
-                            "local executor")
-    store.create("--out" if args.out else "the run directory")  # one line, not after the notes
-    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
-        print(f"flashbed: {line}", file=sys.stderr)
-    flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
-    infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
-    if any(c.variant.base.fuse_daemon for c in plan.cells):
-        from ..yaffs2.build import ensure_daemon
-        ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
-    for line in _build_changes(store, infos):
-        print(f"flashbed: {line}", file=sys.stderr)
-    results = execute(plan, store, UmlLabs(*infos), executor)
+    with targets.open_run(req, args, store, executor) as target:  # where the cells run, chosen once
+        plan = make_plan(req, target, tuple(args.destroy_data_on))
+        check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
+        target.check_plan(plan)
+        store.create("--out" if args.out else "the run directory")  # one line, not after the notes
+        for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan):
+            _say(line)
+        results = execute(plan, store, target.labs(plan, store, _say), target.executor)
     return _finish(args, store, results)
+
+
+def _say(line: str) -> None:
+    print(f"flashbed: {line}", file=sys.stderr)
+
+
+def _resumed(args: argparse.Namespace):
+    """The request of the run `--resume` names, its files as they were (one line if not)."""
+    from .. import identity
+    from ..store import resolve_run
+    from ..userwork import check_resumable
+    given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
+                         "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
+             if getattr(args, o) is not None]
+    if given or args.set:
+        raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
+    store = resolve_run(args.resume)
+    req = identity.request_of(store)
+    check_resumable(req.overrides)
+    return req, store, ""
+
+
+def _new(args: argparse.Namespace):
+    """A new run's request, its run directory, and a line if this command's run from before auto
+    was the default clock is left as it is."""
+    from .. import identity
+    from ..store import RunStore
+    req = request(args)
+    store = RunStore(args.out or Path("runs") / req.run_id())
+    return req, store, identity.real_time_run(req, store) if not args.out else ""
 
 
 def request(args: argparse.Namespace):
     """A new run's request from its options, each checked (one line), in the form its id is
     made of (identity.PlanRequest)."""
+    from .. import targets
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
     from ..lab import clock, cpuprofile, kernel
@@ -176,11 +178,8 @@ def request(args: argparse.Namespace):
                                             args.daily_writes)
     if args.iterations is not None:
         _iterations(args.iterations, studies, overrides)
-    target = ""
-    if args.target:
-        from ..lab.ssh import parse_target
-        target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "").url
-    elif args.ssh_key or args.ssh_config or args.power_cmd is not None:
+    target = targets.url(args.target, args)  # its kind's one spelling, checked
+    if not target and (args.ssh_key or args.ssh_config or args.power_cmd is not None):
         flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
         raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
     req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=items(args.fs, "fs"),
@@ -207,33 +206,6 @@ def _iterations(n: int, studies: tuple[str, ...], overrides: dict[str, dict]) ->
         raise FlashbedError("--iterations applies to --study " + " or ".join(iterating))
     for s in looping:
         overrides.setdefault(s, {})["iterations"] = n
-
-
-def _run_board(args: argparse.Namespace, req, store) -> int:
-    """A run on a board over SSH (lab/board.py): the board is checked before anything is written."""
-    from ..execute import execute
-    from ..lab.board import Board, BoardLabs
-    from ..lab.ssh import parse_target
-    from ..plan import make_plan
-    if args.executor == "dask":
-        raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
-                            "executor")
-    from ..executors import LocalExecutor
-    from ..lab.power import parse_power_cmd
-    power = parse_power_cmd(args.power_cmd) if args.power_cmd is not None else None
-    board = Board(parse_target(req.target, args.ssh_key or "", args.ssh_config or ""), power).open()
-    try:
-        plan = make_plan(req, tuple(args.destroy_data_on), board=board)
-        from ..execute import check_resume
-        check_resume(plan, store)  # a changed request: refused before anything runs
-        for line in plan.skipped_lines():
-            print(f"flashbed: {line}", file=sys.stderr)
-        store.create("--out" if args.out else "the run directory")
-        # one cell at a time: every cell writes the board's one device
-        results = execute(plan, store, BoardLabs(board), LocalExecutor(1))
-    finally:
-        board.close()
-    return _finish(args, store, results)
 
 
 def _finish(args: argparse.Namespace, store, results) -> int:
@@ -263,22 +235,3 @@ def _check_settings_of(settings: list[str], req) -> None:
         if study not in studies:
             raise FlashbedError(f"--set {item}: study {study} is not in this run ({', '.join(studies)}): add "
                                 f"--study {study}, or drop the --set")
-
-
-def _build_changes(store, infos) -> list[str]:
-    """One line per kernel of an existing run whose build (source, config or patches) is not
-    the one its cells so far ran on: the rest of the run uses this flashbed's build."""
-    if not store.exists():
-        return []
-    from ..lab.kernel import recorded_label
-    man = store.manifest()
-    before = {(recorded_label(p), bool(p.get("flavour"))): p
-              for p in (man.get("kernels") or {"": man.get("kernel") or {}}).values()}
-    out = []
-    for info in infos:
-        old = before.get((info.label, info.time_travel)) or {}
-        if old.get("key") and old["key"] != info.key:
-            out.append(f"lab kernel {info.label}: this run's cells so far ran on build {old['key']} (patches "
-                       f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "
-                       f"{info.key} (patches {', '.join(p[:4] for p in info.patches) or 'none'})")
-    return out

@@ -1,8 +1,9 @@
 """One cell's device for its lab boots, one class per kind of device behind one
-protocol (lab.target.DeviceSession); `open_session` picks the class from the
+protocol (capabilities.DeviceSession); `open_session` picks the class from the
 device's backend. What a kind can do beyond that, its class declares by the
-capability protocols it implements (lab.target: PowerSwitch, DeviceStats,
-WriteLog, Clock); make_plan checks them on the class (`session_class`).
+capability protocols it implements (capabilities.py: PowerSwitch, DeviceStats,
+WriteLog, Clock); make_plan checks them on the class (`session_class`, as its
+target gives it).
 
     emulator   flashbed-emu serves the preset's flash model as a FUSE file (ubd)
     file       a plain sparse file (ubd): a baseline without any flash model
@@ -285,10 +286,8 @@ SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": File
 
 
 def session_class(device: Device) -> type[_Session]:
-    """The class that serves `device` in the lab: its capabilities are the plan's to check."""
-    if device.backend == "board":  # a board's own device (--target ssh://...)
-        from ..lab.board import session_for
-        return session_for(device)
+    """The class that serves `device` in the lab: its capabilities are the plan's to check (a
+    board's devices have their own: targets/board.py)."""
     try:
         return SESSIONS[device.backend]
     except KeyError:
