@@ -23,7 +23,8 @@ from typing import Any
 from . import profiles
 from .devices import presets, realdev
 from .errors import FlashbedError
-from .lab import clock, kernel
+from . import clock
+from .lab import kernel
 from .lab.kernel import recorded_label
 from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, RunStore, request_problem
 from .studies import STUDIES
@@ -74,13 +75,13 @@ class PlanRequest:
                            clocks=_clocks(self.clocks, self.target),
                            cpu_profiles=tuple(self.cpu_profiles))
 
-    def cell_pace(self, study: str) -> str:
-        """The emulator's clock for the cells of `study` (of a resolved request) in real time; a
-        virtual-time cell's emulator runs --pace virtual whatever this says (cell.run_cell): the
+    def cell_pace(self, study: str) -> clock.Pace:
+        """An emulated device's pace for the cells of `study` (of a resolved request) in real
+        time; a virtual-time cell's device runs in the model's time whatever this says: the
         device's delays cost no wall-clock time there, so there is nothing to skip."""
         if self.pace == "auto":
-            return "none" if STUDIES[study].timing_free else "real"
-        return self.pace
+            return clock.Pace.NONE if STUDIES[study].timing_free else clock.Pace.REAL
+        return clock.Pace(self.pace)
 
     def run_id(self) -> str:
         """Same request, same id: rerunning a command resumes its run."""

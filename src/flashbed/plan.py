@@ -10,7 +10,8 @@ from . import profiles, variants
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .identity import PlanRequest
-from .lab import clock, cpuprofile, kernel
+from . import clock
+from .lab import cpuprofile, kernel
 from .lab.target import PowerSwitch, WriteLog, session_has
 from .results import CellKey
 from .studies import STUDIES
@@ -220,7 +221,7 @@ class _Build:
             key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
                           clk.value if len(self.clocks.each) > 1 else "", prof if len(profiles) > 1 else "")
             self.cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
-                                       pace=r.cell_pace(sname), kernel=choice.label, cpus=n, clock=runs_on.value,
+                                       pace=r.cell_pace(sname), kernel=choice.label, cpus=n, clock=runs_on,
                                        cpu_profile=prof))
 
 
@@ -296,7 +297,7 @@ def clock_notes(plan: "Plan") -> list[str]:
     for rt in plan.real_time:
         groups.setdefault(rt.why, []).append(rt)
     notes = [_real_time_line(why, groups[why], plan) for why in clock.RealWhy if why in groups]
-    if plan.request.cpu_profiles and any(c.clock != "virtual" for c in plan.cells):
+    if plan.request.cpu_profiles and any(c.clock is not clock.Clock.VIRTUAL for c in plan.cells):
         notes.append(cpuprofile.REAL_TIME_NOTE)
     return notes
 

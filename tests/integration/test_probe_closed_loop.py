@@ -24,7 +24,7 @@ from __future__ import annotations
 import pytest
 
 from flashbed.devices import presets
-from flashbed.lab.clock import Clock
+from flashbed.clock import Clock
 from flashbed.targets import LabTarget
 from flashbed.probe import lab
 from flashbed.probe.rates import figures_from

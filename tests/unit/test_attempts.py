@@ -54,7 +54,7 @@ class Lab:
     def __init__(self, verdict: dict, interrupt: bool):
         self.verdict, self.interrupt = verdict, interrupt
 
-    def open_session(self, device, scratch, seed=1, pace="real"):
+    def open_session(self, device, scratch, seed=1, pace="real", clock="real"):
         return Session()
 
     def boot(self, spec, host=None, kill=None):

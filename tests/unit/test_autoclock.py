@@ -11,7 +11,7 @@ from flashbed import cpus
 from flashbed.cli import main
 from flashbed.identity import real_time_run as _real_time_run
 from flashbed.identity import request_of as _stored_request
-from flashbed.lab import clock
+from flashbed import clock
 from flashbed.plan import PlanRequest, clock_notes, make_plan
 from flashbed.store import RunStore
 

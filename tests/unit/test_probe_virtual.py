@@ -23,7 +23,7 @@ def test_the_probe_runs_the_lab_kernel_of_its_clock(monkeypatch):
 
     from flashbed.devices import presets
     from flashbed.lab import kernel
-    from flashbed.lab.clock import Clock
+    from flashbed.clock import Clock
     from flashbed.probe import lab
     from flashbed.targets import LabTarget
     monkeypatch.setattr(lab, "tool_versions", lambda: {})

@@ -276,7 +276,7 @@ def test_preconditioning_runs_unpaced_in_a_boot_of_its_own(tmp_path):
 def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     """run_cell asks the session for the study's pace before each boot, the device kept."""
     from flashbed.cell import run_cell
-    from flashbed.lab.target import BootResult, Clock, session_has
+    from flashbed.lab.target import BootResult, Pacing, session_has
 
     study, spec = _aged_spec()
     events = []
@@ -309,14 +309,14 @@ def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     class Lab:
         release = "test"
 
-        def open_session(self, device, scratch, seed=1, pace="real"):
+        def open_session(self, device, scratch, seed=1, pace="real", clock="real"):
             return Session()
 
         def boot(self, bspec, host=None, kill=None):
             events.append(("boot", bspec.steps[0].name))
             return BootResult("done", [], 0.1, 0.2, str(tmp_path / "console.log"), 0, "test")
 
-    assert session_has(Session, Clock)
+    assert session_has(Session, Pacing)
     run_cell(spec, Lab(), tmp_path / "logs", tmp_path / "scratch")
     assert events == [("pace", "none"), ("boot", "mkfs"), ("pace", "real"), ("boot", "mount")]
 

@@ -45,8 +45,7 @@ from pathlib import Path
 from ..devices import presets
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..lab.clock import Clock
-from ..lab.clock import pace as clock_pace
+from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
@@ -84,7 +83,7 @@ def measure(device: presets.Device, span: int, runtime: float, work: Path,
     jobs = {"seq-write": {**fill_job(plan), "size": seq}, "seq-read": seq_read_job(plan),
             "randread-spread": random_job(plan, "randread", "spread"),
             "randwrite-spread": random_job(plan, "randwrite", "spread")}
-    with open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with open_session(device, work / "scratch", clock=clock) as session:
         figs = run_fio(session, UmlLab(ensure_kernel(time_travel=clock.time_travel)), work, jobs)
     return figures_from(figs)
 

@@ -161,7 +161,7 @@ def _fuse(args: argparse.Namespace) -> None:
 
 def _presets(args: argparse.Namespace) -> None:
     from ..bench import presets as bench_presets
-    from ..lab import clock as lab_clock
+    from .. import clock as lab_clock
     if args.runs < 1 or args.runtime <= 0:
         raise FlashbedError("--runs must be at least 1 and --runtime positive")
     clock = lab_clock.parse(args.clock)

@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from ..lab import clock, kernel
+    from .. import clock
+    from ..lab import kernel
     tt = clock.parse(args.clock).time_travel
     names = list(kernel.KERNELS) if args.kernel == "all" else [kernel.choose(args.kernel).spec.name]
     if tt:

@@ -65,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
 def _smoke(args: argparse.Namespace, choice) -> int:
     from .. import filesystems as fscat
     from .. import writeguard
-    from ..lab import clock, kernel, smoke
+    from .. import clock
+    from ..lab import kernel, smoke
     clk = clock.parse(args.clock)
     if clk.time_travel:
         choice.spec.time_travel_flavour()  # one line if this kernel has none
@@ -128,7 +129,8 @@ def _boot_once(run_dir: Path, kern, mode: str):
 
 def _exec(args: argparse.Namespace, choice) -> int:
     from .. import cpus
-    from ..lab import clock, cpuprofile, labexec
+    from .. import clock
+    from ..lab import cpuprofile, labexec
     disks = labexec.check_disks(args.disk, tuple(args.destroy_data_on))
     choice.check_cpus(args.cpus)
     cpus.check_count(args.cpus)  # the host's side, before any build

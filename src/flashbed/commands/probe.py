@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lab import clock
+    from .. import clock
     args.lab_clock = clock.parse(args.clock)
     if args.max_open < 2:
         raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
@@ -78,7 +78,7 @@ def _probe(args: argparse.Namespace, target, device) -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))
-    from ..lab import clock
+    from .. import clock
     runs_on, note = clock.effective(args.lab_clock, device.backend)
     if note:
         print(note)

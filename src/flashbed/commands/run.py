@@ -170,7 +170,8 @@ def request(args: argparse.Namespace):
     from .. import targets
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
-    from ..lab import clock, cpuprofile, kernel
+    from .. import clock
+    from ..lab import cpuprofile, kernel
     overrides = _overrides(args.set)
     studies = items(args.study, "study")
     if args.workload or args.check or args.age is not None or args.daily_writes:

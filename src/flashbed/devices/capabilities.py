@@ -3,7 +3,7 @@
 A device session (devices/session.py, one class per kind of device; a board's in
 lab/board.py) gives the lab its disks (BlockDevice) or raw NAND (Nandsim). What else it
 can do is a capability, one small protocol each: PowerSwitch (and TimedCut), DeviceStats,
-WriteLog, Clock. The plan refuses a study whose device lacks one it needs (`session_has`,
+WriteLog, Pacing. The plan refuses a study whose device lacks one it needs (`session_has`,
 asked of the session class), and a cell asks for a capability only where the session has
 it. lab/target.py hands these on as part of the lab boundary.
 """
@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ..clock import Pace
 
 @dataclass(frozen=True)
 class BlockDevice:
@@ -144,16 +147,16 @@ class WriteLog(Protocol):
 
 
 @runtime_checkable
-class Clock(Protocol):
+class Pacing(Protocol):
     """The device's time is a model's, which a run can skip (--pace none)."""
 
     def skips_time(self) -> bool:
         """Whether this session skips the device's delays."""
         ...
 
-    def set_pace(self, pace: str) -> None:
-        """From the next boot on, run the device at `pace` ("real" or "none"), its state kept
-        (nothing when it runs at that pace already)."""
+    def set_pace(self, pace: Pace) -> None:
+        """From the next boot on, run the device at `pace`, its state kept (nothing when it runs
+        at that pace already)."""
         ...
 
 

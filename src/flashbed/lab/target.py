@@ -10,7 +10,7 @@ GuestLayout): steps name the device under test and the guest programs by the
 variables DEV and TOOLS, which the agent sets from the lab's layout.
 
 A device session (opened by the lab) may have capabilities, each a small
-protocol: PowerSwitch, DeviceStats, WriteLog, Clock (devices/capabilities.py,
+protocol: PowerSwitch, DeviceStats, WriteLog, Pacing (devices/capabilities.py,
 handed on here). make_plan refuses a study whose device lacks one it needs
 (`session_has`), and the cell asks for a capability only where the session has it.
 """
@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from ..devices.capabilities import (BlockDevice, Clock, DeviceSession, DeviceStats, Nandsim, PowerSwitch, TimedCut,
+from ..clock import Clock, Pace
+from ..devices.capabilities import (BlockDevice, DeviceSession, DeviceStats, Nandsim, Pacing, PowerSwitch, TimedCut,
                                     WriteLog, session_has)
 from ..status import BootStatus, StepStatus
 from .guest.protocol import Step
 
 __all__ = [
-    "AGENT", "DEV", "GUEST_DIR", "INIT", "TOOLS", "BlockDevice", "BootResult", "BootSpec", "Clock",
-    "DeviceSession", "DeviceStats", "GuestLayout", "HostHandler", "Lab", "LabFactory", "Nandsim",
+    "AGENT", "DEV", "GUEST_DIR", "INIT", "TOOLS", "BlockDevice", "BootResult", "BootSpec",
+    "DeviceSession", "DeviceStats", "GuestLayout", "HostHandler", "Lab", "LabFactory", "Nandsim", "Pacing",
     "PowerSwitch", "Step", "StepResult", "TimedCut", "WriteLog", "session_has", "shell_join",
 ]
 
@@ -154,8 +155,10 @@ class Lab(Protocol):
         """The lab kernel's release (a result's provenance)."""
         ...
 
-    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
-        """The session of `device` (a presets.Device) for this lab's boots."""
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                     clock: Clock = Clock.REAL) -> DeviceSession:
+        """The session of `device` (a presets.Device) for this lab's boots, in `clock`; in real
+        time an emulated device at `pace`."""
         ...
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..lab.clock import Clock
-from ..lab.clock import pace as clock_pace
+from ..clock import Clock
 from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
 from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
@@ -65,8 +64,11 @@ class ProbeResult:
     model: dict[str, dict[str, float]] = field(default_factory=dict)
     # the lab's clock: in virtual time no host load lengthens a request, so a job's mean is
     # the device's rate (an SLC buffer's fast median and slow folds are both the device's)
-    clock: str = "real"
+    clock: Clock = Clock.REAL
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
+
+    def __post_init__(self) -> None:
+        self.clock = Clock(self.clock)  # given as its word (probe.json, a test): the typed value
 
     def figures(self, spread: str = "spread") -> dict[str, float]:
         return figures_from(self.rates, spread)
@@ -87,7 +89,7 @@ class ProbeResult:
                                ("rand_write_4k_iops", f"randwrite-{spread}", "write")):
             r = self.rates[job]
             mean_us, median_us = 1e6 / r["iops"] if r.get("iops") else 0.0, r.get("lat_p50", 0.0)
-            if self.clock == "virtual" or mean_us > HEAVY_TAIL * median_us:
+            if self.clock is Clock.VIRTUAL or mean_us > HEAVY_TAIL * median_us:
                 own_us = mean_us - self.lab_us.get(f"{kind}_mean", 0.0)
             else:
                 own_us = median_us - self.lab_us.get(kind, 0.0)
@@ -203,7 +205,7 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float, clock: Clock = C
     plan = RatePlan(capacity=dev.capacity, erase_unit=dev.erase_block, span=dev.capacity, seq_bytes=dev.capacity,
                     runtime=runtime, ios=VIRTUAL_IOS if clock.time_travel else 0)
     model: dict[str, dict[str, float]] = {}
-    with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with open_session(dev, work / "scratch", clock=clock) as session:
         figs = run_fio(session, UmlLab(kernel), work, {"randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
     out = {}
@@ -270,7 +272,7 @@ def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OP
     phases = Phases(device.label, 5 + min(max_open, nr_fit) - (site.lab_latency is None), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
-    with lab.open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with lab.open_session(device, work / "scratch", clock=clock) as session:
         say("sequential write (fills the device), sequential and random reads, flashbench -a")
         plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         model: dict[str, dict[str, float]] = {}
@@ -314,6 +316,6 @@ def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OP
         lab_us = site.lab_latency(work / "lab-latency", runtime)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
-                         lab_us=lab_us, model=model, clock=clock.value)
+                         lab_us=lab_us, model=model, clock=clock)
     (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
     return result

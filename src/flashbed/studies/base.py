@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+from ..clock import Clock, Pace
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
 from ..lab.target import TOOLS, BootResult, Nandsim, Step
@@ -38,15 +39,20 @@ class CellSpec:
     variant: FsVariant
     params: Any  # the study's Params
     seed: int = 1
-    pace: str = "real"  # the emulator's clock: "real" timing, or "none" (as fast as it goes)
+    # an emulated device's pace in real time: its delays waited out, or skipped (clock.Pace)
+    pace: Pace = Pace.REAL
     # the lab kernel's label (7.3, 6.12, 7.3:ptrace); "": the lab factory's only kernel
     kernel: str = ""
     cpus: int = 1  # guest vCPUs (the lab leases as many host CPUs)
-    # the lab's clock: "real", or "virtual" (the time-travel kernel; the emulator's
-    # model sets every request's guest time: lab/clock.py)
-    clock: str = "real"
+    # the lab's clock: real, or virtual (the time-travel kernel; the emulator's model sets
+    # every request's guest time: clock.py)
+    clock: Clock = Clock.REAL
     # in virtual time: the guest CPU's cost profile (lab/cpuprofile.py); "": none (real time)
     cpu_profile: str = ""
+
+    def __post_init__(self) -> None:  # given as their words (a test, a stored spec): the typed values
+        object.__setattr__(self, "pace", Pace(self.pace))
+        object.__setattr__(self, "clock", Clock(self.clock))
 
 
 @dataclass
@@ -194,7 +200,7 @@ class Study:
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         raise NotImplementedError
 
-    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
+    def boot_pace(self, spec: CellSpec, index: int) -> Pace | None:
         """The device's pace for boot `index` when it is not the cell's (a phase whose timing
         nothing measures, as preconditioning, may run unpaced); None: the cell's."""
         return None

@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import filesystems as fscat
+from ..clock import Clock, recorded
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
 from ..lab.target import TOOLS, BootResult, Step
@@ -262,7 +263,7 @@ def ack_timing(work_dir: Path) -> dict:
         cut = float((said.get("emulator") or {}).get("off_wall") or said["host_wall"])
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    if said.get("clock") == "virtual":
+    if recorded(said.get("clock")) is Clock.VIRTUAL:
         # the device held the lab at the cut: nothing after it was acknowledged (and the
         # guest's clock is not the host's, to set the acknowledgements against)
         return {}
@@ -534,7 +535,7 @@ class PowerCut(Study):
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.sabotaged is not None:
                 rec["sabotaged"] = f.sabotaged
-            if spec.clock == "virtual" and not raw:
+            if spec.clock is Clock.VIRTUAL and not raw:
                 # the cut landed at a seeded guest instant: the iteration replays exactly
                 rec["repeat"] = repeat_command(spec, k)
             records.append(rec)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lifetime as life
+from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from ..results import printable
 from ..lab.target import GUEST_DIR, BootResult, Step
@@ -204,11 +205,11 @@ class Workload(Study):
     def unpaced_age(self, spec: CellSpec) -> bool:
         """Preconditioning in a boot of its own with the device unpaced (nothing times it), the
         workload's boot at the cell's pace: at --pace real (virtual time costs no waiting)."""
-        return bool(spec.params.fill) and spec.pace == "real" and spec.clock != "virtual" and \
+        return bool(spec.params.fill) and spec.pace is Pace.REAL and spec.clock is not Clock.VIRTUAL and \
             spec.device.backend in MODELLED
 
-    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
-        return "none" if index == 0 and self.unpaced_age(spec) else None
+    def boot_pace(self, spec: CellSpec, index: int) -> Pace | None:
+        return Pace.NONE if index == 0 and self.unpaced_age(spec) else None
 
     def work_dir(self, spec: CellSpec, run_dir: Path) -> Path:
         """Where the workload's boot writes its files: the cell's directory, or its last boot's."""
@@ -309,7 +310,7 @@ class Workload(Study):
         extra["block"] = blk
         if aged is not None:
             extra["age"] = step_json(aged, "age")
-            extra["age_pace"] = "none" if self.unpaced_age(spec) else spec.pace
+            extra["age_pace"] = str(Pace.NONE if self.unpaced_age(spec) else spec.pace)
         phases = host_stats(run_dir)
         lt = self.lifetime(spec, phases)
         if lt is not None:

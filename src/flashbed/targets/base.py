@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..devices.presets import Device
     from ..executors import Executor
     from ..identity import PlanRequest
-    from ..lab.clock import Clock
+    from ..clock import Clock
     from ..lab.target import Lab, LabFactory
     from ..plan import Plan
     from ..store import RunStore

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ..devices.presets import Device
 from ..errors import FlashbedError
-from ..lab.clock import Clock
+from ..clock import Clock
 from .base import ItsOwnLab, ProbeSite, Target
 
 # a run's and a probe's words for what goes in the lab instead

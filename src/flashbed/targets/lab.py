@@ -14,7 +14,7 @@ from ..devices import presets, realdev
 from ..devices.presets import Device
 from ..errors import FlashbedError
 from ..lab import kernel
-from ..lab.clock import Clock
+from ..clock import Clock
 from ..lab.kernel import KernelChoice, recorded_label
 from .base import ProbeSite, Target
 
@@ -83,7 +83,7 @@ class LabTarget(Target):
 
     def labs(self, plan, store, say: Callable[[str], None]):
         from ..lab.labs import UmlLabs
-        flavours = sorted({c.clock == Clock.VIRTUAL for c in plan.cells})  # False: real time, True: virtual
+        flavours = sorted({c.clock.time_travel for c in plan.cells})  # False: real time, True: virtual
         infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
         if any(c.variant.base.fuse_daemon for c in plan.cells):
             from ..yaffs2.build import ensure_daemon
