@@ -26,11 +26,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
     def add_argument(self, *args, **kwargs):
-        action = super().add_argument(*args, **kwargs)
-        if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
-            action.type = not_empty(action.type, action.option_strings[0] if action.option_strings else "",
-                                    action.metavar or action.dest)
-        return action
+        return _guarded(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        """A group of options (--help shows them together), each refused empty as every other."""
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+        group.add_argument = lambda *a, **k: _guarded(add(*a, **k))  # type: ignore[method-assign]
+        return group
+
+
+def _guarded(action: argparse.Action) -> argparse.Action:
+    if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
+        action.type = not_empty(action.type, action.option_strings[0] if action.option_strings else "",
+                                action.metavar or action.dest)
+    return action
 
 
 def not_empty(convert, option: str, name: str):

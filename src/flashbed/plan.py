@@ -257,7 +257,7 @@ def _no_cells_for(req: PlanRequest, cells: list[CellSpec], na: list, skipped: li
     for s in req.studies:
         if s not in have:
             st = STUDIES[s]
-            what = "--check (study appcheck)" if s == "appcheck" else f"study {s}"
+            what = st.named_as or f"study {s}"
             raise FlashbedError(f"{what} runs on {' or '.join(m.replace('mtd', 'raw NAND') for m in st.media)} "
                                 f"devices, and none of this run's ({', '.join(devices)}) with its filesystems is "
                                 f"one: add one (e.g. --device emmc-8g@512M), or drop it")

@@ -12,59 +12,64 @@ from ..options import EXIT_CODES, items
 
 
 def add_parser(sub) -> None:
+    from ..studies import inputs
     r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     r.set_defaults(handler=run)
-    r.add_argument("--profile", default=None, help="quick (default) or paper")
-    r.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
-                   "(repeatable or comma-separated; default: the ten block filesystems)")
-    r.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. lexar-c10-16g@1G), "
-                   "a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, /dev/mmcblkN)")
-    r.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
-                   help="allow a run on a real device that carries data (a filesystem or partition table): "
-                   "repeat its --device path")
-    r.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
-    r.add_argument("--workload", metavar="FILE", help="your own workload: a fio job file (.fio) or an executable "
-                   "script (run with $FLASHBED_MNT, the filesystem under test, as its working directory)")
-    r.add_argument("--check", metavar="FILE", help="with --workload: an executable run after recovery in every "
-                   "crash state of the workload (exit 0: your data is consistent)")
-    r.add_argument("--age", type=int, metavar="FILL", help="with --workload: fill the filesystem to FILL %% with "
-                   "a file population and churn it first, then run the workload as a lifetime phase (6 passes "
-                   "unless --set workload.passes=N)")
-    r.add_argument("--daily-writes", metavar="SIZE", help="with --workload: host writes a day for the projected "
-                   "lifetime, e.g. 2G (default: the workload's measured rate, around the clock)")
-    r.add_argument("--repeat", type=int, default=None)
-    r.add_argument("--seed", type=int, default=None)
-    r.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
-                   help="override a study parameter, e.g. bigfile.size=256M")
-    r.add_argument("--iterations", type=int, help="power cuts / corruption runs per cell (powercut, corruption)")
-    r.add_argument("--jobs", type=int, help="cells at once (default: cores)")
-    r.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
-    r.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
-    r.add_argument("--executor", default="local", choices=["local", "dask"])
-    r.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
-    r.add_argument("--no-report", action="store_true", help="do not write the report at the end")
-    r.add_argument("--pace", help="emulator clock of real-time cells: auto (default: none for the failure studies, "
-                   "whose outcomes do not depend on timing, real for the rest), real, or none (skip the device's "
-                   "delays); virtual-time cells cost no wall-clock time for them")
-    r.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
-                   "7.3:ptrace (repeatable or comma-separated: cells of each)")
-    r.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
-                   "many host CPUs); a scaling case sets its own")
-    r.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
-                   "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
-    r.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
-    r.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
-    r.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a command "
-                   "run here with {action} made on, off or cycle: enables the powercut study on the board")
-    r.add_argument("--clock", action="append", help="the lab's clock: auto (default), real or virtual (real,virtual: "
-                   "cells of each). Virtual: the time-travel lab kernel, each request of an emulated device "
-                   "completing when its model says. Auto: virtual time for every cell that can run in it; real "
-                   "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
-                   "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
-    r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
-                   "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
-                   "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
+    what = r.add_argument_group("what to run")
+    what.add_argument("--profile", default=None, help="quick (default) or paper")
+    what.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
+                      "(repeatable or comma-separated; default: the ten block filesystems)")
+    what.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
+    what.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
+                      help="override a study parameter, e.g. bigfile.size=256M")
+    what.add_argument("--iterations", type=int, help="power cuts / corruption runs per cell (powercut, corruption)")
+    what.add_argument("--repeat", type=int, default=None)
+    what.add_argument("--seed", type=int, default=None)
+    devices = r.add_argument_group("devices")
+    devices.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. "
+                         "lexar-c10-16g@1G), a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, "
+                         "/dev/mmcblkN)")
+    devices.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
+                         help="allow a run on a real device that carries data (a filesystem or partition table): "
+                         "repeat its --device path")
+    _lab_options(r.add_argument_group("lab and clock"))
+    board = r.add_argument_group("board")
+    board.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
+                       "its own kernel and its device (--device /dev/mmcblkNpM on the board)")
+    board.add_argument("--ssh-key", metavar="FILE", help="the key for --target (default: your ssh config and agent)")
+    board.add_argument("--ssh-config", metavar="FILE", help="an ssh_config for --target instead of your own")
+    board.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a "
+                       "command run here with {action} made on, off or cycle: enables the powercut study on the "
+                       "board")
+    yours = r.add_argument_group("your workload")
+    for inp in inputs.ALL:  # the options the studies take (studies/inputs.py)
+        yours.add_argument(inp.option, metavar=inp.metavar, type=inp.type, help=inp.help)
+    ex = r.add_argument_group("execution")
+    ex.add_argument("--jobs", type=int, help="cells at once (default: cores)")
+    ex.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
+    ex.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
+    ex.add_argument("--executor", default="local", choices=["local", "dask"])
+    ex.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
+    ex.add_argument("--no-report", action="store_true", help="do not write the report at the end")
+
+
+def _lab_options(lab) -> None:
+    lab.add_argument("--kernel", action="append", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. "
+                     "7.3:ptrace (repeatable or comma-separated: cells of each)")
+    lab.add_argument("--cpus", type=int, help="guest vCPUs of each lab (default 1; 7.3 only; each lab leases as "
+                     "many host CPUs); a scaling case sets its own")
+    lab.add_argument("--clock", action="append", help="the lab's clock: auto (default), real or virtual (real,"
+                     "virtual: cells of each). Virtual: the time-travel lab kernel, each request of an emulated "
+                     "device completing when its model says. Auto: virtual time for every cell that can run in it; "
+                     "real time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
+                     "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
+    lab.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
+                     "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
+                     "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
+    lab.add_argument("--pace", help="emulator clock of real-time cells: auto (default: none for the failure "
+                     "studies, whose outcomes do not depend on timing, real for the rest), real, or none (skip the "
+                     "device's delays); virtual-time cells cost no wall-clock time for them")
 
 
 def _overrides(settings: list[str]) -> dict[str, dict]:
@@ -79,38 +84,6 @@ def _overrides(settings: list[str]) -> dict[str, dict]:
             raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
         out.setdefault(study, {})[param] = P.setting(study, param, value)
     return out
-
-
-def _user_workload(workload: str | None, check: str | None, overrides: dict[str, dict],
-                   studies: tuple[str, ...], age: int | None = None,
-                   daily: str | None = None) -> tuple[dict[str, dict], tuple[str, ...]]:
-    """--workload, --check, --age and --daily-writes as the overrides of the studies that run
-    them (the files' content hashes in the run id), those studies added to the run's."""
-    from .. import userwork
-    from ..devices.presets import parse_size
-    if not workload:
-        given = "--check" if check else "--age" if age is not None else "--daily-writes"
-        raise FlashbedError(f"{given} needs --workload FILE: it applies to your workload")
-    if age is not None and not 1 <= age <= 95:
-        raise FlashbedError(f"--age {age}: give the fill in % of the filesystem, 1 to 95")
-    w = userwork.load(workload, "--workload")
-    c = userwork.load(check, "--check", fio_allowed=False) if check else None
-    out = dict(overrides)
-    mine = userwork.overrides(w, c)  # workload, and appcheck with a check or a fio job's own verification
-    for study, values in mine.items():
-        out[study] = {**out.get(study, {}), **values}
-    if age is not None:
-        out["workload"] = {"passes": userwork.AGE_PASSES, **out["workload"], "fill": age}
-    if daily:
-        try:
-            size = parse_size(daily)
-        except FlashbedError:
-            size = 0
-        if size <= 0:
-            raise FlashbedError(f"--daily-writes {daily}: give a size a day, e.g. 2G or 500M")
-        out["workload"]["daily_writes"] = size
-    wanted = tuple(mine)
-    return out, tuple(studies) + tuple(s for s in wanted if s not in studies)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,15 +115,15 @@ def _resumed(args: argparse.Namespace):
     """The request of the run `--resume` names, its files as they were (one line if not)."""
     from .. import identity
     from ..store import resolve_run
-    from ..userwork import check_resumable
+    from ..studies import inputs
     given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
-                         "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
+                         "cpus", "target", "clock", "cpu_profile", *(i.dest for i in inputs.ALL))
              if getattr(args, o) is not None]
     if given or args.set:
         raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
     store = resolve_run(args.resume)
     req = identity.request_of(store)
-    check_resumable(req.overrides)
+    inputs.check_resumable(req.overrides)
     return req, store, ""
 
 
@@ -170,13 +143,14 @@ def request(args: argparse.Namespace):
     from .. import targets
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
+    from ..studies import inputs
     from .. import clock
     from ..lab import cpuprofile, kernel
     overrides = _overrides(args.set)
     studies = items(args.study, "study")
-    if args.workload or args.check or args.age is not None or args.daily_writes:
-        overrides, studies = _user_workload(args.workload, args.check, overrides, studies, args.age,
-                                            args.daily_writes)
+    given = {i.option: getattr(args, i.dest) for i in inputs.ALL if getattr(args, i.dest) is not None}
+    if given:  # the options the studies take: their parameters, and those studies in the run
+        overrides, studies = inputs.apply(given, overrides, studies)
     if args.iterations is not None:
         _iterations(args.iterations, studies, overrides)
     target = targets.url(args.target, args)  # its kind's one spelling, checked

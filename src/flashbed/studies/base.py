@@ -146,6 +146,11 @@ class Study:
     # it measures the lab's real CPU time (schedstat on the host's clock): in virtual time
     # the scheduler's clock counts guest ticks, so its cells always run in real time
     real_cpu_time: ClassVar[bool] = False
+    # the options of `flashbed run` it takes (inputs.py: --workload, --check, ...); given, they
+    # set its parameters and it joins the run where `joins` says
+    inputs: ClassVar[tuple] = ()
+    # how a refusal names it when an option brought it into the run ("" : "study NAME")
+    named_as: ClassVar[str] = ""
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False
@@ -170,7 +175,12 @@ class Study:
         return P.check(self.name, self.Params, values)
 
     def param_names(self) -> tuple[str, ...]:
-        return tuple(P.kinds(self.Params))
+        """Its parameters as a request and a result store them (a user file as its keys)."""
+        return P.stored(self.Params)
+
+    def joins(self, sets: dict[str, Any]) -> bool:
+        """Whether it joins a run whose inputs set these of its parameters (it takes one given)."""
+        return True
 
     def param_lines(self) -> list[str]:
         return P.describe(self.Params)
