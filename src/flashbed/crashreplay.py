@@ -44,7 +44,7 @@ from .studies.base import CRASHLOG, CellSpec
 from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, CrashStates, evidence_text, state_ref
 
 STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
-from .studies.powercut import case_variant, shell_arg
+from .studies.failures import case_variant, shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
 

@@ -52,7 +52,7 @@ from .base import MNT, RUN, Case, CellSpec
 from .crashstates import LOG_FILE, CrashStates
 from . import inputs
 from .params import param, user_file
-from .powercut import work_seed
+from .failures import work_seed
 from .workload import STAGED
 
 CHECK = "check.sh"

@@ -56,7 +56,7 @@ from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from ..yaffs2 import guest as yaffs2_guest
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
-from .corruption import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
+from .failures import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
 
 BB = f"{PY} {TOOLS}/badblocks.py"  # this study's own guest side (dust)
 

@@ -62,7 +62,7 @@ from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from .params import param
-from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
+from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
 
 CSW = f"{PY} {TOOLS}/crashstates.py"  # this study's guest side
