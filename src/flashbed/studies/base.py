@@ -256,6 +256,13 @@ def umount(v: FsVariant, name: str = "umount") -> list[Step]:
     return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.umount_cmds(MNT))]
 
 
+def block_stat(device: str) -> str:
+    """The block layer's counters of `device` in the guest (Documentation/block/stat.rst): its
+    /sys/class/block entry, whatever its node is called where the steps run (/dev/ubda in the
+    UML lab, the board's own partition, a loop device)."""
+    return f"/sys/class/block/$(basename $(readlink -f {device}))/stat"
+
+
 def drop_caches(name: str = "drop-caches") -> Step:
     return Step(name, "sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
 

@@ -40,8 +40,8 @@ from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, UserFile, stage
 from . import inputs
 from . import fio as fiojson
-from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, boot_dir, first_failure, m, make_and_mount, mount,
-                   passed, seconds, stats_reset, stats_take, step_json, umount)
+from .base import (Case, CellSpec, MNT, Outcome, PY, RUN, Study, block_stat, boot_dir, first_failure, m,
+                   make_and_mount, mount, passed, seconds, stats_reset, stats_take, step_json, umount)
 from .params import param, user_file
 
 AGE = GUEST_DIR / "age.py"
@@ -168,7 +168,7 @@ def blk_delta(before: str, after: str) -> dict[str, float]:
 
 def stat_cmd(device: str) -> str:
     # raw NAND (/dev/mtdN) has no block-layer counters: nothing printed, none reported
-    return f"cat /sys/class/block/$(basename $(readlink -f {device}))/stat 2>/dev/null || true"
+    return f"cat {block_stat(device)} 2>/dev/null || true"
 
 
 class Workload(Study):
