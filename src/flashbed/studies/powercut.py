@@ -86,7 +86,6 @@ from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, Snapcut
 from ..lab.target import TOOLS, BootResult, Step
 from ..status import BootStatus, CellStatus, PowerCutClass, StepStatus
 from ..variants import FsVariant
-from ..yaffs2 import guest as yaffs2_guest
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, boot_dir, m, step_json
 from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
@@ -337,11 +336,11 @@ class PowerCut(Study):
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
                 # a filesystem in user space: the cut is its daemon's SIGKILL, the dead FUSE mount
                 # then detached
-                daemon = fs.fuse_daemon
+                detach = fs.mounting.cut_umount_cmd(MNT)
                 snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
                                    mtd=v.device_path(), snapshot="/tmp/flash.snap",
-                                   umount=[f"umount -l {MNT}"] if daemon else v.umount_cmds(MNT), timeout=t,
-                                   kill_pidfile=yaffs2_guest.pidfile(MNT) if daemon else "")
+                                   umount=[detach] if detach else v.umount_cmds(MNT), timeout=t,
+                                   kill_pidfile=fs.mounting.kill_pidfile(MNT))
                 steps.append(Step(f"work{k}", f"{PCW} snapcut {shell_arg(snap)}", timeout=n + 3 * t + 60, may_fail=True))
                 rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
                 steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),

@@ -85,9 +85,8 @@ class LabTarget(Target):
         from ..lab.labs import UmlLabs
         flavours = sorted({c.clock.time_travel for c in plan.cells})  # False: real time, True: virtual
         infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
-        if any(c.variant.base.fuse_daemon for c in plan.cells):
-            from ..yaffs2.build import ensure_daemon
-            ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
+        for mounting in {c.variant.base.mounting for c in plan.cells}:
+            mounting.ensure()  # YAFFS2's daemon: built at setup; else now, once
         for line in _build_changes(store, infos):
             say(line)
         return UmlLabs(*infos)
