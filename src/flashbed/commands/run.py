@@ -24,8 +24,9 @@ def add_parser(sub) -> None:
     what.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
                       help="override a study parameter, e.g. bigfile.size=256M")
     what.add_argument("--iterations", type=int, help="power cuts / corruption runs per cell (powercut, corruption)")
-    what.add_argument("--repeat", type=int, default=None)
-    what.add_argument("--seed", type=int, default=None)
+    what.add_argument("--repeat", type=int, default=None, help="cells of each case this many times (default 1)")
+    what.add_argument("--seed", type=int, default=None, help="the seed of the run's random choices (default 1; a "
+                      "repeat adds its number)")
     devices = r.add_argument_group("devices")
     devices.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. "
                          "lexar-c10-16g@1G), a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, "
