@@ -2,6 +2,7 @@
 
     lab.py     the UML lab and its kernels (no --target)
     board.py   a board over SSH (--target ssh://USER@HOST[:PORT])
+    replay.py  recorded boots of real lab runs, served again (the tests')
 
 A kind is chosen once, at the edge, by the scheme of the request's --target URL (KINDS); a
 new kind (a second board type, a QEMU lab) is one more module and its entry here: the plan,
