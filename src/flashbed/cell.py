@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import variants
-from .errors import FlashbedError
+from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
 from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
@@ -79,9 +79,9 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
-        error = outcome.error or boot_error
+        error = no_traceback(outcome.error or boot_error)  # the traceback stays in the logs, not the summary
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=outcome.headline if status.ok else f"{status}: {error}"[:200],
+                          headline=no_traceback(outcome.headline) if status.ok else f"{status}: {error}"[:200],
                           error=error, seconds=round(time.monotonic() - started, 3), device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})

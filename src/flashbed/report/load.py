@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import FlashbedError
+from ..errors import FlashbedError, no_traceback
 from ..plan import READ_ONLY
 from ..lab.kernel import recorded_label
 from ..results import CellResult
@@ -612,7 +612,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
 
 
 def _one_line(s: str) -> str:
-    s = " ".join(str(s).split())
+    s = " ".join(no_traceback(str(s)).split())
     return s if len(s) <= 300 else s[:297] + "..."
 
 

@@ -60,6 +60,7 @@ from ..lab.target import TOOLS, BootResult, Step
 from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
+from ..errors import last_line
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
@@ -216,8 +217,8 @@ class CrashStates(Study):
         error = ""
         if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
             error = f"{unchecked} of {len(states)} states were not checked: " + \
-                (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
-                 f"the check did not run ({res.status}: {res.error})")
+                (f"check step {check.status}: {last_line(check.stderr or check.stdout)[-200:]}" if check else
+                 f"the check did not run ({res.status}: {last_line(res.error)})")
         counts = Counter(r["class"] for r in records)
         head = f"{len(records)} states: " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
         if failures:
