@@ -18,6 +18,7 @@ from ..errors import FlashbedError, no_traceback
 from ..plan import READ_ONLY
 from ..lab.kernel import recorded_label
 from ..results import CellResult
+from ..sizes import size_text
 from ..status import CellStatus
 from ..store import RunStore
 from ..studies.base import Reproducer
@@ -251,7 +252,7 @@ class RunData:
             bits.append(ftl if "ftl" in ftl.lower() else f"{ftl} FTL")
         cap = info.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
-            bits.append(_size_text(cap))
+            bits.append(size_text(cap))
         if self.real_part(device):
             bits.append(f"models {self.real_part(device)}")
         preset = info.get("name") or self.device_of(device)
@@ -472,14 +473,6 @@ def _sources_text(src: Any) -> str:
     if isinstance(src, (list, tuple)):
         return "; ".join(t for t in (_sources_text(x) for x in src) if t)
     return str(src) if src else ""
-
-
-def _size_text(b: float) -> str:
-    for unit, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= f:
-            v = b / f
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
