@@ -247,6 +247,8 @@ class CrashStates(Study):
         facts = RecoverFacts.from_json(s.facts) if s.facts else None
         if s.switch and s.switch.get("error"):
             cls, why = PowerCutClass.ERROR, f"the host could not serve the state: {s.switch['error']}"
+        elif s.error:
+            cls, why = PowerCutClass.ERROR, f"the state's check could not run: {s.error}"
         else:
             cls, why = classify(facts, cut=True, fstype=fstype)
         f = facts or RecoverFacts()

@@ -16,7 +16,9 @@ the protocol's CrashWorkSpec and CrashCheckSpec.
                     verify against the log as acknowledged at that state, unmount,
                     check, repair: powercut.recover_facts) and write one
                     StateFacts line. Stops at a hang (the kernel holds a stuck
-                    filesystem; the host sees which states were left).
+                    filesystem; the host sees which states were left). A state
+                    whose check cannot run is recorded as such and the next one
+                    checked.
 
 Standard library only: it runs as `/usr/bin/python3 -S -I crashstates.py ...`.
 """
@@ -82,6 +84,25 @@ def sequence_list(w: CrashWorkSpec) -> list:
     return sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip))
 
 
+def start_durable(d: str) -> None:
+    """What the workload starts from, on the device's media before the first mark: sync(2) writes it,
+    but does not flush the device's cache on every filesystem (vfat has no sync_fs), so the device is
+    flushed too (an fsync of the block device always issues one): a state without the starting
+    directory is then a loss, not the harness's doing."""
+    os.sync()
+    for path in (d, os.path.expandvars(os.environ.get("FLASHBED_DEV", ""))):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def work(w: CrashWorkSpec) -> dict:
     out: dict = {}
     for c in w.mount:
@@ -94,7 +115,7 @@ def work(w: CrashWorkSpec) -> dict:
     t = now()
     if w.workload == Workload.USER:
         os.makedirs(d, exist_ok=True)
-        os.sync()  # the empty starting state is durable before the first mark
+        start_durable(d)  # the empty starting state is durable before the first mark
         log.write({"e": "begin", "dir": d})
         out.update(user_work(w, d, log))
         log.write({"e": "end"})
@@ -107,7 +128,7 @@ def work(w: CrashWorkSpec) -> dict:
         seqs = sequence_list(w)
         os.makedirs(d, exist_ok=True)
         sequences.lay_out(d, w.seed, len(seqs))
-        os.sync()  # the starting state is durable before the first mark
+        start_durable(d)  # the starting state is durable before the first mark
         log.write({"e": "begin", "seed": w.seed, "dir": d, "sequences": len(seqs)})
         out["sequences"] = len(seqs)
         out["ops"] = sequences.run_all(d, w.seed, seqs, log)
@@ -146,7 +167,12 @@ def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
 
 def user_check(w: CrashWorkSpec, d: str, recs: list[dict]) -> dict:
     """The user's check on the recovered filesystem: exit 0 = consistent. It reads the labels
-    the workload acknowledged before this state from $FLASHBED_ACKED (one a line)."""
+    the workload acknowledged before this state from $FLASHBED_ACKED (one a line). The workload's
+    directory was made durable before the first state: a state without it lost it."""
+    if not os.path.isdir(d):
+        return {"check": None, "n_garbage": 0, "garbage": [], "n_loss": 1,
+                "loss": [f"the workload's directory {os.path.basename(d)} is missing (made durable before the "
+                         f"workload began): your check was not run"]}
     acked = os.path.join(run_dir(), ACKED)
     with open(acked, "w") as f:
         f.writelines(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
@@ -260,15 +286,19 @@ def check(c: CrashCheckSpec) -> dict:
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
             t1 = now()
             if not (rec.switch or {}).get("error"):
-                drop_buffers(os.path.expandvars(c.device))
-                t2 = now()
-                upto = recs[:bisect.bisect_left(marks, st["acked"])]
-                facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
-                rec.facts = trim(facts, keep)
-                parts = {"switch": t1 - t0, "drop": t2 - t1, **split(facts), "total": now() - t0}
-                rec.seconds = {k: round(v, 6) for k, v in parts.items()}
-                if facts.hang:
-                    stopped = f"state {st['id']}: {facts.hang}"
+                try:
+                    drop_buffers(os.path.expandvars(c.device))
+                    t2 = now()
+                    upto = recs[:bisect.bisect_left(marks, st["acked"])]
+                    facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
+                except Exception as e:  # noqa: BLE001 - this state's check could not run: said, and the next one
+                    rec.error = f"{type(e).__name__}: {e}"[:300]
+                else:
+                    rec.facts = trim(facts, keep)
+                    parts = {"switch": t1 - t0, "drop": t2 - t1, **split(facts), "total": now() - t0}
+                    rec.seconds = {k: round(v, 6) for k, v in parts.items()}
+                    if facts.hang:
+                        stopped = f"state {st['id']}: {facts.hang}"
             os.write(out_fd, (json.dumps(rec.to_json(), separators=(",", ":")) + "\n").encode())
             push(out_fd)  # on the host before the next state: a stuck filesystem may end the lab
             checked += 1

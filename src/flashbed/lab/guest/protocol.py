@@ -345,6 +345,7 @@ class StateFacts(Message):
     facts: dict[str, Any] | None = None
     switch: dict[str, Any] | None = None  # the host's answer (or its error)
     seconds: dict[str, float] = field(default_factory=dict)
+    error: str | None = None  # the state's check could not run (never the filesystem's verdict)
 
 
 @dataclass
