@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from . import variants
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
-from .lab.guest.protocol import Call
+from .lab.guest.protocol import UNDAMAGED, Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          TimedCut,
                          WriteLog, session_has)
@@ -288,8 +288,9 @@ class CellHost:
 
     def crash_switch(self, args: dict) -> Any:
         reply = self._log().crash_switch(str(args["state"]))
-        self._states[0] += 1
-        if self.on_part is not None and self._states[1]:
+        twin = str(args["state"]).endswith(UNDAMAGED)  # a failed state's twin: no state of the listing
+        self._states[0] += not twin
+        if self.on_part is not None and self._states[1] and not twin:
             self.on_part(self._states[0], self._states[1], "crash states")
         if args.get("watchdog"):
             # a lab stuck on this state (its kernel, not one command) is killed if it
