@@ -5,6 +5,8 @@ the run's own cells: the `caps` study's probes, the `crashstates` study's classe
 filesystem that fails one is not eligible (listed with what it lacks, never ranked); a
 requirement whose study did not run for it leaves the use case not decided, unless the
 study cannot run on that device at all (crash states need the emulator's write log).
+Durability is the filesystem's promise only: a crash state the device's damage lost
+(studies/crashstates.attribute) never rules a filesystem out.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from ..status import LossCause
 from ..studies.base import Reproducer
 from . import catalog
 from .load import RunData
@@ -103,24 +106,29 @@ def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float
     def total(metric: str) -> float:
         return sum(v for k in run.cases(device, req.study) if fnmatchcase(k, req.case)
                    if (st := run.get(device, fs, req.study, k, metric)) for v in st.values)
-    if req.study == "appcheck" and req.metric == "failures":
+    by_device = total("cause:device")
+    theirs = f"; {by_device:.0f} more the device's damage lost (not held against it)" if by_device else ""
+    if req.study == "appcheck" and req.metric in ("failures", "fs_failures"):
         # your check's own failures (class data-loss) apart from the filesystem's and the stuck ones
-        lost, n = total("class:data-loss"), total("iterations")
-        rest = total("failures") - lost
+        lost, n = total("fs_data_loss" if req.metric == "fs_failures" else "class:data-loss"), total("iterations")
+        rest = total(req.metric) - lost
         stuck = "did not recover cleanly or the check did not finish"
         if not lost:
-            return f"{rest:.0f} of {n:.0f} crash states {stuck}"
+            return f"{rest:.0f} of {n:.0f} crash states {stuck}" + theirs
         return f"your check failed in {lost:.0f} of {n:.0f} crash states" + (f"; {rest:.0f} more {stuck}"
-                                                                              if rest else "")
-    what = "acknowledged data lost" if req.metric == "class:data-loss" else req.metric.split(":", 1)[-1]
-    return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states"
+                                                                              if rest else "") + theirs
+    what = "acknowledged data lost" if req.metric in ("class:data-loss", "fs_data_loss") else \
+        req.metric.split(":", 1)[-1]
+    return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states" + theirs
 
 
 def _reproducer(run: RunData, device: str, fs: str, req: Requirement) -> Reproducer | None:
-    outcome = req.metric.split(":", 1)[1] if ":" in req.metric else None
+    outcome = req.metric.split(":", 1)[1] if ":" in req.metric else "data-loss" if req.metric == "fs_data_loss" \
+        else None
     dev = run.device_of(device)
     mine = [r for r in run.reproducers if r.device == dev and r.fs == fs and r.study == req.study
-            and (outcome is None or r.outcome == outcome)]
+            and (outcome is None or r.outcome == outcome)
+            and (not r.cause or LossCause(r.cause).filesystems)]  # the filesystem's loss, not the device's
     # any failing state will do: one that lost data first (the failure that decides most often)
     return min(mine, key=lambda r: r.outcome != "data-loss", default=None)
 

@@ -34,6 +34,8 @@ MANIFEST_SCHEMA = 1
 NOT_OBSERVABLE = "not observable on a real device"
 EMULATOR_FIGURES = "write amplification, erase-count spread, NAND programs, GC and device busy time"
 OUTCOME_PREFIXES = ("class:", "outcome:")
+# studies whose failed crash states say whose loss they are (studies/crashstates.attribute)
+ATTRIBUTED = ("crashstates", "appcheck")
 
 
 @dataclass(frozen=True)
@@ -475,6 +477,8 @@ def _sources_text(src: Any) -> str:
     return str(src) if src else ""
 
 
+
+
 def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
     run_dir = Path(run_dir)
     store = RunStore(run_dir)
@@ -508,6 +512,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
+    unattributed: set[str] = set()
     # (device, fs, study, case) -> each repeat's claim and the statistics phase of its job
     claimed: dict[tuple[str, str, str, str], list[devcheck.Repeat]] = defaultdict(list)
 
@@ -544,6 +549,9 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
             derived = _survived(k.study, metrics, weights, unclassified)
             if derived is not None:
                 metrics = {**metrics, "survived": (derived, "%")}
+            if k.study in ATTRIBUTED and "failures" in metrics and "fs_failures" not in metrics:
+                metrics = {**metrics, **_unattributed(metrics)}
+                unattributed.add(k.study)
             for metric, (v, unit) in metrics.items():
                 key = (k.device, k.fs, k.study, case, metric)
                 vals[key].append(v)
@@ -597,6 +605,10 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         data.checks[key] = devcheck.check(repeats, iops.mean if iops else None, rate,
                                           _num(info.get("host_bytes_per_s")))
 
+    for study in sorted(unattributed):
+        data.notes.append(f"{study}: cells made before flashbed attributed crash states (whose loss: the "
+                          f"filesystem's or the device's) count every failed state as the filesystem's; run the "
+                          f"study again for the two apart")
     for study, names in sorted(unclassified.items()):
         data.notes.append(f"{study}: outcome name(s) {', '.join(sorted(names))} are in neither the good nor the "
                           f"bad list of [outcomes.{study}] in {weights.path.name}, so '{study} survived' is "
@@ -614,6 +626,17 @@ def _num(v: Any) -> float | None:
         return None
     v = float(v)
     return v if math.isfinite(v) else None
+
+
+def _unattributed(metrics: dict[str, tuple[float, str]]) -> dict[str, tuple[float, str]]:
+    """A crash-state cell from before attribution (studies/crashstates.attribute): every failed
+    state is taken as the filesystem's, as the report held it then."""
+    out = {"fs_failures": metrics["failures"], "cause:filesystem": metrics["failures"]}
+    if "class:data-loss" in metrics:
+        out["fs_data_loss"] = metrics["class:data-loss"]
+    if "survived" in metrics:
+        out["undamaged_survived"] = metrics["survived"]
+    return out
 
 
 def _survived(study: str, metrics: dict[str, tuple[float, str]], weights: Weights,

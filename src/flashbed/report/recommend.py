@@ -21,7 +21,8 @@ from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from . import devcheck, workcase
 from .devcheck import DeviceCheck
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
-from .load import NOT_OBSERVABLE, Busy, RunData, Stat
+from .load import ATTRIBUTED, NOT_OBSERVABLE, Busy, RunData, Stat
+from .partloss import no_damage_why, part_loss
 from .rerun import measure_command
 from .weights import Criterion, UseCase
 
@@ -190,6 +191,9 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, f"study {c.study} was not run on {device}"))
         elif c.source == "device" and not run.device_stat_keys(device):
             not_measured.append((i, NO_EMULATOR))
+        elif c.study in ATTRIBUTED and c.metric == "damage_survived" and \
+                any(k[0] == device and k[2] == c.study and k[4] == "damaged_states" for k in run.values):
+            not_measured.append((i, no_damage_why(run, device)))
         else:
             what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
@@ -511,6 +515,9 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
     top.add(overview_table(recs))
     for device, rankings in recs.items():
         ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
+        pl = part_loss(run, device)
+        if pl is not None:
+            ds.add(Paragraph(pl.text(), cls="missing"))
         for r in rankings:
             ds.add(ranking_section(run, r))
         top.add(ds)
@@ -525,6 +532,9 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
         part = run.device_part(device)
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
                           cls="device"))
+        pl = part_loss(run, device)
+        if pl is not None:  # once per device: what the part itself did, before any use case
+            sec.add(Paragraph(pl.text(), cls="missing"))
         sec.add(ListBlock([answer_line(r) for r in rankings]))
         if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
             sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
