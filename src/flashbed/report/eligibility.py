@@ -3,7 +3,8 @@
 A use case's requirements (weights.toml `requires`, [requirement.NAME]) are checked on
 the run's own cells: the `caps` study's probes, the `crashstates` study's classes. A
 filesystem that fails one is not eligible (listed with what it lacks, never ranked); a
-requirement whose study did not run for it leaves the use case not decided, unless the
+requirement whose study did not run for it, or whose cell failed or crashed (no evidence
+either way: not measured, never missing), leaves the use case not decided, unless the
 study cannot run on that device at all (crash states need the emulator's write log).
 Durability is the filesystem's promise only: a crash state the device's damage lost
 (studies/crashstates.attribute) never rules a filesystem out.
@@ -28,7 +29,7 @@ NO_WRITE_LOG = ("file", "real", "nandsim", "nand")
 class Verdict(StrEnum):
     MET = "met"
     FAILED = "failed"  # not eligible
-    UNCHECKED = "unchecked"  # its study did not run for this filesystem: the use case waits for it
+    UNCHECKED = "unchecked"  # its study did not run (or its cell failed) for this filesystem: the use case waits
     CANNOT = "cannot"  # its study cannot run on this device: said, not held against anyone
     NA = "n/a"  # the study does not apply to the filesystem (a read-only image)
 
@@ -87,9 +88,9 @@ def check(run: RunData, device: str, fs: str, req: Requirement) -> Check:
             return Check(req, Verdict.MET, worst)
         return Check(req, Verdict.FAILED, worst, _evidence(run, device, fs, req, worst),
                      _reproducer(run, device, fs, req))
-    fails = [f for f in run.failures_for(device, fs, req.study) if f.status.is_result]
-    if fails:
-        return Check(req, Verdict.FAILED, why=f"not shown: its {req.study} cell {fails[0].status}")
+    fails = run.failures_for(device, fs, req.study)
+    if fails:  # no evidence either way: not measured, never a capability or a promise missing
+        return Check(req, Verdict.UNCHECKED, why=f"its {req.study} cell {fails[0].status}: {fails[0].error}"[:200])
     if run.not_applicable(device, fs, req.study):
         return Check(req, Verdict.NA, why=run.not_applicable(device, fs, req.study))
     return Check(req, Verdict.UNCHECKED, why=f"study {req.study} has no {req.metric} for {fs}")

@@ -7,6 +7,11 @@ a variant whose cells failed scores 0 on it. A criterion lab-bound for any varia
 nobody, and so does one whose figure the device could not have served for any variant (the
 device check: its direct or synchronous writes acknowledged before the device had them). A use case missing a decisive criterion is not decided: no winner, a partial
 ranking and the command that measures what is missing.
+
+No evidence, no answer: a criterion whose every cell failed is not measured (never a tie at
+zero that names a winner), and a run most of whose cells failed recommends nothing: its first
+screen says so first, with the first error (run_failure). The first screen lists the use cases
+the run measured (asked); those none of whose studies ran are one line at most.
 """
 
 from __future__ import annotations
@@ -179,8 +184,14 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     candidates, fss = fss, [fs for fs in fss if checks[fs].eligible]
     measured, not_measured, not_observable = [], [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in candidates):
+        failed = [fs for fs in candidates if vals[fs][i].status is Measured.FAILED]
+        if any(vals[fs][i].status is Measured.OK for fs in candidates):
             measured.append(i)
+        elif failed:  # no cell measured it: no evidence, and a tie at zero must not name a winner
+            f = run.failures_for(device, failed[0], c.study)
+            not_measured.append((i, f"every {c.study} cell that should have measured it failed (first: "
+                                    f"{failed[0]} {f[0].status}: {f[0].error})" if f else
+                                 f"every {c.study} cell that should have measured it failed"))
         elif candidates and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in candidates):
             not_observable.append(i)
         elif not can_run(run, device, c.study):
@@ -241,21 +252,24 @@ def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
     """The decisive criteria this ranking lacks (not measured, or lab-bound), with what measures them."""
     out = []
     # requirements whose study did not run, per study: (labels, filesystems)
-    unchecked: dict[str, tuple[list[str], list[str]]] = {}
+    unchecked: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for e in r.checks.values():
         for c in e.checks:
             if c.verdict is Verdict.UNCHECKED and e.eligible:
-                labels, fss = unchecked.setdefault(c.req.study, ([], []))
+                labels, fss, failed = unchecked.setdefault(c.req.study, ([], [], []))
                 labels += [c.req.label] if c.req.label not in labels else []
                 fss += [e.fs] if e.fs not in fss else []
+                if run.failures_for(r.device, e.fs, c.req.study) and f"{e.fs}: {c.why}" not in failed:
+                    failed.append(f"{e.fs}: {c.why}")  # its cell failed: no evidence either way
     reasons = dict(r.not_measured)
     # a decisive criterion of the same study not measured says it, with the same command
     missing = {c.study for i, c in enumerate(r.use_case.criteria) if c.decisive and i in reasons}
-    for study, (labels, fss) in unchecked.items():
+    for study, (labels, fss, failed) in unchecked.items():
         if study in missing:
             continue
+        why = f"not measured: {'; '.join(failed)}" if failed else f"study {study} did not run for them"
         out.append(Undecided(-1, f"requirement{'s' if len(labels) > 1 else ''} {', '.join(labels)} not checked "
-                                 f"for {', '.join(fss)} (study {study} did not run for them)",
+                                 f"for {', '.join(fss)} ({why})",
                              measure_command(run, r.device, [study]), "check it"))
     for i, c in enumerate(r.use_case.criteria):
         if not c.decisive or reasons.get(i) in (NO_EMULATOR, no_write_log(c.study, r.device)):
@@ -368,9 +382,42 @@ def _sentence(r: Ranking, k: int) -> str:
 
 
 def recommend(run: RunData) -> dict[str, list[Ranking]]:
-    """Per device: your own workload's use case first (workcase.py), then the built-in ones."""
-    return {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
+    """Per device: your own workload's use case first (workcase.py), then the built-in ones. A run
+    most of whose cells failed decides none of them (run_failure)."""
+    recs = {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
             for d in run.devices()}
+    failed = run_failure(run)
+    if failed:
+        for rankings in recs.values():
+            for r in rankings:
+                r.undecided.insert(0, Undecided(-1, failed, measure_command(run, r.device, run.studies(r.device)),
+                                                "resume it once the first error is fixed"))
+    return recs
+
+
+def run_failure(run: RunData) -> str:
+    """'' for a run most of whose cells finished; else what failed, with the first error: such a
+    run recommends nothing (its figures are the few cells that happened to finish)."""
+    total = sum(sum(c.values()) for c in run.cell_status.values())
+    bad = len(run.failures)
+    if not total or 2 * bad <= total:
+        return ""
+    kinds = {}
+    for f in run.failures:
+        kinds[str(f.status)] = kinds.get(str(f.status), 0) + 1
+    first = run.failures[0]
+    return (f"{bad} of {total} cells of this run did not finish (" + ", ".join(f"{n} {k}" for k, n in
+                                                                               sorted(kinds.items()))
+            + f"): the first error, {first.id}: {first.error}")
+
+
+def asked(run: RunData, r: Ranking) -> bool:
+    """Whether the run measured anything of this use case on the device (a study of its criteria
+    or requirements has cells there, finished or not): the first screen lists only those."""
+    uc = r.use_case
+    mine = set(run.studies(r.device))
+    return workcase.is_workload(uc) or any(c.study in mine for c in uc.criteria) or \
+        any(q.study in mine for q in uc.requires)
 
 
 # ---- document blocks -----------------------------------------------------------
@@ -513,6 +560,9 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
         f"is decided only when its decisive criteria were measured; otherwise it says what to run, and its "
         f"ranking is partial. {lab_bound_method(run)} {device_check_method()}"))
     top.add(overview_table(recs))
+    failed = run_failure(run)
+    if failed:
+        top.add(Paragraph(f"No recommendation: {failed}.", cls="missing"))
     for device, rankings in recs.items():
         ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
         pl = part_loss(run, device)
@@ -528,6 +578,11 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
     """The report's first screen: per device, the device (and the real part it models), then per use
     case the choice, the runner-up and the deciding figures, or why it is not decided and what to run."""
     sec = Section("answer", "Answer")
+    failed = run_failure(run)
+    if failed:  # before anything else: no figure below can be read as an answer
+        sec.add(Paragraph(f"**No recommendation: most of this run failed.** {failed}. Fix that and resume the run "
+                          f"(`flashbed run --resume {run.run_id}`); the tables below hold only the cells that "
+                          f"finished.", cls="missing"))
     for device, rankings in recs.items():
         part = run.device_part(device)
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
@@ -535,7 +590,14 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
         pl = part_loss(run, device)
         if pl is not None:  # once per device: what the part itself did, before any use case
             sec.add(Paragraph(pl.text(), cls="missing"))
-        sec.add(ListBlock([answer_line(r) for r in rankings]))
+        shown = [r for r in rankings if asked(run, r)]
+        if shown and not failed:
+            sec.add(ListBlock([answer_line(r) for r in shown]))
+        hidden = [r.use_case.title for r in rankings if r not in shown]
+        if hidden and not failed:  # one line for what nobody asked here, never a line each
+            sec.add(Paragraph(f"Built-in use cases ({', '.join(hidden)}): none of their studies ran on {device}; "
+                              f"`flashbed run --profile quick --device {run.device_of(device)}` measures them.",
+                              cls="note"))
         if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
             sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
     sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
