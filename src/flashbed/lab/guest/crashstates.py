@@ -354,9 +354,9 @@ def place(mnt: str, device: str, ranges: list[list[int]]) -> TwinPlace:
                 continue
             mapped += 1
             hit = sum(max(0, min(e, a + n) - max(s, a)) for a, n in ext for s, e in want)
-            if hit:
+            if hit:  # paths from the mount's root; a directory ends in "/", the root is "/"
                 rel = os.path.relpath(p, mnt)
-                where.files[rel + ("/" if os.path.isdir(p) else "")] = hit
+                where.files["/" if rel == "." else rel + ("/" if os.path.isdir(p) else "")] = hit
     if not mapped:
         return TwinPlace(why=f"{fstype} does not report extents (FIEMAP)")
     where.outside = max(0, sum(e - s for s, e in want) - sum(where.files.values()))
