@@ -26,7 +26,6 @@ class PartLoss:
     survived: dict[str, float] = field(default_factory=dict)  # fs -> % of its damaged states it survived
     protected: bool | None = None  # the preset's protect_paired_pages (None: the manifest does not say)
     preset: str = ""
-    part: str = ""
 
     @property
     def losses(self) -> int:
@@ -42,13 +41,14 @@ class PartLoss:
     def text(self) -> str:
         """The first screen's finding (Markdown inline marks)."""
         who = ", ".join(f"{fs} {n}" for fs, n in sorted(self.caused.items(), key=lambda kv: (-kv[1], kv[0])) if n)
+        more = f" ({self.damaged - self.flushed} more lost data not yet flushed)" if self.damaged > self.flushed else ""
         head = (f"**This part destroyed data it had acknowledged as durable.** In {self.flushed} of the "
                 f"{self.states} crash states checked here the cut tore a NAND program whose paired pages held "
-                f"flushed data ({self.damaged} states damaged durable data in all); {self.losses} failed "
-                f"states were its doing alone — the same cuts without the damage recovered ({who}). ")
-        model = f"preset {self.preset}" + (f", {self.part}" if self.part else "")
-        why = (f"Its model has no paired-page or power-loss protection ({model}: protect_paired_pages = false). "
-               if self.protected is False else f"The damage comes from its model ({model}). ")
+                f"flushed data{more}; {self.losses} failed states were its doing alone — the same cuts without the "
+                f"damage recovered ({who}). ")
+        why = (f"Its model has no paired-page or power-loss protection (preset {self.preset}: "
+               f"protect_paired_pages = false). " if self.protected is False else
+               f"The damage comes from its model (preset {self.preset}). ")
         means = ("No filesystem can make this part safe: choose a part with power-loss protection (or a hold-up "
                  "capacitor), or keep a read-only root and a small journalled data partition on it. ")
         best = self.best()
@@ -87,7 +87,6 @@ def part_loss(run: RunData, device: str) -> PartLoss | None:
     info = run.device_info(device)
     pl.protected = info.get("protect_paired_pages") if isinstance(info.get("protect_paired_pages"), bool) else None
     pl.preset = str(info.get("name") or run.device_of(device))
-    pl.part = str((info.get("part") or {}).get("model") or "") if isinstance(info.get("part"), dict) else ""
     return pl
 
 
