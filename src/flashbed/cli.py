@@ -565,7 +565,7 @@ def _finish(args: argparse.Namespace, store, results) -> int:
     bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
     if results and not any(r.ok for r in results):  # no evidence: the report recommends nothing
         print(f"flashbed: no cell of this run finished ({len(results)} cells; the first {results[0].status}: "
-              f"{no_traceback(results[0].error)[:200]}): nothing is recommended", file=sys.stderr)
+              f"{no_traceback(results[0].error or results[0].headline or '')[:200]}): nothing is recommended", file=sys.stderr)
         return 1
     return 1 if bad else 0
 
