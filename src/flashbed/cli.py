@@ -564,8 +564,9 @@ def _finish(args: argparse.Namespace, store, results) -> int:
     # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
     bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
     if results and not any(r.ok for r in results):  # no evidence: the report recommends nothing
+        first = no_traceback(results[0].error or results[0].headline or "")[:200]
         print(f"flashbed: no cell of this run finished ({len(results)} cells; the first {results[0].status}: "
-              f"{no_traceback(results[0].error or results[0].headline or '')[:200]}): nothing is recommended", file=sys.stderr)
+              f"{first}): nothing is recommended", file=sys.stderr)
         return 1
     return 1 if bad else 0
 

@@ -50,7 +50,8 @@ cause:<filesystem|device|both|unknown> (failed states by cause), fs_failures and
 fs_data_loss (failed states, and those that lost acknowledged data, the
 filesystem caused: alone or both), damaged_states and damaged_flushed_states
 (states whose cut damaged durable, and flushed, data), damage_survived (% of the
-damaged states that survived), undamaged_survived (% of the others), the rate (states per hour of the check, and of the whole cell) and the median time
+damaged states that survived), undamaged_survived (% of the others), the rate
+(states per hour of the check, and of the whole cell) and the median time
 per state of each part (switch, drop, mount, verify, umount, fsck).
 """
 
