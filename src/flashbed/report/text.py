@@ -103,7 +103,10 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
         else:
             cm = {x.metric: x.value for x in c.measurements}
             n, bad = int(cm.get("iterations", 0)), int(cm.get("failures", 0))
-            verdict = f"{n - bad}/{n} consistent" + (f", {bad} FAILED" if bad else "")
+            theirs = int(cm.get("fs_failures", bad))  # the filesystem's (all, before attribution)
+            dev = int(cm.get("cause:device", 0))
+            verdict = f"{n - bad}/{n} consistent" + (f", {theirs} FAILED" if theirs else "") + \
+                (f", {dev} lost to the device's damage" if dev else "")
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
         print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"
               + ("" if r.ok else f" [{r.status}]"), file=stream)
