@@ -132,8 +132,10 @@ def test_a_protected_part_damages_nothing_and_says_why_the_damage_criterion_is_n
                                          "exfat": [state("900", "flush", LOST)]}))
     assert part_loss(run, "stick-1g") is None
     logging = {r.use_case.id: r for r in recommend(run)["stick-1g"]}["logging"]
-    assert dict((logging.use_case.criteria[i].label, why) for i, why in logging.not_measured)[
-        "the device's damage survived"] == "stick-1g damaged no durable data in any crash state: nothing to survive"
+    # nothing to measure there: not "not measured", and not counted among the use case's criteria
+    assert dict((logging.use_case.criteria[i].label, why) for i, why in logging.not_applicable) == {
+        "the device's damage survived": "stick-1g damaged no durable data in any crash state: nothing to survive"}
+    assert "the device's damage survived" not in [logging.use_case.criteria[i].label for i, _ in logging.not_measured]
     assert [e.fs for e in logging.not_eligible] == ["exfat"]
 
 

@@ -90,6 +90,9 @@ class Ranking:
     # checks of every candidate (eligibility.py)
     not_eligible: list[Eligibility] = field(default_factory=list)
     checks: dict[str, Eligibility] = field(default_factory=dict)
+    # criteria with nothing to measure on this device (the device's damage survived, on a part that
+    # damaged nothing): (criterion index, why); counted nowhere
+    not_applicable: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def scored(self) -> list[int]:
@@ -182,7 +185,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     not_eligible = [e for e in checks.values() if not e.eligible]
     # what was measured is the run's, eligible or not (a use case none is eligible for was measured)
     candidates, fss = fss, [fs for fs in fss if checks[fs].eligible]
-    measured, not_measured, not_observable = [], [], []
+    measured, not_measured, not_observable, not_applicable = [], [], [], []
     for i, c in enumerate(uc.criteria):
         failed = [fs for fs in candidates if vals[fs][i].status is Measured.FAILED]
         if any(vals[fs][i].status is Measured.OK for fs in candidates):
@@ -204,7 +207,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, NO_EMULATOR))
         elif c.study in ATTRIBUTED and c.metric == "damage_survived" and \
                 any(k[0] == device and k[2] == c.study and k[4] == "damaged_states" for k in run.values):
-            not_measured.append((i, no_damage_why(run, device)))
+            not_applicable.append((i, no_damage_why(run, device)))
         else:
             what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
@@ -241,7 +244,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
     r = Ranking(device, uc, entries, measured, not_measured, lab_bound, cached=cached,
                 not_observable=not_observable, not_candidates=not_candidates, not_eligible=not_eligible,
-                checks=checks)
+                checks=checks, not_applicable=not_applicable)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -542,6 +545,9 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
     if r.not_measured:
         sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
             f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
+    if r.not_applicable:
+        sec.add(Paragraph("Nothing to measure here (not scored for anyone): " + "; ".join(
+            f"{uc.criteria[i].label} — {why}" for i, why in r.not_applicable) + ".", cls="note"))
     if r.not_observable:
         sec.add(Paragraph(f"{NOT_OBSERVABLE[0].upper()}{NOT_OBSERVABLE[1:]} (flash emulator statistics; not "
                           f"scored for anyone): " + "; ".join(uc.criteria[i].label for i in r.not_observable)
@@ -673,7 +679,7 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
                 Cell(f"{w.score:.2f}" if w else "—", round(w.score, 6) if w else None),
                 Cell(ru.fs if ru else "—", ru.fs if ru else ""),
                 Cell(f"{ru.score:.2f}" if ru else "—", round(ru.score, 6) if ru else None),
-                Cell(f"{len(r.measured)} of {len(r.use_case.criteria)}", len(r.measured)),
+                Cell(f"{len(r.measured)} of {len(r.use_case.criteria) - len(r.not_applicable)}", len(r.measured)),
                 Cell(nm or "—", nm, cls="missing" if nm else ""),
                 Cell(ne or "—", ne, title=not_eligible_text(r).replace("`", ""))])
     return Table("tab-recommendation", "Recommendation at a glance", cols, rows,
@@ -713,6 +719,7 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                              "criteria": {uc.criteria[i].label: _value_data(e, i) for i in r.measured}}
                             for e in r.entries],
                 "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
+                "not_applicable": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_applicable],
                 "not_candidates": [{"fs": fs, "why": why} for fs, why in r.not_candidates],
                 "not_eligible": [{"fs": e.fs, "lacks": [c.req.name for c in e.failed], "why": e.text(),
                                   "replay": [c.reproducer.command for c in e.failed if c.reproducer]}
