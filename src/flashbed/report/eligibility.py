@@ -130,8 +130,9 @@ def _reproducer(run: RunData, device: str, fs: str, req: Requirement) -> Reprodu
     mine = [r for r in run.reproducers if r.device == dev and r.fs == fs and r.study == req.study
             and (outcome is None or r.outcome == outcome)
             and (not r.cause or LossCause(r.cause).filesystems)]  # the filesystem's loss, not the device's
-    # any failing state will do: one that lost data first (the failure that decides most often)
-    return min(mine, key=lambda r: r.outcome != "data-loss", default=None)
+    # any failing state will do: one that lost data first (the failure that decides most often), one
+    # without flash damage before one the device damaged too (the plainest evidence of the filesystem's)
+    return min(mine, key=lambda r: (r.outcome != "data-loss", r.cause == LossCause.BOTH), default=None)
 
 
 def eligibility(run: RunData, device: str, uc: UseCase, fss: list[str]) -> dict[str, Eligibility]:
