@@ -111,7 +111,7 @@ def test_the_device_s_loss_never_rules_a_filesystem_out_and_is_said_once_on_the_
     text = pl.text()
     assert text.startswith("**This part destroyed data it had acknowledged as durable.** In 1 of the 4 crash "
                            "states checked here the cut tore a NAND program whose paired pages held flushed data")
-    assert "1 failed states were its doing alone — the same cuts without the damage recovered (ext4 1)" in text
+    assert "1 failed state was its doing alone — the same cut without the damage recovered (ext4 1)" in text
     assert "no paired-page or power-loss protection (preset stick-1g: protect_paired_pages = false)" in text
     assert "No filesystem can make this part safe" in text
     first = section_md(answer_section(run, recommend(run)), 2)

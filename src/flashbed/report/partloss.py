@@ -44,8 +44,8 @@ class PartLoss:
         more = f" ({self.damaged - self.flushed} more lost data not yet flushed)" if self.damaged > self.flushed else ""
         head = (f"**This part destroyed data it had acknowledged as durable.** In {self.flushed} of the "
                 f"{self.states} crash states checked here the cut tore a NAND program whose paired pages held "
-                f"flushed data{more}; {self.losses} failed states were its doing alone — the same cuts without the "
-                f"damage recovered ({who}). ")
+                f"flushed data{more}; {self.losses} failed state{'s were' if self.losses != 1 else ' was'} its doing "
+                f"alone — the same cut{'s' if self.losses != 1 else ''} without the damage recovered ({who}). ")
         why = (f"Its model has no paired-page or power-loss protection (preset {self.preset}: "
                f"protect_paired_pages = false). " if self.protected is False else
                f"The damage comes from its model (preset {self.preset}). ")
