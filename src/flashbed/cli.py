@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import __version__
 from . import filesystems as fscat
-from .errors import FlashbedError
+from .errors import FlashbedError, no_traceback
 from .options import Parser as _Parser
 from .options import one_line, seconds
 
@@ -584,6 +584,11 @@ def _finish(args: argparse.Namespace, store, results) -> int:
             pass
     # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
     bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
+    if results and not any(r.ok for r in results):  # no evidence: the report recommends nothing
+        first = no_traceback(results[0].error or results[0].headline or "")[:200]
+        print(f"flashbed: no cell of this run finished ({len(results)} cells; the first {results[0].status}: "
+              f"{first}): nothing is recommended", file=sys.stderr)
+        return 1
     return 1 if bad else 0
 
 
@@ -680,7 +685,13 @@ def _report(args: argparse.Namespace) -> int:
     if args.force and args.out is None and len(args.runs) == 1:
         raise FlashbedError("--force replaces files in --out: a run's own report needs none; drop --force")
     if len(args.runs) == 1:
-        paths = write_report(resolve_run(args.runs[0]).root, args.out, force=args.force)
+        store = resolve_run(args.runs[0])
+        paths = write_report(store.root, args.out, force=args.force)
+        if not any(r.ok for r in store.results()):  # no evidence: the report recommends nothing
+            print(f"report: {paths.html}")
+            print(f"flashbed: no cell of run {store.root.name} finished: its report recommends nothing",
+                  file=sys.stderr)
+            return 1
     elif len(args.runs) == 2:
         a, b = (resolve_run(r).root for r in args.runs)
         paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"), force=args.force)
