@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from . import variants
-from .errors import FlashbedError
+from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
-from .lab.guest.protocol import Call
+from .lab.guest.protocol import UNDAMAGED, Call
 from .clock import Clock, emulator_pace
 from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
                          TimedCut, WriteLog, session_has)
@@ -89,11 +89,11 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
-        error = outcome.error or boot_error
+        error = printable(no_traceback(outcome.error or boot_error))  # the traceback stays in the logs
         # what a guest or the user's programs printed may be in them: never a terminal escape
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=printable(outcome.headline if status.ok else f"{status}: {error}")[:200],
-                          error=printable(error), seconds=round(time.monotonic() - started, 3),
+                          headline=printable(no_traceback(outcome.headline) if status.ok else f"{status}: {error}")[:200],
+                          error=error, seconds=round(time.monotonic() - started, 3),
                           device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
@@ -301,8 +301,9 @@ class CellHost:
 
     def crash_switch(self, args: dict) -> Any:
         reply = self._log().crash_switch(str(args["state"]))
-        self._states[0] += 1
-        if self.on_part is not None and self._states[1]:
+        twin = str(args["state"]).endswith(UNDAMAGED)  # a failed state's twin: no state of the listing
+        self._states[0] += not twin
+        if self.on_part is not None and self._states[1] and not twin:
             self.on_part(self._states[0], self._states[1], "crash states")
         if args.get("watchdog"):
             # a lab stuck on this state (its kernel, not one command) is killed if it

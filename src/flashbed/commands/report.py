@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..errors import FlashbedError
@@ -24,7 +25,13 @@ def run(args: argparse.Namespace) -> int:
     if args.force and args.out is None and len(args.runs) == 1:
         raise FlashbedError("--force replaces files in --out: a run's own report needs none; drop --force")
     if len(args.runs) == 1:
-        paths = write_report(resolve_run(args.runs[0]).root, args.out, force=args.force)
+        store = resolve_run(args.runs[0])
+        paths = write_report(store.root, args.out, force=args.force)
+        if not any(r.ok for r in store.results()):  # no evidence: the report recommends nothing
+            print(f"report: {paths.html}")
+            print(f"flashbed: no cell of run {store.root.name} finished: its report recommends nothing",
+                  file=sys.stderr)
+            return 1
     elif len(args.runs) == 2:
         a, b = (resolve_run(r).root for r in args.runs)
         paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"), force=args.force)

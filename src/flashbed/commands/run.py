@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import FlashbedError
+from ..errors import FlashbedError, no_traceback
 from ..options import EXIT_CODES, items
 
 
@@ -197,6 +197,11 @@ def _finish(args: argparse.Namespace, store, results) -> int:
             pass
     # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
     bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
+    if results and not any(r.ok for r in results):  # no evidence: the report recommends nothing
+        first = no_traceback(results[0].error or results[0].headline or "")[:200]
+        print(f"flashbed: no cell of this run finished ({len(results)} cells; the first {results[0].status}: "
+              f"{first}): nothing is recommended", file=sys.stderr)
+        return 1
     return 1 if bad else 0
 
 
