@@ -3,6 +3,7 @@
 //!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
 //!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]...
 //!   flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
+//!   flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
 //!   flashbed-emu presets-check FILE...
 //!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
@@ -10,6 +11,7 @@
 mod control;
 mod crash;
 mod fusefs;
+mod modeljobs;
 mod reqsize;
 mod shared;
 
@@ -30,6 +32,7 @@ use crate::shared::{Pace, Shared};
 const USAGE: &str = "usage:
   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]...
   flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
+  flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
   flashbed-emu presets-check FILE...
   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
   flashbed-emu crash-image --log DIR --state ID --image FILE";
@@ -105,6 +108,7 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("describe") => describe(&args[1..]),
+        Some("jobs") => jobs(&args[1..]),
         Some("presets-check") => presets_check(&args[1..]),
         Some("crash-states") => crash_states(&args[1..]),
         Some("crash-image") => crash_image(&args[1..]),
@@ -120,6 +124,20 @@ fn describe(args: &[String]) {
     let o = options(&args, &["preset", "capacity"]);
     let (_, cfg) = block_config(&o, &sets, capacity_opt(&o));
     println!("{}", cfg.describe());
+}
+
+/// fio's QD1 jobs on a fresh device of the model, in-process (modeljobs.rs): one JSON line.
+fn jobs(args: &[String]) {
+    let (sets, args) = sets_opt(args);
+    let o = options(&args, &["preset", "capacity", "jobs", "max-request"]);
+    let (_, cfg) = block_config(&o, &sets, capacity_opt(&o));
+    let jobs = modeljobs::parse(required(&o, "jobs")).unwrap_or_else(|e| die(e));
+    let max = o.get("max-request").map_or(512 << 10, |m| {
+        parse_size(m).filter(|&n| n >= 512).unwrap_or_else(|| die(format!("--max-request `{m}` is not a size of at least 512 bytes")))
+    });
+    let mut d = flash_model::Device::new(cfg, Box::new(flash_model::store::NullStore), 1);
+    let out = modeljobs::run(&mut d, &jobs, max).unwrap_or_else(|e| die(e));
+    println!("{out}");
 }
 
 fn presets_check(files: &[String]) {
