@@ -50,11 +50,10 @@ from ..lab.clock import pace as clock_pace
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..probe.rates import FIGURES, RatePlan, figures_from, fill_job, random_job, seq_read_job
+from ..probe.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
 
 MiB = 1 << 20
-DEFAULT_SPAN = 100 * MiB  # iozone -s 100M in the Raspberry Pi tables
-GOAL = 0.15  # every figure within 15 % of the published one
+GOAL = MATCH  # every figure within 15 % of the published one
 LAB_BOUND = 0.8  # a figure this close to the lab's own ceiling says more about the lab
 
 
@@ -77,13 +76,7 @@ class Row:
 def measure(device: presets.Device, span: int, runtime: float, work: Path,
             clock: Clock = Clock.REAL) -> dict[str, float]:
     """The four figures, in one lab boot on a fresh device, in `clock`."""
-    eu = device.erase_block
-    seq = min(device.capacity, 256 * MiB)
-    plan = RatePlan(capacity=device.capacity, erase_unit=eu, span=min(span, device.capacity), seq_bytes=seq,
-                    runtime=runtime)
-    jobs = {"seq-write": {**fill_job(plan), "size": seq}, "seq-read": seq_read_job(plan),
-            "randread-spread": random_job(plan, "randread", "spread"),
-            "randwrite-spread": random_job(plan, "randwrite", "spread")}
+    jobs = published_jobs(published_plan(device.capacity, device.erase_block, span, runtime))
     with open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
         figs = run_fio(session, UmlLab(ensure_kernel(time_travel=clock.time_travel)), work, jobs)
     return figures_from(figs)
