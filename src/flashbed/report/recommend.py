@@ -12,6 +12,7 @@ ranking and the command that measures what is missing.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -517,15 +518,17 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
     return top
 
 
-def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
+def answer_section(run: RunData, recs: dict[str, list[Ranking]],
+                   footing: Callable[[Ranking], str] | None = None) -> Section:
     """The report's first screen: per device, the device (and the real part it models), then per use
-    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run."""
+    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run;
+    with a robust pass, what each choice rests on (`footing`: report/footing.py)."""
     sec = Section("answer", "Answer")
     for device, rankings in recs.items():
         part = run.device_part(device)
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
                           cls="device"))
-        sec.add(ListBlock([answer_line(r) for r in rankings]))
+        sec.add(ListBlock([answer_line(r) + (footing(r) if footing else "") for r in rankings]))
         if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
             sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
     sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
