@@ -139,7 +139,7 @@ def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float 
             rows = [Row(dev.label, key, label, unit, statistics.median(samples[key]), samples[key],
                         float(pub.get(key) or 0.0), (pub.get("sources") or {}).get(key, ""))
                     for key, label, unit in FIGURES]
-            _print(dev, span, rows, runs, kernel.release, ceiling, stream, clock)
+            _print(dev, span, rows, runs, kernel.release, ceiling, stream, clock, runtime)
             all_rows += rows
     return all_rows
 
@@ -163,7 +163,7 @@ def _lab_bound(r: Row, ceiling: dict[str, float] | None) -> str:
 
 
 def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: str, ceiling: dict[str, float] | None,
-           stream, clock: Clock = Clock.REAL) -> None:
+           stream, clock: Clock = Clock.REAL, runtime: float = 10.0) -> None:
     part = dev.part.get("model", "no named part")
     method = dev.published.get("method") or "no published method"
     print(f"{dev.label} — {part}", file=stream)
@@ -179,6 +179,14 @@ def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: s
         verdict += _lab_bound(r, ceiling)
         print(f"  {r.label:24} {r.measured:9.1f} {r.unit:4} published {pub}  {verdict}"
               + (f"  [{r.source}]" if r.source else ""), file=stream)
+    if clock is Clock.VIRTUAL:
+        # what the robust pass refits its variants with (devices/refit.py): the same jobs on the
+        # model alone, in model time, which a virtual-time lab should reproduce
+        from ..devices.refit import rates
+        alone = rates(dev, runtime=runtime)
+        print("  the model alone (flashbed-emu jobs, no lab): " + ", ".join(
+            f"{r.label} {alone[r.key]:.1f} (x{alone[r.key] / r.measured:.3f} of the lab's)" for r in rows
+            if r.measured), file=stream)
     # the firmware times are fitted in virtual time (the device's own time):
     # a real-time suggestion would fold the lab's time of the day into them
     hint = suggest(dev, rows) if clock is Clock.VIRTUAL else {}

@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 
-from ..errors import FlashbedError
 from ..probe.rates import FIGURES, MATCH, published_jobs, published_plan
-from .assumptions import Fitted, Kind
+from .assumptions import Fitted, Kind, lookup
 from .emulator import EmulatorError, _error_line, find_binary, set_args
 from .presets import Device, parse_size
 
@@ -87,10 +87,6 @@ def _rates(path, capacity: int, erase_unit: int, span: int, sets: tuple[tuple[st
     return tuple((key, float(out[job][fig])) for key, (job, fig) in _JOB.items())
 
 
-def _program(device: Device) -> list[float]:
-    return [float(x) for x in device.info.get("program_us") or []]
-
-
 def _fitted_sets(device: Device, values: dict[str, float]) -> list[tuple[str, str]]:
     """The fitted values as preset fields (program times as their whole array)."""
     out: list[tuple[str, str]] = []
@@ -108,16 +104,12 @@ def _fitted_sets(device: Device, values: dict[str, float]) -> list[tuple[str, st
 
 def _program_of(device: Device) -> tuple[float, ...]:
     """The preset's own program times (µs per page type)."""
-    from .assumptions import lookup
-    import tomllib
     raw = lookup(tomllib.loads(device.path.read_text()), "nand.timing.program_us")
     return tuple(float(x) for x in (raw if isinstance(raw, list) else [raw]))
 
 
 def own_fitted(device: Device) -> dict[str, float]:
     """The preset's own fitted values."""
-    from .assumptions import lookup
-    import tomllib
     data = tomllib.loads(device.path.read_text())
     out = {}
     for f in device.footing.fitted:
@@ -180,16 +172,3 @@ def refit(device: Device, assumed: tuple[tuple[str, str], ...]) -> Refit:
                    f"(x{figs[key] / published[key]:.2f}, outside {MATCH:.0%})" + (f" with {at[0]}" if at else ""))
             break
     return Refit(sets_now(), values, figs, why, target_all)
-
-
-def check_fitted(device: Device) -> None:
-    """One line if a fitted value of the nominal preset is not where its fit puts it: the preset
-    was edited without fitting again (its fitted figures then differ from the published ones)."""
-    if not device.footing or not device.footing.fitted:
-        return
-    figs = rates(device)
-    for f in device.footing.fitted:
-        pub = float((device.published or {}).get(f.figure) or 0)
-        if pub and abs(figs[f.figure] / pub - 1) > MATCH:
-            raise FlashbedError(f"{device.path}: {f.key} is fitted to {f.figure} {pub:g}, but the model gives "
-                                f"{figs[f.figure]:.4g}: fit it again (`flashbed bench presets --clock virtual`)")
