@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import presets
+from ..devices.refit import rates as model_rates
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.clock import Clock
@@ -182,8 +183,7 @@ def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: s
     if clock is Clock.VIRTUAL:
         # what the robust pass refits its variants with (devices/refit.py): the same jobs on the
         # model alone, in model time, which a virtual-time lab should reproduce
-        from ..devices.refit import rates
-        alone = rates(dev, runtime=runtime)
+        alone = model_rates(dev, runtime=runtime)
         print("  the model alone (flashbed-emu jobs, no lab): " + ", ".join(
             f"{r.label} {alone[r.key]:.1f} (x{alone[r.key] / r.measured:.3f} of the lab's)" for r in rows
             if r.measured), file=stream)

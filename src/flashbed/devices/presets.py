@@ -207,9 +207,9 @@ def load(name: str, capacity: int | None = None, variant: str = "",
     from . import emulator  # block presets: the emulator is the authority
     from .assumptions import load_footing
 
-    footing = load_footing(path, data)
-    info = emulator.describe(path, capacity, sets)
+    info = emulator.describe(path, capacity, sets)  # the model's values first: its checks are the authority
     own = info if capacity is None and not sets else emulator.describe(path, None)
+    footing = load_footing(path, data)
     info["footing"] = footing.describe()
     return Device(name=name, path=path, kind="block", capacity=int(info["capacity_bytes"]),
                   page_size=int(info["page_size"]), erase_block=int(info["erase_block_bytes"]),
