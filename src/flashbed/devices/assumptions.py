@@ -72,8 +72,8 @@ T, P, W = Reach.TIMING, Reach.POWER_LOSS, Reach.WEAR
 PROBE = "`flashbed probe /dev/sdX --destroy-data-on /dev/sdX` (flashbench and fio; it overwrites the part)"
 _CATALOGUE = (
     Param("nand.page_size", Kind.POW2, "bytes", frozenset({T}), "page size", f"flashbench -a: {PROBE}", varies=False),
-    Param("nand.pages_per_block", Kind.POW2, "pages", frozenset({T}), "pages per erase block",
-          f"flashbench -a (the erase unit): {PROBE}", varies=False),
+    Param("nand.pages_per_block", Kind.POW2, "pages", frozenset({T}), "pages per erase block (the erase unit)",
+          f"flashbench -a (the erase unit): {PROBE}"),
     Param("nand.planes", Kind.POW2, "", frozenset({T}), "planes programmed in parallel",
           "the NAND's datasheet (planes per die, dies in the package); or the sequential write rate "
           "against the page program time"),
