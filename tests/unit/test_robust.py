@@ -27,48 +27,8 @@ gen = generator()
 
 # ---- the report's footing, on hand-made runs ---------------------------------------------------
 
-SLC = {"param": "ftl.slc_cache", "label": "SLC-mode write buffer", "nominal": "32M", "low": "8M", "high": "128M",
-       "source": "a survey", "reach": ["power loss", "timing"], "measure": "the SLC-cache cliff"}
-CACHE = {"param": "ftl.cache", "label": "volatile write cache", "nominal": "512K", "low": "128K", "high": "2M",
-         "source": "a family", "reach": ["power loss", "timing"], "measure": "EXT_CSD CACHE_SIZE"}
-
-
-def _variant(name, kind, values, numbers):
-    return {"name": name, "kind": kind, "values": values, "numbers": numbers, "fitted": {}, "figures": {},
-            "dropped": ""}
-
-
-VARIANTS = [_variant("slc_cache-low", "low", {"ftl.slc_cache": "8M"}, {"ftl.slc_cache": 8 << 20}),
-            _variant("slc_cache-high", "high", {"ftl.slc_cache": "128M"}, {"ftl.slc_cache": 128 << 20}),
-            _variant("cache-low", "low", {"ftl.cache": "128K"}, {"ftl.cache": 128 << 10}),
-            _variant("cache-high", "high", {"ftl.cache": "2M"}, {"ftl.cache": 2 << 20}),
-            _variant("draw-1", "draw", {"ftl.slc_cache": "64M", "ftl.cache": "1M"},
-                     {"ftl.slc_cache": 64 << 20, "ftl.cache": 1 << 20})]
-
-
-def _media_cells(device: str, f2fs_seconds: float, ext4_seconds: float = 12.0) -> list:
-    """The media use case's decisive study: f2fs against ext4 on a big file's write time."""
-    return [gen.cell(fs, "bigfile", [("write", "seconds", s, "s")], device=device)
-            for fs, s in (("f2fs", f2fs_seconds), ("ext4", ext4_seconds))]
-
-
-def _robust_run(tmp_path, f2fs_seconds: dict[str, float]) -> object:
-    """A robust run of emmc-1g: the nominal twin's cells (caps and bigfile) and each variant's bigfile
-    cells, f2fs's big-file time per variant from `f2fs_seconds` (nominal 10 s, ext4 12 s throughout)."""
-    nominal = "emmc-1g"
-    cells = [gen.cell(fs, "caps", gen.caps_meas(), device=nominal) for fs in ("ext4", "f2fs")]
-    cells += _media_cells(nominal, 10.0)
-    devices = {nominal: {"name": nominal, "kind": "block", "ftl": "page", "capacity_bytes": 1 << 30,
-                         "footing": {"assumptions": [SLC, CACHE], "fitted": [], "measured": []},
-                         "robust": {"draws": 1, "seed": 1, "varied": ["ftl.slc_cache", "ftl.cache"],
-                                    "not_varied": {"nand.endurance": robust.NOT_VARIED}, "ruled_out": {},
-                                    "variants": VARIANTS}}}
-    for v in VARIANTS:
-        label = f"{nominal}~{v['name']}"
-        cells += _media_cells(label, f2fs_seconds.get(v["name"], 10.0))
-        devices[label] = {"name": nominal, "kind": "block", "ftl": "page", "capacity_bytes": 1 << 30,
-                          "variant": {"of": nominal, **v}}
-    return gen.write_run(tmp_path / "run", cells, devices=devices)
+def _robust_run(tmp_path, f2fs_seconds):
+    return gen.robust_run(tmp_path / "run", f2fs_seconds)
 
 
 def _media(run_dir):
@@ -126,7 +86,7 @@ def test_a_variant_whose_cells_are_not_all_in_is_not_counted(tmp_path):
 
 
 def test_without_a_robust_pass_the_report_has_no_footing(tmp_path):
-    run_dir = gen.write_run(tmp_path / "run", _media_cells("emmc-1g", 10.0))
+    run_dir = gen.write_run(tmp_path / "run", gen.media_cells("emmc-1g", 10.0))
     run = load_run(run_dir)
     assert footing(run, recommend(run)) == {}
     assert "Footing" not in write_report(run_dir).markdown.read_text()

@@ -392,6 +392,10 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
         for i, (a, ends) in enumerate(rows):
+            if all(p.margin is not None and abs(p.margin - cf.margin) < 5e-4 for p in ends.values()):
+                vals = " or ".join(p.values[a.param] for p in ends.values())
+                ax.text(cf.margin, i, f"  no change at {vals}", va="center", ha="left", fontsize=7, color="#555555")
+                continue
             for kind, p in ends.items():
                 ax.barh(i, x(p) - cf.margin, left=cf.margin, height=0.55, color=colors[kind],
                         hatch="//" if p.margin is None else None, edgecolor="#333333" if p.margin is None else None)
