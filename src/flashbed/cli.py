@@ -136,8 +136,10 @@ def _parser() -> argparse.ArgumentParser:
                    "completing when its model says. Auto: virtual time for every cell that can run in it; real "
                    "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
                    "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
-    r.add_argument("--robust", action="store_true", help="also run each use case's decisive studies on variants "
-                   "of the twin across its preset's assumptions; the report says whether each answer holds")
+    r.add_argument("--robust", nargs="?", type=int, const=-1, metavar="DRAWS",  # -1: the default draws
+                   help="also run each use case's decisive studies on variants of the twin across its preset's "
+                   "assumptions (each at the ends of its range, and DRAWS joint draws; default 8); the report says "
+                   "whether each answer holds")
     r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
                    "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
                    "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
@@ -459,7 +461,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                              "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
-                 if getattr(args, o) is not None] + (["robust"] if args.robust else [])
+                 if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -498,7 +500,7 @@ def _run(args: argparse.Namespace) -> int:
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
                           clocks=clock.labels(_split(args.clock, "clock")),
                           cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")),
-                          robust=robust_draws() if args.robust else 0)
+                          robust=robust_draws() if args.robust == -1 else args.robust)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
     old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
@@ -606,8 +608,9 @@ def _stored_request(store):
         stored = stored_request(stored)
     texts = ("profile", "pace", "target")
     lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
-    numbers = ("repeat", "seed", "cpus", "robust")
-    ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides"} and \
+    numbers = ("repeat", "seed", "cpus")
+    ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides", "robust"} and \
+        (stored.get("robust") is None or type(stored["robust"]) is int) and \
         all(isinstance(stored[k], str) for k in texts if k in stored) and \
         all(isinstance(stored[k], list) and all(isinstance(x, str) for x in stored[k]) for k in lists if k in stored) \
         and all(type(stored[k]) is int for k in numbers if k in stored) and \

@@ -55,8 +55,9 @@ class PlanRequest:
     # catalogue's default, which is not part of the identity (the manifest names it)
     cpu_profiles: tuple[str, ...] = ()
     # the robust pass (robust.py): the decisive studies also on variants of each emulated twin,
-    # its assumptions at their ends and this many joint draws; 0: none (not part of the identity)
-    robust: int = 0
+    # its assumptions at their ends and this many joint draws; None: no robust pass (then not part
+    # of the identity)
+    robust: int | None = None
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -84,7 +85,7 @@ class PlanRequest:
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
         for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ()),
-                              ("cpu_profiles", ()), ("robust", 0)):
+                              ("cpu_profiles", ()), ("robust", None)):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -242,8 +243,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                             f"depend on timing, real for the rest; the default), not '{req.pace}'")
     if req.cpus < 1:
         raise FlashbedError(f"--cpus must be at least 1 (got {req.cpus})")
-    if req.robust < 0:
-        raise FlashbedError(f"the robust pass's joint draws must be 0 or more (got {req.robust})")
+    if req.robust is not None and req.robust < 0:
+        raise FlashbedError(f"--robust DRAWS: the joint draws must be 0 or more (got {req.robust}); --robust alone "
+                            f"draws {robust.DRAWS}")
     r = req.resolved()
     if board is not None:
         choices: list[Any] = [_OnBoard(board)]
@@ -275,7 +277,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         {d.label: d for d in (board.load_device(n, destroy_data_on) for n in r.devices)}
     rerun: tuple[str, ...] = ()
     notes: list[str] = []
-    if r.robust:
+    if r.robust is not None:
         robust.check(devices, r.studies)
         devices = robust.expand(devices, r.robust, r.seed)
         rerun = robust.rerun_studies(r.studies)

@@ -279,7 +279,9 @@ def notes(devices: dict[str, Device], rerun: tuple[str, ...]) -> list[str]:
         kept = [v for v in vs if not v["dropped"]]
         ruled = "; ".join(f"{p} {k} end {e['end']} (" + (f"varied to {e['kept']}" if e["kept"] else "not varied")
                           + ")" for p, ends in info["ruled_out"].items() for k, e in ends.items())
-        out.append(f"robust pass: {len(kept)} variants of {label} ({len(info['varied'])} assumptions at their ends, "
-                   f"{info['draws']} joint draws) run {', '.join(rerun)}; {len(vs) - len(kept)} dropped"
+        n, d = len(info["varied"]), info["draws"]
+        out.append(f"robust pass: {len(kept)} variants of {label} ({n} assumption{'s' if n != 1 else ''} at the ends "
+                   f"of {'their' if n != 1 else 'its'} range, {d} joint draw{'s' if d != 1 else ''}) run "
+                   f"{', '.join(rerun)}; {len(vs) - len(kept)} dropped"
                    + (f"; the published rates rule out {ruled}" if ruled else ""))
     return out

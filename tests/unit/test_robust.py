@@ -185,6 +185,7 @@ def test_a_variant_is_refitted_or_dropped_with_why():
 def test_variants_are_devices_of_the_run_with_the_decisive_studies_only():
     req = PlanRequest(devices=("emmc-8g@512M",), fs=("ext4", "f2fs"), studies=("bigfile", "caps", "mount"),
                       robust=1)
+    assert PlanRequest(robust=0).run_id() != PlanRequest().run_id() != PlanRequest(robust=8).run_id()
     plan = make_plan(req)
     nominal = {c.key.study for c in plan.cells if c.key.device == "emmc-8g@512M"}
     variant = {(c.key.device, c.key.study) for c in plan.cells if "~" in c.key.device}
@@ -206,8 +207,14 @@ def test_variants_are_devices_of_the_run_with_the_decisive_studies_only():
 def test_robust_without_a_twin_or_a_decisive_study_is_one_line(tmp_path, capsys):
     for args, words in ((["--device", "emmc-8g@64M", "--fs", "ext4", "--study", "mount"], "has none of them"),
                         (["--device", "plain-file@64M", "--fs", "ext4", "--study", "bigfile"],
-                         "varies an emulated twin")):
+                         "varies an emulated twin"),
+                        (["--device", "emmc-8g@64M", "--fs", "ext4", "--study", "bigfile", "--robust", "-2"],
+                         "--robust DRAWS: the joint draws must be 0 or more (got -2)")):
         assert main(["run", "--robust", "--out", str(tmp_path / "r"), *args]) == 2
         err = capsys.readouterr().err
         assert words in err and err.count("\n") == 1, err
         assert not (tmp_path / "r").exists()
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--robust", "x", "--device", "emmc-8g@64M"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --robust: invalid int value: 'x'" in err and err.count("\n") == 1
