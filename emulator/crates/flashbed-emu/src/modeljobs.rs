@@ -12,6 +12,7 @@
 //! time, time-based; 0: the job moves `size` bytes once), `number_ios` (random jobs: this
 //! many requests, 0: none), `seed` (random offsets: uniform over the `size / bs` blocks).
 
+use flash_model::rng::Rng;
 use flash_model::Device;
 use serde_json::{json, Map, Value};
 
@@ -73,19 +74,6 @@ pub fn parse(text: &str) -> Result<Vec<Job>, String> {
         .collect()
 }
 
-/// xorshift64: the random jobs' offsets (fio's own generator is not reproduced: the figures
-/// are rates over thousands of uniform requests).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 /// Runs the jobs one after another from model time 0; per job: requests, bytes, seconds of
 /// model time, IOPS and MB/s (10^6 bytes, as fio's figures in flashbed).
 pub fn run(d: &mut Device, jobs: &[Job], max_request: u64) -> Result<Value, String> {
@@ -97,7 +85,9 @@ pub fn run(d: &mut Device, jobs: &[Job], max_request: u64) -> Result<Value, Stri
             return Err(format!("job {}: offset + size is past the device's {} bytes", job.name, d.capacity()));
         }
         let blocks = job.size / job.bs;
-        let mut rng = Rng(job.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        // the model's own generator (fio's is not reproduced: the figures are rates over
+        // thousands of uniform requests)
+        let mut rng = Rng::new(job.seed);
         let start = t;
         let (mut ios, mut bytes, mut next) = (0u64, 0u64, 0u64);
         loop {
@@ -114,7 +104,7 @@ pub fn run(d: &mut Device, jobs: &[Job], max_request: u64) -> Result<Value, Stri
                 next += 1;
                 b
             } else {
-                rng.next() % blocks
+                rng.next_u64() % blocks
             };
             let off = job.offset + block * job.bs;
             let write = matches!(job.rw, Rw::Write | Rw::RandWrite);
