@@ -38,9 +38,10 @@ class Point:
     kind: str  # low, high, draw (robust.VariantKind)
     values: dict[str, str]  # assumption -> its value here, as text (the others nominal)
     numbers: dict[str, Any]
-    winner: str | None  # its choice (None: not decided there)
+    winner: str | None  # its choice (None: none there)
     margin: float | None  # the nominal winner's score minus the best other's (None: not ranked)
     why: str = ""  # the nominal winner not ranked there: why
+    choice: str = ""  # its choice in words: the winner, "none eligible", "not decided"
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def _case(r: R.Ranking, device: str, views: dict[str, tuple[dict, RunData]],
             ne = next((e for e in rv.not_eligible if e.fs == w), None)
             why = f"{w} not eligible: lacks {ne.text()}" if ne else f"{w} not ranked"
         cf.points.append(Point(name, v["kind"], v["values"], v.get("numbers", {}),
-                               rv.winner.fs if rv.winner else None, _margin(rv, w) if w else None, why))
+                               rv.winner.fs if rv.winner else None, _margin(rv, w) if w else None, why,
+                               rv.choice_text()))
     if w:
         cf.depends = _depends(cf, assumed)
     return cf
@@ -251,7 +253,7 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
             where = f"at {d.at.values[d.assumed.param]}"
         else:
             where = f"at {d.at.values[d.assumed.param]}"
-        other = d.at.winner or "no filesystem (not decided)"
+        other = d.at.winner or f"none ({d.at.choice})"
         because = f" ({d.at.why})" if d.at.why else ""
         parts.append(f"**depends on {d.assumed.label}** (`{d.assumed.param}`, nominal {d.assumed.nominal}): {where} "
                      f"the winner is **{other}**{because}; measure it on your part: {d.assumed.measure}")
@@ -260,7 +262,7 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
         p = draws[0]
         parts.append(f"**depends on the assumptions together**: {len(draws)} of "
                      f"{sum(1 for q in cf.points if q.kind == 'draw')} joint draws choose "
-                     f"{', '.join(sorted({q.winner or 'none' for q in draws}))} (e.g. {p.variant}: "
+                     f"{', '.join(sorted({q.winner or q.choice for q in draws}))} (e.g. {p.variant}: "
                      + ", ".join(f"{k} {v}" for k, v in p.values.items()) + ")")
     held = sum(1 for p in cf.points if p.winner == cf.winner)
     return f" Holds in {held} of {n} variants of this part; " + "; ".join(parts) + f"{margin}."
@@ -342,7 +344,7 @@ def _points_table(device: str, cf: CaseFooting) -> Table:
     for p in cf.points:
         what = ", ".join(f"{k} {v}" for k, v in p.values.items())
         rows.append([Cell(p.variant, p.variant), Cell(what, what),
-                     Cell(p.winner or "not decided", p.winner or "", cls="" if p.winner == cf.winner else "bad"),
+                     Cell(p.choice or "—", p.winner or "", cls="" if p.winner == cf.winner else "bad"),
                      Cell(f"{p.margin:.3f}" if p.margin is not None else (p.why or "—"), p.margin)])
     return Table(units.slug("footing", device, cf.use_case.id, "variants"), f"{cf.use_case.title} — variants",
                  cols, rows, "each variant ranked as the nominal twin; margin below 0: another filesystem wins")
@@ -399,7 +401,7 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
             for kind, p in ends.items():
                 ax.barh(i, x(p) - cf.margin, left=cf.margin, height=0.55, color=colors[kind],
                         hatch="//" if p.margin is None else None, edgecolor="#333333" if p.margin is None else None)
-                txt = p.values[a.param] + ("" if p.winner == cf.winner else f" → {p.winner or 'none'}")
+                txt = p.values[a.param] + ("" if p.winner == cf.winner else f" → {p.winner or p.choice}")
                 ha = "left" if x(p) >= cf.margin else "right"
                 ax.text(x(p), i, f" {txt} " if p.margin is not None else f" {txt} ({cf.winner} not ranked) ",
                         va="center", ha=ha, fontsize=7)

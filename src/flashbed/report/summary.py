@@ -34,7 +34,8 @@ def footing_data(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, An
             "spread": [r6(x) for x in cf.spread] if cf.spread else None,
             "depends": [{"param": d.assumed.param, "at": d.at.variant, "winner": d.at.winner, "side": d.side,
                          "threshold": d.threshold, "measure": d.assumed.measure} for d in cf.depends],
-            "variants": [{"variant": p.variant, "values": p.values, "winner": p.winner, "margin": r6(p.margin),
+            "variants": [{"variant": p.variant, "values": p.values, "winner": p.winner, "choice": p.choice,
+                          "margin": r6(p.margin),
                           "why": p.why} for p in cf.points]} for cf in df.cases}
         out[device]["_unfinished"] = df.unfinished
     return out
