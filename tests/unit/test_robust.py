@@ -218,3 +218,17 @@ def test_robust_without_a_twin_or_a_decisive_study_is_one_line(tmp_path, capsys)
         main(["run", "--robust", "x", "--device", "emmc-8g@64M"])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "argument --robust: invalid int value: 'x'" in err and err.count("\n") == 1
+
+
+def test_a_robust_run_resumes_from_its_manifest(tmp_path):
+    from flashbed.cli import _stored_request
+    from flashbed.store import RunStore
+    from dataclasses import asdict
+    store = RunStore(tmp_path / "run")
+    store.create()
+    req = PlanRequest(devices=("emmc-8g@64M",), fs=("ext4",), studies=("bigfile",), robust=2)
+    store.write_manifest({"schema": 1, "request": json.loads(json.dumps(asdict(req)))})
+    assert _stored_request(store) == req
+    store.write_manifest({"schema": 1, "request": {**json.loads(json.dumps(asdict(req))), "robust": "many"}})
+    with pytest.raises(FlashbedError, match="its request is not one flashbed makes"):
+        _stored_request(store)
