@@ -92,7 +92,7 @@ _CATALOGUE = (
     Param("nand.erase_fail_eol", Kind.NUMBER, "", frozenset({W}), "erase failure rate at rated wear",
           "an endurance test to failure"),
     Param("nand.protect_paired_pages", Kind.FLAG, "", frozenset({P}),
-          "power-loss protection of paired pages (an interrupted upper-page program spares the lower page)",
+          "paired-page protection (a cut upper-page program spares its lower page)",
           "power cuts during writes on the part itself (its datasheet's sudden-power-off claim, if any): "
           "`flashbed run --target ssh://… --study powercut --power-cmd …` on a board"),
     Param("nand.timing.read_us", Kind.NUMBER, "µs", frozenset({T}), "page read time (tR)",

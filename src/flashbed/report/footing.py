@@ -247,14 +247,16 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
         return f" **Holds in {n} of {n} variants of this part**{margin}."
     parts = []
     for d in cf.depends:
+        value = d.at.numbers.get(d.assumed.param)
         if d.threshold:
             where = f"{d.side} {d.threshold}"
-        elif isinstance(d.at.numbers.get(d.assumed.param), bool):
-            where = f"at {d.at.values[d.assumed.param]}"
+        elif isinstance(value, bool):
+            where = "with it" if value else "without it"
         else:
             where = f"at {d.at.values[d.assumed.param]}"
-        other = d.at.winner or f"none ({d.at.choice})"
-        because = f" ({d.at.why})" if d.at.why else ""
+        other = d.at.winner or "no filesystem"
+        because = f" ({d.at.choice}: {d.at.why})" if not d.at.winner and d.at.why else \
+            f" ({d.at.choice})" if not d.at.winner else f" ({d.at.why})" if d.at.why else ""
         parts.append(f"**depends on {d.assumed.label}** (`{d.assumed.param}`, nominal {d.assumed.nominal}): {where} "
                      f"the winner is **{other}**{because}; measure it on your part: {d.assumed.measure}")
     draws = [p for p in cf.flips if p.kind == "draw"]
@@ -368,7 +370,7 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
         return None
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    from .svg import finish, new_figure
+    from .svg import finish, new_figure, wrap_label
     rows = []
     for param, a in df.assumed.items():
         ends = {p.kind: p for p in cf.points if p.kind in ("low", "high") and set(p.values) == {param}}
@@ -377,6 +379,8 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
     draws = [p for p in cf.points if p.kind == "draw"]
     known = [m for p in cf.points if (m := p.margin) is not None] + [cf.margin, 0.0]
     lo, hi = min(known), max(known)
+    if hi - lo < 0.1:  # room for the labels on a chart where little moves
+        lo, hi = min(lo, cf.margin - 0.05), max(hi, cf.margin + 0.05)
     pad = max(0.02, (hi - lo) * 0.12)
     floor = lo - pad  # where a variant the winner is not ranked in is drawn
 
@@ -387,9 +391,10 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
         xs = [x(p) for p in row[1].values()]
         return max(abs(v - cf.margin) for v in xs)
     rows.sort(key=span, reverse=True)
-    labels = [f"{a.label}\n({a.low} – {a.high})" for a, _e in rows] + (["joint draws"] if draws else [])
+    labels = [wrap_label(a.label, 30) + f"\n({a.low} – {a.high})" for a, _e in rows] + \
+        (["joint draws"] if draws else [])
     colors = {"low": "#4c72b0", "high": "#dd8452"}
-    with new_figure(8.0, 0.42 * len(labels) + 1.7) as fig:
+    with new_figure(8.0, 0.5 * len(labels) + 1.7) as fig:
         ax = fig.subplots()
         ax.grid(True, axis="x", alpha=0.3)
         ax.grid(False, axis="y")
@@ -402,16 +407,18 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
                 ax.barh(i, x(p) - cf.margin, left=cf.margin, height=0.55, color=colors[kind],
                         hatch="//" if p.margin is None else None, edgecolor="#333333" if p.margin is None else None)
                 txt = p.values[a.param] + ("" if p.winner == cf.winner else f" → {p.winner or p.choice}")
+                if p.margin is None:  # the bar runs to the axis: its words go right of the nominal line
+                    ax.text(cf.margin, i, f" {txt} ({cf.winner} not ranked)", va="center", ha="left", fontsize=7)
+                    continue
                 ha = "left" if x(p) >= cf.margin else "right"
-                ax.text(x(p), i, f" {txt} " if p.margin is not None else f" {txt} ({cf.winner} not ranked) ",
-                        va="center", ha=ha, fontsize=7)
+                ax.text(x(p), i, f" {txt} ", va="center", ha=ha, fontsize=7)
         if draws:
             j = len(rows)
             ax.scatter([x(p) for p in draws], [j] * len(draws), marker="o", s=18, color="#55a868", zorder=3)
         ax.axvline(cf.margin, color="#333333", lw=1.0)
         ax.axvline(0, color="#c44e52", lw=1.0, ls="--")
         ax.set_yticks(range(len(labels)), labels)
-        ax.invert_yaxis()
+        ax.set_ylim(len(labels) - 0.4, -0.6)  # top to bottom, clear of the axis
         ax.set_xlim(floor - pad * 0.5, hi + pad)
         ax.set_xlabel(f"margin of {cf.winner} over the best other eligible filesystem (score, 0–1)")
         handles = [Patch(color=colors["low"], label="low end of range"), Patch(color=colors["high"], label="high end"),
