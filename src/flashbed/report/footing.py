@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..devices.assumptions import PARAMS
 from . import recommend as R
 from . import units
 from .doc import Cell, Column, Figure, ListBlock, Paragraph, Section, Table
@@ -120,8 +121,11 @@ def footing(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, DeviceF
 def _device_footing(run: RunData, device: str, rankings: list[R.Ranking], info: dict[str, Any]) -> DeviceFooting:
     label = run.device_of(device)
     fp = {a["param"]: a for a in (run.device_info(label).get("footing") or {}).get("assumptions", [])}
-    assumed = {p: Assumed(p, fp[p]["label"], fp[p]["nominal"], fp[p]["low"], fp[p]["high"], fp[p]["source"],
-                          fp[p]["measure"]) for p in info.get("varied", []) if p in fp}
+    # the words of today's catalogue where it knows the field (the manifest keeps those of the run's day)
+    words = {p: (PARAMS[p].label, PARAMS[p].measure) if p in PARAMS else (fp[p]["label"], fp[p]["measure"])
+             for p in fp}
+    assumed = {p: Assumed(p, words[p][0], fp[p]["nominal"], fp[p]["low"], fp[p]["high"], fp[p]["source"],
+                          words[p][1]) for p in info.get("varied", []) if p in fp}
     mine = defaultdict(list)  # variant label -> its cells
     for c in run.variant_cells:
         v = (run.device_info(c.key.device).get("variant") or {})
@@ -258,7 +262,7 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
         because = f" ({d.at.choice}: {d.at.why})" if not d.at.winner and d.at.why else \
             f" ({d.at.choice})" if not d.at.winner else f" ({d.at.why})" if d.at.why else ""
         parts.append(f"**depends on {d.assumed.label}** (`{d.assumed.param}`, nominal {d.assumed.nominal}): {where} "
-                     f"the winner is **{other}**{because}; measure it on your part: {d.assumed.measure}")
+                     f"the winner is **{other}**{because}; measure it on your part: {_short(d.assumed.measure)}")
     draws = [p for p in cf.flips if p.kind == "draw"]
     if draws and not parts:
         p = draws[0]
@@ -268,6 +272,12 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
                      + ", ".join(f"{k} {v}" for k, v in p.values.items()) + ")")
     held = sum(1 for p in cf.points if p.winner == cf.winner)
     return f" Holds in {held} of {n} variants of this part; " + "; ".join(parts) + f"{margin}."
+
+
+def _short(measure: str) -> str:
+    """How to measure it, up to its first detail (the Footing section's table has it whole)."""
+    cut = min((i for i in (measure.find(": "), measure.find(" (")) if i > 0), default=len(measure))
+    return measure[:cut] + (" (see Footing)" if cut < len(measure) else "")
 
 
 def _margin_text(cf: CaseFooting) -> str:
