@@ -401,7 +401,13 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
         xs = [x(p) for p in row[1].values()]
         return max(abs(v - cf.margin) for v in xs)
     rows.sort(key=span, reverse=True)
-    labels = [wrap_label(a.label, 30) + f"\n({a.low} – {a.high})" for a, _e in rows] + \
+    def span_text(a: Assumed, ends: dict[str, Point]) -> str:
+        """The values varied: the range's ends, or as far toward one as the published rates allowed."""
+        lo = ends["low"].values[a.param] if "low" in ends else a.nominal
+        hi = ends["high"].values[a.param] if "high" in ends else a.nominal
+        ruled = [e for e, v in ((a.low, lo), (a.high, hi)) if v != e]
+        return f"({lo} – {hi}" + (f"; {', '.join(ruled)} ruled out" if ruled else "") + ")"
+    labels = [wrap_label(a.label, 30) + "\n" + span_text(a, ends) for a, ends in rows] + \
         (["joint draws"] if draws else [])
     colors = {"low": "#4c72b0", "high": "#dd8452"}
     with new_figure(8.0, 0.5 * len(labels) + 1.7) as fig:
