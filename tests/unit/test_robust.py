@@ -232,3 +232,35 @@ def test_a_robust_run_resumes_from_its_manifest(tmp_path):
     store.write_manifest({"schema": 1, "request": {**json.loads(json.dumps(asdict(req))), "robust": "many"}})
     with pytest.raises(FlashbedError, match="its request is not one flashbed makes"):
         _stored_request(store)
+
+
+def test_an_answer_of_none_eligible_is_tested_too(tmp_path):
+    """A part without paired-page protection loses acknowledged data under every filesystem: on the
+    nominal twin none is eligible for the root filesystem; with the protection one is, which is
+    what that answer depends on."""
+    def crash(fs, device, losses):
+        return [gen.cell(fs, "crashstates", gen.crash_meas(w, {"recovered": 100 - losses, "data-loss": losses}),
+                         case=w, device=device) for w in ("powercut", "sequences")]
+    nominal, variant = "card-1g", "card-1g~protect_paired_pages-high"
+    cells = [gen.cell(fs, "caps", gen.caps_meas(), device=nominal) for fs in ("ext4", "f2fs")]
+    cells += crash("ext4", nominal, 2) + crash("f2fs", nominal, 1) + crash("ext4", variant, 0) + crash("f2fs", variant, 3)
+    flag = {"param": "nand.protect_paired_pages", "label": "paired-page protection", "nominal": "false",
+            "low": "false", "high": "true", "source": "s", "reach": ["power loss"], "measure": "power cuts"}
+    v = {"name": "protect_paired_pages-high", "kind": "high", "values": {"nand.protect_paired_pages": "true"},
+         "numbers": {"nand.protect_paired_pages": True}, "fitted": {}, "figures": {}, "dropped": ""}
+    devices = {nominal: {"name": "card", "kind": "block", "ftl": "hybrid", "capacity_bytes": 1 << 30,
+                         "footing": {"assumptions": [flag]},
+                         "robust": {"draws": 0, "seed": 1, "varied": [flag["param"]], "not_varied": {},
+                                    "ruled_out": {}, "variants": [v]}},
+               variant: {"name": "card", "kind": "block", "variant": {"of": nominal, **v}}}
+    run_dir = gen.write_run(tmp_path / "run", cells, devices=devices)
+    run = load_run(run_dir)
+    rootfs = next(c for c in footing(run, recommend(run))[nominal].cases if c.use_case.id == "rootfs")
+    assert rootfs.winner is None and rootfs.choice == "none eligible" and not rootfs.holds
+    (dep,) = rootfs.depends
+    assert dep.at.winner == "ext4"
+    line = next(x for x in write_report(run_dir).markdown.read_text().split("## ", 2)[1].splitlines()
+                if "Root filesystem" in x)
+    assert "no filesystem meets the requirements" in line
+    assert "**depends on paired-page protection" in line and \
+        "(`nand.protect_paired_pages`, nominal false): with it the winner is **ext4**" in line

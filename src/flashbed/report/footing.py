@@ -30,6 +30,8 @@ from .doc import Cell, Column, Figure, ListBlock, Paragraph, Section, Table
 from .load import RunData, aggregate
 from .weights import UseCase
 
+NONE_ELIGIBLE = "none eligible"  # recommend.Ranking.choice_text's words when every candidate fails a requirement
+
 
 @dataclass(frozen=True)
 class Point:
@@ -76,6 +78,13 @@ class CaseFooting:
     margin: float | None
     points: list[Point] = field(default_factory=list)
     depends: list[Dependence] = field(default_factory=list)
+    choice: str = ""  # the nominal twin's answer in words: its winner, or "none eligible"
+
+    @property
+    def tested(self) -> bool:
+        """An answer to test: a winner, or none eligible (which a variant may change); a use case
+        not decided for want of a measurement has none."""
+        return bool(self.winner) or self.choice == NONE_ELIGIBLE
 
     @property
     def holds(self) -> bool:
@@ -158,7 +167,7 @@ def _device_footing(run: RunData, device: str, rankings: list[R.Ranking], info: 
 def _case(r: R.Ranking, device: str, views: dict[str, tuple[dict, RunData]],
           assumed: dict[str, Assumed]) -> CaseFooting:
     w = r.winner.fs if r.winner else None
-    cf = CaseFooting(r.use_case, w, r.runner_up.fs if r.runner_up else None, _margin(r, w))
+    cf = CaseFooting(r.use_case, w, r.runner_up.fs if r.runner_up else None, _margin(r, w), choice=r.choice_text())
     for name, (v, view) in views.items():
         rv = R.rank(view, device, r.use_case)
         why = ""
@@ -168,7 +177,7 @@ def _case(r: R.Ranking, device: str, views: dict[str, tuple[dict, RunData]],
         cf.points.append(Point(name, v["kind"], v["values"], v.get("numbers", {}),
                                rv.winner.fs if rv.winner else None, _margin(rv, w) if w else None, why,
                                rv.choice_text()))
-    if w:
+    if cf.tested:
         cf.depends = _depends(cf, assumed)
     return cf
 
@@ -240,7 +249,7 @@ def answer_text(df: DeviceFooting | None, use_case: UseCase) -> str:
     if df is None:
         return ""
     cf = next((c for c in df.cases if c.use_case.id == use_case.id), None)
-    if cf is None or cf.winner is None:
+    if cf is None or not cf.tested:
         return ""
     n = len(cf.points)
     if not n:
@@ -329,15 +338,16 @@ def section(run: RunData, feet: dict[str, DeviceFooting], colors: dict[str, str]
         if df.not_varied:
             ds.add(Paragraph("Declared, not varied: " + "; ".join(f"`{p}` ({why})" for p, why in df.not_varied.items())
                              + ".", cls="note"))
-        undecided = [cf.use_case.title for cf in df.cases if not cf.winner]
+        undecided = [cf.use_case.title for cf in df.cases if not cf.tested]
         if undecided:
             ds.add(Paragraph("Not decided on the nominal twin, so nothing to test: " + ", ".join(undecided) + ".",
                              cls="missing"))
         for cf in df.cases:
-            if not cf.winner:
+            if not cf.tested:
                 continue
             cs = Section(units.slug("footing", device, cf.use_case.id), cf.use_case.title)
-            cs.add(Paragraph(f"Choice **{cf.winner}**. {answer_text(df, cf.use_case).strip()}"))
+            cs.add(Paragraph((f"Choice **{cf.winner}**. " if cf.winner else "No filesystem is eligible on the nominal "
+                              "twin. ") + answer_text(df, cf.use_case).strip()))
             fig = tornado(run, device, df, cf)
             if fig:
                 cs.add(fig)
