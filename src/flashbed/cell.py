@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import shutil
 import threading
 import time
 import traceback
@@ -38,6 +39,9 @@ def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root:
               provenance: dict[str, Any]) -> CellResult:
     """One cell of the run directory `root`, in the lab `labs` gives it."""
     logs = RunStore(root).logs_dir(spec.key)
+    # a cell runs again only when it did not finish (interrupted, or an error retried): what an
+    # earlier attempt left would be read as this one's (crash states append to checked.jsonl)
+    shutil.rmtree(logs, ignore_errors=True)
     return run_cell(spec, labs(spec), logs, root / "scratch" / logs.name, provenance, on_boot=on_part)
 
 
