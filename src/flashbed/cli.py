@@ -133,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
                    "completing when its model says. Auto: virtual time for every cell that can run in it; real "
                    "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
                    "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
+    r.add_argument("--robust", nargs="?", type=int, const=-1, metavar="DRAWS",  # -1: the default draws
+                   help="also run each use case's decisive studies on variants of the twin across its preset's "
+                   "assumptions (each at the ends of its range, and DRAWS joint draws; default 8); the report says "
+                   "whether each answer holds")
     r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
                    "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
                    "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
@@ -475,7 +479,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                              "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
-                 if getattr(args, o) is not None]
+                 if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -499,6 +503,7 @@ def _run(args: argparse.Namespace) -> int:
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         from .devices.presets import absolute_spec
+        from .robust import draws as robust_draws
         target = ""
         if args.target:
             from .lab.ssh import parse_target
@@ -514,7 +519,8 @@ def _run(args: argparse.Namespace) -> int:
                           kernels=kernel.labels(_split(args.kernel, "kernel")),
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
                           clocks=clock.labels(_split(args.clock, "clock")),
-                          cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
+                          cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")),
+                          robust=robust_draws() if args.robust == -1 else args.robust)
         _check_settings_of(args.set, req)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
@@ -531,7 +537,7 @@ def _run(args: argparse.Namespace) -> int:
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
     store.create("--out" if args.out else "the run directory")  # one line, not after the notes
-    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
+    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
     infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
@@ -640,7 +646,8 @@ def _stored_request(store):
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
     from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
-    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+    ok = isinstance(stored, dict) and \
+        set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides", "robust"} \
         and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
