@@ -61,6 +61,10 @@ class PlanRequest:
     # guest CPU cost profiles of virtual time (lab/cpuprofile.py), cells of each; (): the
     # catalogue's default, which is not part of the identity (the manifest names it)
     cpu_profiles: tuple[str, ...] = ()
+    # the robust pass (robust.py): the decisive studies also on variants of each emulated twin,
+    # its assumptions at their ends and this many joint draws; None: no robust pass (then not part
+    # of the identity)
+    robust: int | None = None
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -73,7 +77,7 @@ class PlanRequest:
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
                            kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
                            clocks=_clocks(self.clocks, self.target),
-                           cpu_profiles=tuple(self.cpu_profiles))
+                           cpu_profiles=tuple(self.cpu_profiles), robust=self.robust)
 
     def cell_pace(self, study: str) -> clock.Pace:
         """An emulated device's pace for the cells of `study` (of a resolved request) in real
@@ -88,7 +92,7 @@ class PlanRequest:
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
         for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ()),
-                              ("cpu_profiles", ())):
+                              ("cpu_profiles", ()), ("robust", None)):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -161,7 +165,8 @@ def request_of(store: RunStore) -> PlanRequest:
     stored = store.manifest().get("request")
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
-    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+    ok = isinstance(stored, dict) and \
+        set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides", "robust"} \
         and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import profiles, variants
+from . import profiles, robust, variants
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .identity import PlanRequest
@@ -73,6 +73,7 @@ class Plan:
     kernels: tuple[str, ...] = (kernel.DEFAULT_KERNEL,)  # the labels of the lab kernels the cells run on
     skipped: list[Skipped] = field(default_factory=list)
     real_time: list[RealTime] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, said before the run (the robust pass)
 
     def skipped_lines(self) -> list[str]:
         """One line per study, kernel and reason: what the plan leaves out."""
@@ -114,10 +115,11 @@ def make_plan(req: PlanRequest, target: "Target | None" = None, destroy_data_on:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
     params_all = study_params(r.profile, r.overrides)
     devices = target.load_devices(r.devices, destroy_data_on)
+    devices, rerun, notes = _robust(r, devices)
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
     for spec in r.fs:
         target.check_variant(spec, parsed[spec][0])
-    b = _Build(r, target, choices, clocks)
+    b = _Build(r, target, choices, clocks, rerun)
     for spec in r.fs:
         placed = False
         for dev, v in zip(devices.values(), parsed[spec]):
@@ -131,7 +133,18 @@ def make_plan(req: PlanRequest, target: "Target | None" = None, destroy_data_on:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
     _no_cells(req, b, devices)
-    return Plan(r, devices, b.cells, b.na, tuple(c.label for c in choices), b.skipped, b.real_time)
+    return Plan(r, devices, b.cells, b.na, tuple(c.label for c in choices), b.skipped, b.real_time, notes)
+
+
+def _robust(r: PlanRequest, devices: dict[str, Device]) -> tuple[dict[str, Device], tuple[str, ...], list[str]]:
+    """The robust pass (robust.py): the devices with each emulated twin's variants, the studies the
+    variants run (the use cases' decisive ones), and the plan's notes on them; without one, as given."""
+    if r.robust is None:
+        return devices, (), []
+    robust.check(devices, r.studies)
+    devices = robust.expand(devices, r.robust, r.seed)
+    rerun = robust.rerun_studies(r.studies)
+    return devices, rerun, robust.notes(devices, rerun)
 
 
 def _check_numbers(req: PlanRequest) -> None:
@@ -144,6 +157,9 @@ def _check_numbers(req: PlanRequest) -> None:
                             f"depend on timing, real for the rest; the default), not '{req.pace}'")
     if req.cpus < 1:
         raise FlashbedError(f"--cpus must be at least 1 (got {req.cpus})")
+    if req.robust is not None and req.robust < 0:
+        raise FlashbedError(f"--robust DRAWS: the joint draws must be 0 or more (got {req.robust}); --robust alone "
+                            f"draws {robust.DRAWS}")
 
 
 @dataclass(frozen=True)
@@ -171,6 +187,7 @@ class _Build:
     target: "Target"
     choices: list
     clocks: _Clocks
+    rerun: tuple[str, ...] = ()  # the studies a robust pass runs again on a twin's variants
     cells: list[CellSpec] = field(default_factory=list)
     na: list[NotApplicable] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
@@ -185,7 +202,7 @@ class _Build:
     def study(self, dev: Device, v: Any, sname: str, params_all: Any) -> None:
         """The cells of study `sname` for filesystem variant `v` on `dev`, or why it has none."""
         study = STUDIES[sname]
-        if v.media not in study.media:
+        if v.media not in study.media or (dev.variant and sname not in self.rerun):
             return
         session = self.target.session_class(dev)
         if study.power_switch and not session_has(session, PowerSwitch):

@@ -34,6 +34,10 @@ def add_parser(sub) -> None:
     devices.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                          help="allow a run on a real device that carries data (a filesystem or partition table): "
                          "repeat its --device path")
+    devices.add_argument("--robust", nargs="?", type=int, const=-1, metavar="DRAWS",  # -1: the default draws
+                         help="also run each use case's decisive studies on variants of the twin across its "
+                         "preset's assumptions (each at the ends of its range, and DRAWS joint draws; default 8); "
+                         "the report says whether each answer holds")
     _lab_options(r.add_argument_group("lab and clock"))
     board = r.add_argument_group("board")
     board.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
@@ -102,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
         target.check_plan(plan)
         store.create("--out" if args.out else "the run directory")  # one line, not after the notes
-        for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan):
+        for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
             _say(line)
         results = execute(plan, store, target.labs(plan, store, _say), target.executor)
     return _finish(args, store, results)
@@ -119,7 +123,7 @@ def _resumed(args: argparse.Namespace):
     from ..studies import inputs
     given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                          "cpus", "target", "clock", "cpu_profile", *(i.dest for i in inputs.ALL))
-             if getattr(args, o) is not None]
+             if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
     if given or args.set:
         raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
     store = resolve_run(args.resume)
@@ -144,6 +148,7 @@ def request(args: argparse.Namespace):
     from .. import targets
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
+    from ..robust import draws as robust_draws
     from ..studies import inputs
     from .. import clock
     from ..lab import cpuprofile, kernel
@@ -166,7 +171,8 @@ def request(args: argparse.Namespace):
                       kernels=kernel.labels(items(args.kernel, "kernel")),
                       cpus=args.cpus if args.cpus is not None else 1, target=target,
                       clocks=clock.labels(items(args.clock, "clock")),
-                      cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")))
+                      cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")),
+                      robust=robust_draws() if args.robust == -1 else args.robust)
     _check_settings_of(args.set, req)
     return req
 

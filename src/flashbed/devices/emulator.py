@@ -68,9 +68,14 @@ def _error_line(stderr: str, fallback: str) -> str:
     return lines[-1] if lines else fallback
 
 
-def describe(preset: Path | str, capacity: int | None = None) -> dict[str, Any]:
-    """Geometry and declared rates of a block preset (at ``capacity`` bytes)."""
-    cmd = [str(find_binary()), "describe", "--preset", str(preset)]
+def set_args(sets: tuple[tuple[str, str], ...]) -> list[str]:
+    """A preset variant's fields (path, TOML value) as flashbed-emu's --set options."""
+    return [a for path, value in sets for a in ("--set", f"{path}={value}")]
+
+
+def describe(preset: Path | str, capacity: int | None = None, sets: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """Geometry and declared rates of a block preset (at ``capacity`` bytes; a variant: `sets`)."""
+    cmd = [str(find_binary()), "describe", "--preset", str(preset), *set_args(sets)]
     if capacity is not None:
         cmd += ["--capacity", str(int(capacity))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -168,6 +173,7 @@ class EmulatorSpec:
     capacity: int | None = None
     pace: str = "real"
     seed: int = 1
+    sets: tuple[tuple[str, str], ...] = ()  # a preset variant's fields (flashbed-emu --set)
 
 
 class Emulator:
@@ -200,6 +206,7 @@ class Emulator:
             "--control", str(spec.control),
             "--pace", spec.pace,
             "--seed", str(int(spec.seed)),
+            *set_args(spec.sets),
         ]
         if spec.capacity is not None:
             cmd += ["--capacity", str(int(spec.capacity))]

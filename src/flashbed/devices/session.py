@@ -202,7 +202,7 @@ class EmulatorSession(_PacedModel, _Session):
         spec = emulator.EmulatorSpec(
             preset=self.device.path, state_dir=self.scratch / "state", mount_dir=self.scratch / "mnt",
             control=self._control_path(), capacity=self.device.capacity,
-            pace=emulator_pace(self.clock, self.pace), seed=self.seed)
+            pace=emulator_pace(self.clock, self.pace), seed=self.seed, sets=self.device.sets)
         (self.scratch / "mnt").mkdir(exist_ok=True)
         self.emu = emulator.Emulator(spec)
         self.emu.start()

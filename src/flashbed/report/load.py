@@ -150,6 +150,10 @@ class RunData:
     extras: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     n_cells: int = 0
+    # the cell results behind this data; and those of the twin variants of a robust pass, which
+    # the rest of the report leaves out (report/footing.py reads them)
+    cells: list[CellResult] = field(default_factory=list, repr=False)
+    variant_cells: list[CellResult] = field(default_factory=list, repr=False)
 
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -495,7 +499,12 @@ def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
     if not results:
         raise FlashbedError(f"{run_dir}: the run has no cell results yet (cells/*.json); "
                             f"run or resume it with `flashbed run` first")
-    return aggregate(run_dir, manifest, results, weights or load_weights())
+    variants = {label for label, info in (manifest.get("devices") or {}).items()
+                if isinstance(info, dict) and info.get("variant")}
+    own = [r for r in results if r.key.device not in variants]
+    data = aggregate(run_dir, manifest, own, weights or load_weights())
+    data.cells, data.variant_cells = own, [r for r in results if r.key.device in variants]
+    return data
 
 
 def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], weights: Weights) -> RunData:

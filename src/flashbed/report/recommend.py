@@ -17,6 +17,7 @@ the run measured (asked); those none of whose studies ran are one line at most.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -580,9 +581,11 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
     return top
 
 
-def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
+def answer_section(run: RunData, recs: dict[str, list[Ranking]],
+                   footing: Callable[[Ranking], str] | None = None) -> Section:
     """The report's first screen: per device, the device (and the real part it models), then per use
-    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run."""
+    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run;
+    with a robust pass, what each choice rests on (`footing`: report/footing.py)."""
     sec = Section("answer", "Answer")
     failed = run_failure(run)
     if failed:  # before anything else: no figure below can be read as an answer
@@ -598,7 +601,7 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
             sec.add(Paragraph(pl.text(), cls="missing"))
         shown = [r for r in rankings if asked(run, r)]
         if shown and not failed:
-            sec.add(ListBlock([answer_line(r) for r in shown]))
+            sec.add(ListBlock([answer_line(r) + (footing(r) if footing else "") for r in shown]))
         hidden = [r.use_case.title for r in rankings if r not in shown]
         if hidden and not failed:  # one line for what nobody asked here, never a line each
             sec.add(Paragraph(f"Built-in use cases ({', '.join(hidden)}): none of their studies ran on {device}; "

@@ -25,6 +25,24 @@ def run_info(run: RunData) -> dict[str, Any]:
             "devices": m.get("devices") or {}}
 
 
+def footing_data(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, Any]:
+    """Per device and use case of a robust pass: holds, or what the choice depends on, and each
+    variant's choice and margin (report/footing.py)."""
+    from .footing import footing
+    out: dict[str, Any] = {}
+    for device, df in footing(run, recs).items():
+        out[device] = {cf.use_case.id: {
+            "winner": cf.winner, "holds": cf.holds, "margin": r6(cf.margin),
+            "spread": [r6(x) for x in cf.spread] if cf.spread else None,
+            "depends": [{"param": d.assumed.param, "at": d.at.variant, "winner": d.at.winner, "side": d.side,
+                         "threshold": d.threshold, "measure": d.assumed.measure} for d in cf.depends],
+            "variants": [{"variant": p.variant, "values": p.values, "winner": p.winner, "choice": p.choice,
+                          "margin": r6(p.margin),
+                          "why": p.why} for p in cf.points]} for cf in df.cases}
+        out[device]["_unfinished"] = df.unfinished
+    return out
+
+
 def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> dict[str, Any]:
     studies: dict[str, Any] = {}
     for (_dev, _fs, study), c in sorted(run.cell_status.items()):
@@ -55,6 +73,7 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         "run_failure": R.run_failure(run),
         # per device, the crash states its own damage lost (report/partloss.py): a finding, no verdict on anyone
         "part_losses": {d: dataclasses.asdict(pl) for d in run.devices() if (pl := part_loss(run, d)) is not None},
+        "footing": footing_data(run, recs),
         "failures": [{"id": f.id, "status": f.status, "error": f.error} for f in run.failures],
         "notes": list(run.notes),
         "results": results,
