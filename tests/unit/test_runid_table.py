@@ -56,6 +56,11 @@ TABLE = [
     (["--target", "ssh://root@board", "--device", "/dev/mmcblk0p3", "--study", "bigfile,smallfiles", "--fs", "ext4,f2fs"], "quick-3d50f15a"),
     (["--target", "ssh://root@board:2222", "--device", "/dev/mmcblk0p3", "--study", "powercut", "--fs", "ext4", "--power-cmd", "relay {action}"], "quick-537b95d9"),
     (["--target", "ssh://root@board", "--device", "/dev/sda1", "--study", "mount", "--fs", "ext4", "--clock", "auto"], "quick-438a769b"),
+    # the robust pass (issue 31, merged after eb1ff6f): the ids main's request gave at fa68800; its
+    # field is part of the id only when --robust is given
+    (["--profile", "quick", "--robust", "--device", "emmc-8g@512M"], "quick-c4d412c1"),
+    (["--fs", "ext4,f2fs", "--device", "emmc-8g@64M", "--study", "bigfile,caps", "--robust", "2"], "quick-882fbc5e"),
+    (["--fs", "ext4,f2fs", "--device", "emmc-8g@64M", "--study", "bigfile,caps"], "quick-044e024d"),
 ]
 
 
