@@ -5,10 +5,14 @@
 //!                                      default dir: <state>/crashlog)
 //!   {"cmd":"log-mark","label":S}       put a labelled record into the log
 //!   {"cmd":"log-stop"}                 end the log; its states can be served
-//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL}
+//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL,"images":BOOL}
 //!                                      list crash states (default: after the
 //!                                      first mark, seed 1, 4 subsets, 2 tears;
-//!                                      marks: also cut right after each mark)
+//!                                      marks: also cut right after each mark;
+//!                                      images: each state's "image" class,
+//!                                      equal exactly when two states hold the
+//!                                      same device image, and "images", the
+//!                                      number of distinct ones)
 //!   {"cmd":"crash-switch","state":ID|"live"}
 //!                                      serve that state through the device
 //!                                      file (writes go to a scratch overlay
@@ -17,7 +21,7 @@
 //!   {"cmd":"crash-image","state":ID,"path":FILE}
 //!                                      write the state's device image
 //! Offline (no running device):
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 //!
 //! While a state is served the live device gets no I/O and its log (if any)
@@ -28,7 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Index, StateId, View};
+use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Images, Index, StateId, View};
 use flash_model::Device;
 use serde_json::{json, Value};
 
@@ -141,8 +145,24 @@ fn summary(ix: &Index) -> Value {
 pub fn listing(ix: &Index, req: &Value) -> Value {
     match bounds(ix, req) {
         Ok(b) => {
-            let states: Vec<Value> = enumerate(ix, &b).iter().map(|s| s.to_json()).collect();
+            let found = enumerate(ix, &b);
+            let mut states: Vec<Value> = found.iter().map(|s| s.to_json()).collect();
+            let mut distinct = None;
+            if req.get("images").and_then(|i| i.as_bool()) == Some(true) {
+                match Images::new(ix).classes(&found) {
+                    Ok(classes) => {
+                        distinct = Some(classes.iter().max().map_or(0, |&c| c + 1));
+                        for (s, c) in states.iter_mut().zip(classes) {
+                            s["image"] = json!(c);
+                        }
+                    }
+                    Err(e) => return fail(e),
+                }
+            }
             let mut v = summary(ix);
+            if let Some(n) = distinct {
+                v["images"] = json!(n);
+            }
             v["ok"] = json!(true);
             v["after"] = json!(b.after);
             v["states"] = json!(states);

@@ -4,7 +4,7 @@
 //!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N]
 //!   flashbed-emu describe --preset PATH [--capacity SIZE]
 //!   flashbed-emu presets-check FILE...
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 
 mod control;
@@ -31,7 +31,7 @@ const USAGE: &str = "usage:
   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N]
   flashbed-emu describe --preset PATH [--capacity SIZE]
   flashbed-emu presets-check FILE...
-  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
   flashbed-emu crash-image --log DIR --state ID --image FILE";
 
 fn die(msg: impl std::fmt::Display) -> ! {
@@ -127,7 +127,7 @@ fn print_reply(v: serde_json::Value) {
 
 /// Crash states of a kept log, as `crash-states` on the control socket lists them.
 fn crash_states(args: &[String]) {
-    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks"]);
+    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks", "images"]);
     let ix = load_log(&o);
     let mut req = serde_json::json!({});
     for k in ["seed", "subsets", "tears"] {
@@ -138,8 +138,10 @@ fn crash_states(args: &[String]) {
     if let Some(a) = o.get("after") {
         req["after"] = a.parse::<u64>().map_or_else(|_| serde_json::json!(a), |p| serde_json::json!(p));
     }
-    if let Some(m) = o.get("marks") {
-        req["marks"] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--marks `{m}` is not true or false"))));
+    for k in ["marks", "images"] {
+        if let Some(m) = o.get(k) {
+            req[k] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--{k} `{m}` is not true or false"))));
+        }
     }
     print_reply(crash::listing(&ix, &req));
 }
