@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 from . import variants
 from .errors import FlashbedError
 from .lab import cpuprofile
+from .lab.guest.guestlib import read_log
 from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          TimedCut,
@@ -29,6 +30,7 @@ from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec, boot_dir
+from .studies.crashplan import VerifierInput, plan_checks
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
@@ -279,11 +281,20 @@ class CellHost:
 
     def crash_states(self, args: dict) -> Any:
         listing = self._log().crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
-                                           seed=int(args["seed"]), marks=bool(args.get("marks")))
+                                           seed=int(args["seed"]), marks=bool(args.get("marks")),
+                                           images=bool(args.get("images")))
         log = self.run_dir / CRASHLOG
         listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
+        todo = len(listing["states"])
+        if args.get("verifier"):  # the study says what its verifier reads: plan the checks (crashplan.py)
+            records = read_log(str(self.run_dir / Path(str(args["log"])).name))
+            plan = plan_checks(listing["states"], records, VerifierInput(args["verifier"]),
+                               dedup=bool(args.get("dedup", True)), max_states=int(args.get("max_states") or 0),
+                               seed=int(args["seed"]))
+            listing["plan"] = plan.to_json()
+            todo = plan.checked
         (self.run_dir / Path(str(args["out"])).name).write_text(json.dumps(listing))
-        self._states = [0, len(listing["states"])]
+        self._states = [0, todo]
         return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
 
     def crash_switch(self, args: dict) -> Any:

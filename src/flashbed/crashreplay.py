@@ -235,7 +235,9 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
         for staged in STAGED_FILES:  # appcheck: the user's check (and workload) as the cell staged them
             if (t.logs / staged).is_file():
                 shutil.copy2(t.logs / staged, run_dir / staged)
-        (run_dir / STATES_FILE).write_text(json.dumps({"states": [listed[t.state]]}))
+        # this state itself, even when the cell shared another's verdict with it or left it out of a sample
+        alone = {k: v for k, v in listed[t.state].items() if k not in ("same", "out")}
+        (run_dir / STATES_FILE).write_text(json.dumps({"states": [alone]}))
         c = dataclasses.replace(c, serve=False)
         res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
                                                                                   timeout=3600),),

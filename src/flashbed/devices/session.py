@@ -244,12 +244,15 @@ class EmulatorSession(_PacedModel, _Session):
     def log_mark(self, label: str) -> int:
         return self.emu.log_mark(label)
 
-    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool,
+                     images: bool = False) -> dict[str, Any]:
         stop = self.emu.log_stop()
-        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks)
+        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks, images=images)
         return {"records": listing.records, "flushes": listing.flushes, "data_bytes": stop.get("data_bytes"),
                 "after": listing.after, "marks": len(listing.marks), "flush_pos": list(listing.flush_pos),
-                "states": [{**dataclasses.asdict(s), "kind": s.kind.value} for s in listing.states]}
+                **({"images": listing.images} if images else {}),
+                "states": [{**{k: v for k, v in dataclasses.asdict(s).items() if k != "image" or images},
+                            "kind": s.kind.value} for s in listing.states]}
 
     def crash_switch(self, state: str) -> dict[str, Any]:
         return self.emu.crash_switch(state)

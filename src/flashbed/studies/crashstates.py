@@ -34,9 +34,17 @@ damage choice), and the cell keeps the write log (crashlog/ in its log
 directory, only then) so `flashbed crashstate replay RUN STATE --image FILE`
 rebuilds that device image.
 
-Metrics per case (the workload): states (listed), checked, class:<name>,
+Each distinct state is checked once (crashplan.py says when two states are the same,
+and why one verdict then answers for both): the host marks the others with the state
+whose verdict they share, and the parse gives them that verdict under their own id.
+With `max_states` the distinct states are a seeded stratified sample, every flush kept;
+the cell's `coverage` says what was checked and what a clean result then bounds.
+
+Metrics per case (the workload): states (listed), iterations (states with a
+verdict), distinct and checked (when the host planned the checks), class:<name>,
 kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures, the
-rate (states per hour of the check, and of the whole cell) and the median time
+rate (states checked in the lab per hour of the check, and of the whole cell;
+verdicts_per_hour: every state's, shared ones included) and the median time
 per state of each part (switch, drop, mount, verify, umount, fsck).
 """
 
@@ -61,6 +69,7 @@ from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
+from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
 from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
@@ -123,7 +132,11 @@ class CrashStates(Study):
         tears: int = param(2, low=0, help="torn-program states per interval (presets without paired-page protection)")
         at_marks: bool = param(True, help="also the plain cut right after each intent and acknowledgement that "
                                           "holds something the last flush did not")
-        max_states: int = param(0, low=0, help="check only the first this many states (0: all)")
+        max_states: int = param(0, low=0, help="check a seeded sample of about this many distinct states: every flush "
+                                               "state (even beyond it), the other kinds sampled in proportion "
+                                               "(0: all)")
+        dedup: bool = param(True, help="check each distinct state once (the same device image and verifier input) "
+                                       "and record its verdict for every state that shares them")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount, unmount or the verifier")
         fsck_timeout: float = param(300.0, unit="s", above=0)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
@@ -151,7 +164,7 @@ class CrashStates(Study):
                                                             [*v.fs.mount_opts, *v.mount_extra]).to_json())
         return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
                               recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
-                              kmsg_pattern=v.base.log_prefix or v.base.fstype, limit=p.max_states,
+                              kmsg_pattern=v.base.log_prefix or v.base.fstype,
                               watchdog=recover_timeout(rs) + 60)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
@@ -164,10 +177,19 @@ class CrashStates(Study):
             Step("work", f"{CSW} work {shell_arg(work)}", timeout=3600),
             Step("states", host=Call.CRASH_STATES, timeout=600,
                  args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "marks": p.at_marks,
-                       "out": STATES_FILE}),
+                       "out": STATES_FILE, **self.plan_args(spec)}),
             Step("check", f"{CSW} check {shell_arg(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
                  may_fail=True),
         ]]
+
+    verifier_input = VerifierInput.RECORDS  # what this study's verifier reads besides the device (crashplan.py)
+
+    def plan_args(self, spec: CellSpec) -> dict[str, Any]:
+        """How the host picks the states the lab checks (crashplan.plan_checks): the listing's
+        image classes, the workload log the verifier reads, the sample's bound and seed."""
+        p = spec.params
+        return {"images": bool(p.dedup), "dedup": bool(p.dedup), "verifier": str(self.verifier_input),
+                "log": LOG_FILE, "max_states": p.max_states}
 
     def sequence_count(self, spec: CellSpec) -> int:
         w = self.work_spec(spec, spec.variant)
@@ -187,18 +209,22 @@ class CrashStates(Study):
             return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
         records = [self._record(s, fstype) for s in checked]
         states = listing.get("states", [])
-        want = min(len(states), p.max_states) if p.max_states else len(states)
+        plan = CheckPlan.from_json(listing.get("plan"))
+        planned = to_check(states)  # the states the lab checks itself, in order
+        want = len(planned)
         stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
         if len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
                                                                    BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
-            st, crashed = states[len(records)], res.status is BootStatus.CRASH
+            st, crashed = planned[len(records)], res.status is BootStatus.CRASH
             records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
                             "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
                             "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
                             "why": ("the lab kernel died" if crashed else "the lab stopped answering")
                             + " while checking it", "console": res.console_log})
             stopped = f"state {st['id']}: {records[-1]['why']}"
+        unchecked = want - len(records)
+        records = with_shared(states, records)
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)
         recs = read_log(str(run_dir / LOG_FILE))
@@ -206,20 +232,23 @@ class CrashStates(Study):
         for r in failures:
             r.update(workload=case, seed=seed)
             if r["class"] == PowerCutClass.DATA_LOSS:
-                r["evidence"] = loss_evidence(lost.get(r["state"], []), r["acked"], recs, listing.get("flush_pos", []))
+                r["evidence"] = loss_evidence(lost.get(r.get("same", r["state"]), []), r["acked"], recs,
+                                              listing.get("flush_pos", []))
         meas = self._measure(case, listing, records, failures, res)
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
         check = res.step("check")
-        unchecked = want - len(records)
         error = ""
         if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
             error = f"{unchecked} of {len(states)} states were not checked: " + \
                 (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
                  f"the check did not run ({res.status}: {res.error})")
         counts = Counter(r["class"] for r in records)
-        head = f"{len(records)} states: " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
+        head = (f"{len(records)} states" + (f" ({plan.distinct} distinct, {plan.checked} checked)"
+                                            if plan and (plan.distinct, plan.checked) != (plan.found, plan.found)
+                                            else "")
+                + ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common()))
         if failures:
             head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
@@ -230,6 +259,8 @@ class CrashStates(Study):
             "log_bytes": listing.get("log_bytes"),
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
+        if plan:
+            extra["coverage"] = plan.coverage()
         if stopped and unchecked:
             head += f"; {unchecked} states after it not checked"
         status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
@@ -273,15 +304,30 @@ class CrashStates(Study):
             if n := sum(r["fsck"] == s for r in records):
                 out += m(case, f"fsck:{s}", n, "count")
         out += m(case, "failures", len(failures), "count")
+        plan = CheckPlan.from_json(listing.get("plan"))
+        lab = [r for r in records if "same" not in r]  # checked in the lab, not shared verdicts
+        if plan:
+            out += m(case, "distinct", plan.distinct, "count")
+            out += m(case, "checked", len(lab), "count")
         check = res.step("check")
-        if check is not None and check.seconds and records:
-            out += m(case, "states_per_hour", 3600 * len(records) / check.seconds, "1/h")
-        if records and res.total_seconds:
-            out += m(case, "states_per_hour_cell", 3600 * len(records) / res.total_seconds, "1/h")
+        if check is not None and check.seconds and lab:
+            out += m(case, "states_per_hour", 3600 * len(lab) / check.seconds, "1/h")
+            if plan:  # every verdict, shared ones included: what the check loop gave per hour
+                out += m(case, "verdicts_per_hour", 3600 * len(records) / check.seconds, "1/h")
+        if lab and res.total_seconds:
+            out += m(case, "states_per_hour_cell", 3600 * len(lab) / res.total_seconds, "1/h")
         for part in PARTS:
-            vals = [r["seconds"][part] for r in records if part in (r.get("seconds") or {})]
+            vals = [r["seconds"][part] for r in lab if part in (r.get("seconds") or {})]
             out += m(case, f"{part}_ms", 1000 * statistics.median(vals) if vals else None, "ms")
         return out
+
+
+def with_shared(states: list[dict], lab: list[dict]) -> list[dict]:
+    """The lab's records and the verdicts other states share with them (crashplan.py), in
+    listing order."""
+    order = {s["id"]: i for i, s in enumerate(states)}
+    every = lab + shared_verdicts(states, {r["state"]: r for r in lab})
+    return sorted(every, key=lambda r: order.get(r["state"], len(order)))
 
 
 def _read_json(path: Path) -> dict | None:
