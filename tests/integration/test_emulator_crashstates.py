@@ -228,3 +228,39 @@ def test_states_differing_in_one_block_the_check_reads_are_never_merged(spec_for
     # a check that reads nothing of the log (no acknowledgements between them) shares c's with a
     plan = plan_checks(states, [{"e": "begin", "m": m0}], VerifierInput.ACKS)
     assert plan.distinct == 2 and states[2]["same"] == a.id and "same" not in states[1]
+
+
+def test_a_second_emulator_serves_a_kept_logs_states_as_the_first(spec_for, tmp_path):
+    """What a helper lab sees (serve --crash-log): the same bytes in every state as the
+    emulator that recorded the log."""
+    import dataclasses
+    emu = Emulator(spec_for("emmc-8g", 64 * MiB)).start()
+    log = emu.log_start(tmp_path / "log")
+    fd = os.open(emu.device_path, os.O_RDWR)
+    for k in range(12):
+        os.pwrite(fd, block(k % 5, k + 1), (k % 5) * UNIT)
+        if k % 3 == 2:
+            os.fsync(fd)
+    emu.log_mark("workload")
+    os.pwrite(fd, block(9, 99), 9 * UNIT)
+    os.fsync(fd)
+    emu.log_stop()
+    listing = emu.crash_states(subsets=4, tears=2, after=0)
+    first = {}
+    for s in listing.states:
+        emu.crash_switch(s.id)
+        first[s.id] = os.pread(fd, 16 * UNIT, 0)
+    os.close(fd)
+    spec = spec_for("emmc-8g", 64 * MiB)
+    other = Emulator(dataclasses.replace(spec, state_dir=tmp_path / "st2", mount_dir=tmp_path / "mnt2",
+                                         control=tmp_path / "c2.sock", crash_log=log)).start()
+    fd = os.open(other.device_path, os.O_RDWR)
+    for s in listing.states:
+        other.crash_switch(s.id)
+        assert os.pread(fd, 16 * UNIT, 0) == first[s.id], s.id
+    os.close(fd)
+    other.stop()
+    emu.stop()
+    with pytest.raises(EmulatorError, match="the log was not stopped|crashlog.events"):
+        Emulator(dataclasses.replace(spec, state_dir=tmp_path / "st3", mount_dir=tmp_path / "mnt3",
+                                     control=tmp_path / "c3.sock", crash_log=tmp_path / "nolog")).start()

@@ -173,6 +173,7 @@ class EmulatorSpec:
     capacity: int | None = None
     pace: str = "real"
     seed: int = 1
+    crash_log: Path | None = None  # a kept write log whose states it serves (crash-switch), the device blank
 
 
 class Emulator:
@@ -208,6 +209,8 @@ class Emulator:
         ]
         if spec.capacity is not None:
             cmd += ["--capacity", str(int(spec.capacity))]
+        if spec.crash_log is not None:
+            cmd += ["--crash-log", str(spec.crash_log)]
         self._stderr = []
         cpu = cpus.current()  # beside the lab that uses it
         self._proc = subprocess.Popen(

@@ -20,6 +20,8 @@
 //!                                      live device again
 //!   {"cmd":"crash-image","state":ID,"path":FILE}
 //!                                      write the state's device image
+//! A device started with `serve --crash-log DIR` serves a kept log's states
+//! (crash-switch) without recording one.
 //! Offline (no running device):
 //!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
@@ -53,6 +55,22 @@ pub struct Front {
 }
 
 impl Front {
+    /// Serves the states of a kept log (`serve --crash-log DIR`): another lab
+    /// checks some of a cell's states while the cell's own lab checks the rest.
+    pub fn offline(&self, dir: &Path, capacity: u64) -> Result<(), String> {
+        let ix = Index::load(dir)?;
+        if !ix.complete {
+            return Err(format!("crash log {}: the log was not stopped (its states are not final)", dir.display()));
+        }
+        if ix.units * ix.unit != capacity {
+            return Err(format!("crash log {}: its device holds {} bytes, this one {capacity}", dir.display(), ix.units * ix.unit));
+        }
+        let mut g = self.lock();
+        g.index = Some(Arc::new(ix));
+        g.dir = Some(dir.to_path_buf());
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -1,7 +1,7 @@
 //! flashbed-emu: serves an emulated flash device as a file through FUSE.
 //!
 //!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
-//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N]
+//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--crash-log DIR]
 //!   flashbed-emu describe --preset PATH [--capacity SIZE]
 //!   flashbed-emu presets-check FILE...
 //!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
@@ -28,7 +28,7 @@ use crate::control::{Control, Event};
 use crate::shared::{Pace, Shared};
 
 const USAGE: &str = "usage:
-  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N]
+  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--crash-log DIR]
   flashbed-emu describe --preset PATH [--capacity SIZE]
   flashbed-emu presets-check FILE...
   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
@@ -241,7 +241,7 @@ fn unmount(dir: &Path) {
 }
 
 fn serve(args: &[String]) {
-    let o = options(args, &["preset", "state", "mount", "control", "capacity", "pace", "seed"]);
+    let o = options(args, &["preset", "state", "mount", "control", "capacity", "pace", "seed", "crash-log"]);
     let pace = match o.get("pace").map(String::as_str).unwrap_or("real") {
         "real" => Pace::Real,
         "none" => Pace::None,
@@ -284,6 +284,14 @@ fn serve(args: &[String]) {
     });
     let capacity = dev.capacity();
     let sh = Arc::new(Shared::new(dev, pace, capacity));
+    if let Some(log) = o.get("crash-log") {
+        // a kept write log's states, served on request; the live device stays blank
+        if let Err(e) = sh.crash.offline(Path::new(log), capacity) {
+            let d = sh.lock();
+            let _ = state::save(&d, &state_dir);
+            die(e);
+        }
+    }
 
     let fail_and_save = |sh: &Shared, msg: String| -> ! {
         // Nothing was served: leave the state as it was.
