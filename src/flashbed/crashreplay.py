@@ -238,7 +238,7 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
         # this state itself, even when the cell shared another's verdict with it or left it out of a sample
         alone = {k: v for k, v in listed[t.state].items() if k not in ("same", "out")}
         (run_dir / STATES_FILE).write_text(json.dumps({"states": [alone]}))
-        c = dataclasses.replace(c, serve=False)
+        c = dataclasses.replace(c, serve=False, claim=False)
         res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
                                                                                   timeout=3600),),
                                                     disks=(BlockDevice(disk),), timeout=3700))

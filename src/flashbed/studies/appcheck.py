@@ -130,6 +130,8 @@ class AppCheck(CrashStates):
                              check_timeout=float(p.check_limit))
 
     verifier_input = VerifierInput.ACKS  # the check reads the acknowledged labels ($FLASHBED_ACKED)
+    # another lab's check reads the user's check and fio's read-back as staged, and fio's write state
+    check_inputs = (*CrashStates.check_inputs, CHECK, FIO_CHECK, FIO_VERIFY, FIO_STATE)
 
     def sequence_count(self, spec: CellSpec) -> int:
         return 0

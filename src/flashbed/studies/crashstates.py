@@ -69,6 +69,7 @@ from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
+from ..crashshare import lab_ends, records as lab_records
 from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
 from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
@@ -165,24 +166,27 @@ class CrashStates(Study):
         return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
                               recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
                               kmsg_pattern=v.base.log_prefix or v.base.fstype,
-                              watchdog=recover_timeout(rs) + 60)
+                              watchdog=recover_timeout(rs) + 60, claim=True)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
         v = case_variant(spec.variant, p.mode)
         work = self.work_spec(spec, v)
+        check = self.check_spec(spec, v, work)
         return [[
             Step("log-start", host=Call.LOG_START),
             *[Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())],
             Step("work", f"{CSW} work {shell_arg(work)}", timeout=3600),
             Step("states", host=Call.CRASH_STATES, timeout=600,
                  args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "marks": p.at_marks,
-                       "out": STATES_FILE, **self.plan_args(spec)}),
-            Step("check", f"{CSW} check {shell_arg(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
-                 may_fail=True),
+                       "out": STATES_FILE, **self.plan_args(spec), "checked": CHECKED_FILE,
+                       "watchdog": check.watchdog}),
+            Step("check", f"{CSW} check {shell_arg(check)}", timeout=p.check_timeout, may_fail=True),
         ]]
 
     verifier_input = VerifierInput.RECORDS  # what this study's verifier reads besides the device (crashplan.py)
+    states_file, checked_file = STATES_FILE, CHECKED_FILE
+    check_inputs: tuple[str, ...] = (LOG_FILE, STATES_FILE)  # what another lab's check reads (crashshare.py)
 
     def plan_args(self, spec: CellSpec) -> dict[str, Any]:
         """How the host picks the states the lab checks (crashplan.plan_checks): the listing's
@@ -203,7 +207,7 @@ class CrashStates(Study):
         res = boots[0] if boots else None
         work = step_json(res, "work") if res else None
         listing = _read_json(run_dir / STATES_FILE) or {}
-        checked = [StateFacts.from_json(r) for r in read_log(str(run_dir / CHECKED_FILE))]
+        checked = [StateFacts.from_json(r) for r in lab_records(run_dir, CHECKED_FILE)]  # every lab's
         if not work or not listing:
             why = _first_problem(res)
             return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
@@ -213,16 +217,20 @@ class CrashStates(Study):
         planned = to_check(states)  # the states the lab checks itself, in order
         want = len(planned)
         stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
-        if len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
-                                                                   BootStatus.CRASH):
+        ends = lab_ends(run_dir)  # how each lab that took the cell's states ended (crashshare.py)
+        if ends is not None:
+            done = {r["state"] for r in records}
+            for e in ends:
+                st = e.get("state")
+                if e.get("in_flight") and st and st["id"] not in done:
+                    records.append(_died_on(st, e.get("boot") == BootStatus.CRASH, e.get("console", "")))
+                    stopped = stopped or f"state {st['id']}: {records[-1]['why']}"
+                stopped = stopped or e.get("stopped") or ""
+        elif len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
+                                                                     BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
-            st, crashed = planned[len(records)], res.status is BootStatus.CRASH
-            records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
-                            "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
-                            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
-                            "why": ("the lab kernel died" if crashed else "the lab stopped answering")
-                            + " while checking it", "console": res.console_log})
-            stopped = f"state {st['id']}: {records[-1]['why']}"
+            records.append(_died_on(planned[len(records)], res.status is BootStatus.CRASH, res.console_log))
+            stopped = f"state {records[-1]['state']}: {records[-1]['why']}"
         unchecked = want - len(records)
         records = with_shared(states, records)
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
@@ -234,7 +242,10 @@ class CrashStates(Study):
             if r["class"] == PowerCutClass.DATA_LOSS:
                 r["evidence"] = loss_evidence(lost.get(r.get("same", r["state"]), []), r["acked"], recs,
                                               listing.get("flush_pos", []))
-        meas = self._measure(case, listing, records, failures, res)
+        # the labs' checking on the host's wall clock (share.json; a recording made before has only
+        # the check step's own time, which in virtual time is the guest's)
+        walls = [e["wall"] for e in ends or [] if e.get("wall")]
+        meas = self._measure(case, listing, records, failures, res, sum(walls) if walls else None)
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
@@ -244,6 +255,7 @@ class CrashStates(Study):
             error = f"{unchecked} of {len(states)} states were not checked: " + \
                 (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
                  f"the check did not run ({res.status}: {res.error})")
+            error += "".join(f"; {e['lab']}: {e['error']}" for e in ends or [] if e.get("error"))
         counts = Counter(r["class"] for r in records)
         head = (f"{len(records)} states" + (f" ({plan.distinct} distinct, {plan.checked} checked)"
                                             if plan and (plan.distinct, plan.checked) != (plan.found, plan.found)
@@ -285,7 +297,7 @@ class CrashStates(Study):
                 "fsck": (f.fsck or {}).get("result"), "seconds": s.seconds}
 
     def _measure(self, case: str, listing: dict, records: list[dict], failures: list[dict],
-                 res: BootResult) -> list:
+                 res: BootResult, lab_seconds: float | None = None) -> list:
         out = m(case, "states", len(listing.get("states", [])), "count")
         out += m(case, "iterations", len(records), "count")  # the per-state table's total
         classes = Counter(r["class"] for r in records)
@@ -310,16 +322,27 @@ class CrashStates(Study):
             out += m(case, "distinct", plan.distinct, "count")
             out += m(case, "checked", len(lab), "count")
         check = res.step("check")
-        if check is not None and check.seconds and lab:
-            out += m(case, "states_per_hour", 3600 * len(lab) / check.seconds, "1/h")
+        secs = lab_seconds or (check.seconds if check is not None else None)  # per lab: per core
+        if secs and lab:
+            out += m(case, "states_per_hour", 3600 * len(lab) / secs, "1/h")
             if plan:  # every verdict, shared ones included: what the check loop gave per hour
-                out += m(case, "verdicts_per_hour", 3600 * len(records) / check.seconds, "1/h")
+                out += m(case, "verdicts_per_hour", 3600 * len(records) / secs, "1/h")
         if lab and res.total_seconds:
             out += m(case, "states_per_hour_cell", 3600 * len(lab) / res.total_seconds, "1/h")
         for part in PARTS:
             vals = [r["seconds"][part] for r in lab if part in (r.get("seconds") or {})]
             out += m(case, f"{part}_ms", 1000 * statistics.median(vals) if vals else None, "ms")
         return out
+
+
+def _died_on(st: dict, crashed: bool, console: str) -> dict:
+    """The record of a state a lab stuck on (killed by the host's watchdog, or out of time) or
+    died on."""
+    return {"state": st["id"], "kind": st["kind"], "acked": st["acked"], "damaged": st.get("damaged", 0),
+            "mount": None, "fsck": None, "seconds": {},
+            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
+            "why": ("the lab kernel died" if crashed else "the lab stopped answering") + " while checking it",
+            "console": console}
 
 
 def with_shared(states: list[dict], lab: list[dict]) -> list[dict]:

@@ -237,6 +237,36 @@ def to_check(states: list[dict]) -> list[dict]:
     return [s for s in states if "same" not in s and not s.get("out")]
 
 
+def served(c: CrashCheckSpec, states: list[dict]):
+    """Each state this lab checks, once the host serves it: (its listing entry, the switch's
+    outcome (None: nobody serves it, a replay's image), when the switch began). The listing's
+    states in order; or, with `claim`, those the host hands out (Call.CRASH_NEXT: other labs
+    check the rest of the cell's) until none is left."""
+    end = len(states) if not c.limit else min(len(states), c.limit)
+    i = 0
+    while c.claim or i < end:
+        t0 = now()
+        if c.claim:
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_NEXT, {"watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False)
+            if a is None or not a.ok:
+                raise RuntimeError(f"host call {Call.CRASH_NEXT}: {'no answer' if a is None else a.error}")
+            if a.data.get("done"):
+                return
+            st = a.data["state"]
+            switch = {"error": a.data["error"]} if a.data.get("error") else {"ns": a.data.get("switch_ns")}
+        else:
+            st, switch = states[i], None
+            if c.serve:
+                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
+                                                                                    "watchdog": c.watchdog}),
+                              CALL_TIMEOUT, keep=False)
+                switch = {"error": "no answer"} if a is None else \
+                    {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
+        yield st, switch, t0
+        i += 1
+
+
 def check(c: CrashCheckSpec) -> dict:
     w = CrashWorkSpec.from_json(c.work)
     rspec = RecoverSpec.from_json(c.recover)
@@ -250,20 +280,12 @@ def check(c: CrashCheckSpec) -> dict:
     if c.dust:
         dust(c.dust_under, c.dust, rspec.timeout)
     kmsg = powercut.Kmsg()
-    end = len(states) if not c.limit else min(len(states), c.limit)
     out_fd = os.open(os.path.expandvars(c.out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     checked, stopped = 0, ""
     try:
-        for i in range(end):
-            st = states[i]
+        for st, switch, t0 in served(c, states):
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
-            t0 = now()
-            if c.serve:
-                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
-                                                                                    "watchdog": c.watchdog}),
-                              CALL_TIMEOUT, keep=False)
-                rec.switch = {"error": "no answer"} if a is None else \
-                    {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
+            rec.switch = switch
             t1 = now()
             if not (rec.switch or {}).get("error"):
                 drop_buffers(os.path.expandvars(c.device))
