@@ -87,9 +87,14 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
             cm = {x.metric: x.value for x in c.measurements}
             n, bad = int(cm.get("iterations", 0)), int(cm.get("failures", 0))
             verdict = f"{n - bad}/{n} consistent" + (f", {bad} FAILED" if bad else "")
+            if "distinct" in cm:  # each distinct state checked once (studies/crashplan.py)
+                verdict += f" ({int(cm['distinct'])} distinct, {int(cm.get('checked', 0))} checked)"
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
         print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"
               + ("" if r.ok else f" [{r.status}]"), file=stream)
+    for c in sorted(checks, key=lambda r: (r.key.device, fs_label(r))):
+        if "sample" in (c.extra.get("coverage") or ""):  # what a clean sampled result says
+            print(f"  {fs_label(c)}: {c.extra['coverage']}", file=stream)
     if any(not (r.extra.get("lifetime") or {}).get("steady", True) for r in work):
         print("  * write amplification did not converge: the last pass's (give more passes: --age FILL, "
               "--set workload.passes=N)", file=stream)
