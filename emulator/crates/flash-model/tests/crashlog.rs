@@ -588,21 +588,21 @@ fn image_classes_merge_equal_images_and_only_those() {
     let dir = Dir::new("images");
     let mut d = mem_device(PAGE_SLC, 1);
     crashlog::start(&mut d, &dir.0, PAGE_SLC, 1).unwrap();
-    let mut buf = vec![0u8; 4096];
+    // each write (unit, version) followed by a flush; a version's bytes are the same whenever written
     let mut t = 0;
-    pattern(&mut buf, 0, 1);
-    t = d.write(t, 0, &buf).unwrap();
-    t = d.flush(t).unwrap(); // record 1: unit 0 holds write 1
-    t = d.flush(t).unwrap(); // 2: nothing new: the same image as 1
-    pattern(&mut buf, 7, 2);
-    t = d.write(t, 7 * 4096, &buf).unwrap();
-    t = d.flush(t).unwrap(); // 4: unit 7 too
-    pattern(&mut buf, 7, 3);
-    t = d.write(t, 7 * 4096, &buf).unwrap();
-    t = d.flush(t).unwrap(); // 6: differs from 4 in unit 7 only
-    pattern(&mut buf, 7, 2);
-    t = d.write(t, 7 * 4096, &buf).unwrap();
-    t = d.flush(t).unwrap(); // 8: unit 7 back to write 2's bytes, written again: 4's image
+    let flushed = |d: &mut Device, t: &mut u64, w: Option<(u64, u64)>| {
+        if let Some((unit, ver)) = w {
+            let mut buf = vec![0u8; 4096];
+            pattern(&mut buf, unit, ver);
+            *t = d.write(*t, unit * 4096, &buf).unwrap();
+        }
+        *t = d.flush(*t).unwrap();
+    };
+    flushed(&mut d, &mut t, Some((0, 1))); // record 1: unit 0 holds write 1
+    flushed(&mut d, &mut t, None); // 2: nothing new: the same image as 1
+    flushed(&mut d, &mut t, Some((7, 2))); // 4: unit 7 too
+    flushed(&mut d, &mut t, Some((7, 3))); // 6: differs from 4 in unit 7 only
+    flushed(&mut d, &mut t, Some((7, 2))); // 8: unit 7 back to write 2's bytes, written again: 4's image
     t = d.discard(t, 7 * 4096, 4096).unwrap();
     d.flush(t).unwrap(); // 10: unit 7 trimmed: 1's image
     let ix = crashlog::stop(&mut d).unwrap();
