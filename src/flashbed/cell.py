@@ -343,7 +343,7 @@ class CellHost:
             return {"state": st, "error": str(e)}
         finally:
             self._served(self.claims.cursor, args)
-        return {"state": st, "switch_ns": reply.get("switch_ns")}
+        return {**reply, "state": st}  # the switch's answer, and which state it is
 
     def _served(self, done: int, args: dict) -> None:
         """A state is being checked: the cell's progress, and the watchdog on the lab."""

@@ -176,3 +176,22 @@ def test_helpers_are_offered_only_for_enough_states(tmp_path, n, jobs, want):
     states = [{"id": str(i), "kind": "cut", "acked": 1} for i in range(n)]
     Share(tmp_path, states, Helpers(Sp(), None, cell(), tmp_path / "scratch"), watchdog=1)  # type: ignore[arg-type]
     assert len(offered) == want
+
+
+def test_the_guest_takes_states_from_the_host_until_it_says_done(monkeypatch):
+    from flashbed.lab.guest import crashstates as guest
+    from flashbed.lab.guest.protocol import CrashCheckSpec, HostAnswer
+    answers = [HostAnswer(True, {"state": STATES[0], "switch_ns": 5, "damaged_ranges": []}),
+               HostAnswer(True, {"state": STATES[1], "error": "crash state 101: the log has 20 records"}),
+               HostAnswer(True, {"done": True})]
+    calls = []
+    monkeypatch.setattr(guest, "call_host", lambda run, name, call, timeout, keep: calls.append(call) or answers.pop(0))
+    c = CrashCheckSpec(work={}, states="", device="", recover={}, out="", claim=True, watchdog=9.0)
+    got = list(guest.served(c, []))
+    assert [(i, st["id"]) for i, st, _, _ in got] == [(0, "100"), (1, "101")]
+    assert got[0][2].ok and got[0][2].data["switch_ns"] == 5
+    assert not got[1][2].ok and "the log has 20 records" in got[1][2].error
+    assert [x.call for x in calls] == ["crash-next"] * 3 and calls[0].args == {"watchdog": 9.0}
+    # a replay: the listing's states, nobody serving them
+    plain = CrashCheckSpec(work={}, states="", device="", recover={}, out="", serve=False)
+    assert [(i, st["id"], a) for i, st, a, _ in guest.served(plain, STATES[:2])] == [(0, "100", None), (1, "101", None)]

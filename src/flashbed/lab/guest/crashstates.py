@@ -33,13 +33,15 @@ import sys
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences
     from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
-    from .protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
+    from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, HostAnswer, HostCall, RecoverFacts, RecoverSpec,
+                           StateFacts, Workload)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
     from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
-    from protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
+    from protocol import (Call, CrashCheckSpec, CrashWorkSpec, HostAnswer, HostCall, RecoverFacts, RecoverSpec,
+                          StateFacts, Workload)
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
 CALL_TIMEOUT = 120.0
@@ -238,10 +240,10 @@ def to_check(states: list[dict]) -> list[dict]:
 
 
 def served(c: CrashCheckSpec, states: list[dict]):
-    """Each state this lab checks, once the host serves it: (its listing entry, the switch's
-    outcome (None: nobody serves it, a replay's image), when the switch began). The listing's
-    states in order; or, with `claim`, those the host hands out (Call.CRASH_NEXT: other labs
-    check the rest of the cell's) until none is left."""
+    """Each state this lab checks, once the host serves it: (its number in this lab, its listing
+    entry, the host's answer to the switch (None: nobody serves it, a replay's image), when the
+    switch began). The listing's states in order; or, with `claim`, those the host hands out
+    (Call.CRASH_NEXT: other labs check the rest of the cell's) until none is left."""
     end = len(states) if not c.limit else min(len(states), c.limit)
     i = 0
     while c.claim or i < end:
@@ -254,16 +256,14 @@ def served(c: CrashCheckSpec, states: list[dict]):
             if a.data.get("done"):
                 return
             st = a.data["state"]
-            switch = {"error": a.data["error"]} if a.data.get("error") else {"ns": a.data.get("switch_ns")}
+            if a.data.get("error"):  # taken, but the device could not serve it: recorded as such
+                a = HostAnswer(ok=False, data=None, error=a.data["error"])
         else:
-            st, switch = states[i], None
-            if c.serve:
-                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
-                                                                                    "watchdog": c.watchdog}),
-                              CALL_TIMEOUT, keep=False)
-                switch = {"error": "no answer"} if a is None else \
-                    {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
-        yield st, switch, t0
+            st = states[i]
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
+                                                                                "watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False) if c.serve else None
+        yield i, st, a, t0
         i += 1
 
 
@@ -283,9 +283,11 @@ def check(c: CrashCheckSpec) -> dict:
     out_fd = os.open(os.path.expandvars(c.out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     checked, stopped = 0, ""
     try:
-        for st, switch, t0 in served(c, states):
+        for i, st, a, t0 in served(c, states):
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
-            rec.switch = switch
+            if c.serve:
+                rec.switch = {"error": "no answer"} if a is None else \
+                    {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
             t1 = now()
             if not (rec.switch or {}).get("error"):
                 drop_buffers(os.path.expandvars(c.device))
