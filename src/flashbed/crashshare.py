@@ -32,10 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from typing import TYPE_CHECKING
+
 from .lab.guest.crashstates import to_check
 from .lab.target import BootSpec, LabFactory
 from .status import BootStatus
-from .studies.base import CRASHLOG, CellSpec
+
+if TYPE_CHECKING:  # the studies import this module: at run time they are imported where used
+    from .studies.base import CellSpec
 
 CLAIMS, HELPERS, SHARE_FILE = "claims", "helpers", "share.json"
 DONE, STARTED = "done.json", "started"
@@ -153,7 +157,7 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
     from . import cell, variants
     from .devices.session import LogSession
     from .studies import STUDIES
-    from .studies.powercut import case_variant
+    from .studies.base import CRASHLOG
 
     d = job.dir
     d.mkdir(parents=True, exist_ok=True)
@@ -169,12 +173,7 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
         pace = "virtual" if spec.clock == "virtual" else spec.pace
         if pace == "virtual":  # the cell's recovery commands are those of its seeded variant
             spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
-        for name in study.check_inputs:
-            src = job.run_dir / name
-            if src.is_dir():
-                shutil.copytree(src, d / name, dirs_exist_ok=True)
-            elif src.is_file():
-                shutil.copyfile(src, d / name)
+        stage_inputs(study.check_inputs, job.run_dir, d)
         (check,) = [s for s in study.boots(spec, job.run_dir)[0] if s.name == "check"]
         lab = labs(job.spec)
         with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=pace) as dev:
@@ -190,6 +189,16 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
     finally:
         (d / DONE).write_text(json.dumps(out))
     return out
+
+
+def stage_inputs(names: tuple[str, ...], src: Path, dst: Path) -> None:
+    """What another lab's check reads (Study.check_inputs), from the cell's run directory into
+    its own, as they are: a user's check stays executable."""
+    for name in names:
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name, dirs_exist_ok=True)
+        elif (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
 
 
 def lab_end(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str, Any]:

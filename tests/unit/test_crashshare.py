@@ -195,3 +195,23 @@ def test_the_guest_takes_states_from_the_host_until_it_says_done(monkeypatch):
     # a replay: the listing's states, nobody serving them
     plain = CrashCheckSpec(work={}, states="", device="", recover={}, out="", serve=False)
     assert [(i, st["id"], a) for i, st, a, _ in guest.served(plain, STATES[:2])] == [(0, "100", None), (1, "101", None)]
+
+
+def test_a_helper_gets_the_checks_inputs_as_they_are(tmp_path):
+    """A helper lab runs the user's check from its own directory: staged executable, as the cell's."""
+    from flashbed.crashshare import stage_inputs
+    from flashbed.studies import STUDIES
+    cell_dir, mine = tmp_path / "cell", tmp_path / "helper"
+    (cell_dir / "fio-state").mkdir(parents=True)
+    mine.mkdir()
+    for name in STUDIES["appcheck"].check_inputs:
+        if name != "fio-state":
+            (cell_dir / name).write_text(name)
+    (cell_dir / "check.sh").chmod(0o755)
+    (cell_dir / "fio-state" / "local-job-0").write_text("state")
+    (cell_dir / "console.log").write_text("not an input")
+    stage_inputs(STUDIES["appcheck"].check_inputs, cell_dir, mine)
+    assert (mine / "check.sh").stat().st_mode & 0o777 == 0o755
+    assert (mine / "fio-state" / "local-job-0").read_text() == "state"
+    assert {"cslog.jsonl", "states.json", "check.sh", "fio-check.sh", "verify.fio"} <= {p.name for p in mine.iterdir()}
+    assert not (mine / "console.log").exists()
