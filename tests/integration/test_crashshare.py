@@ -39,7 +39,7 @@ def spec(**params):
     dev = presets.load_spec("emmc-8g@64M")
     # an fsync the workload only claims: acknowledged data lost in some states (verdicts differ state
     # to state), and ext4's flushes give states that share one image
-    p = STUDY.params(**{"workload": "powercut", "ops": 80, "subsets": 4, "sabotage": True, **params})
+    p = STUDY.params(**{"workload": "powercut", "ops": 40, "subsets": 16, "sabotage": True, **params})
     return CellSpec(key=CellKey(dev.label, "ext4", "crashstates", "powercut"), device=dev,
                     variant=variants.parse("ext4", dev), params=p, seed=5, pace="none")
 
