@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from . import recommend as R
+from .partloss import part_loss
 from .doc import Document
 from .load import RunData
 
@@ -49,6 +51,10 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         "studies": dict(sorted(studies.items())),
         "missing_studies": run.missing_studies(),
         "recommendation": R.summary_data(recs),
+        # a run most of whose cells failed recommends nothing: why ("" when most finished)
+        "run_failure": R.run_failure(run),
+        # per device, the crash states its own damage lost (report/partloss.py): a finding, no verdict on anyone
+        "part_losses": {d: dataclasses.asdict(pl) for d in run.devices() if (pl := part_loss(run, d)) is not None},
         "failures": [{"id": f.id, "status": f.status, "error": f.error} for f in run.failures],
         "notes": list(run.notes),
         "results": results,

@@ -299,9 +299,12 @@ def reproducers_table(run: RunData, device: str, study: str) -> Table | None:
         per_cell.setdefault(r.cell, []).append(r)
     rows = [r for c in per_cell.values() for r in c[:REPRODUCERS_PER_CELL]]
     more = {c: len(x) - REPRODUCERS_PER_CELL for c, x in per_cell.items() if len(x) > REPRODUCERS_PER_CELL}
+    caused = any(r.cause for r in rows)  # crash states: whose loss each is (studies/crashstates.attribute)
     cols = [Column("filesystem", numeric=False), Column("case", numeric=False), Column("what", numeric=False),
-            Column("outcome", numeric=False), Column("why", numeric=False), Column("reproduce", numeric=False)]
+            Column("outcome", numeric=False), *([Column("whose loss", numeric=False)] if caused else []),
+            Column("why", numeric=False), Column("reproduce", numeric=False)]
     cells = [[Cell(r.fs, r.fs), Cell(r.case, r.case), Cell(r.item, r.item), Cell(r.outcome, r.outcome, cls="bad"),
+              *([Cell(r.cause or "—", r.cause)] if caused else []),
               Cell(r.why, r.why), Cell(r.command, r.command)] for r in rows]
     note = "run the command from the directory the run was made in"
     if more:

@@ -98,6 +98,7 @@ class Reproducer:
     outcome: str
     why: str
     command: str
+    cause: str = ""  # a crash state's: whose loss it was (status.LossCause), "" where not attributed
 
 
 class Case(NamedTuple):

@@ -40,10 +40,28 @@ whose verdict they share, and the parse gives them that verdict under their own 
 With `max_states` the distinct states are a seeded stratified sample, every flush kept;
 the cell's `coverage` says what was checked and what a clean result then bounds.
 
+Whose loss each failure is (attribute): a state without flash damage is the
+filesystem's (the device kept everything it had made durable); a state whose cut
+damaged durable data (a torn program's paired pages, on a part without
+paired-page protection) had its undamaged twin (ID+u) checked in the same boot:
+if the twin survived, the device caused the loss; if it failed too, both did,
+and the filesystem would have lost data anyway: its promise counts as broken.
+The damage is said as the write log knows it: the bytes damaged, those that held
+flushed data, and where the twin's filesystem keeps them (FIEMAP: files, else
+its metadata or free space). A state that shares another's verdict shares its
+cause too: two states share one only when their damaged images are identical,
+so their twins differ at most in the damaged units' lost content, and only the
+checked state's twin is checked.
+
 Metrics per case (the workload): states (listed), iterations (states with a
 verdict), distinct and checked (when the host planned the checks), class:<name>,
-kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures, the
-rate (states checked in the lab per hour of the check, and of the whole cell;
+kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures,
+cause:<filesystem|device|both|unknown> (failed states by cause), fs_failures and
+fs_data_loss (failed states, and those that lost acknowledged data, the
+filesystem caused: alone or both), damaged_states and damaged_flushed_states
+(states whose cut damaged durable, and flushed, data), damage_survived (% of the
+damaged states that survived), undamaged_survived (% of the others), the rate
+(states checked in the lab per hour of the check, and of the whole cell;
 verdicts_per_hour: every state's, shared ones included) and the median time
 per state of each part (switch, drop, mount, verify, umount, fsck).
 """
@@ -65,9 +83,11 @@ from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
 from ..lab.target import TOOLS, BootResult, Step
-from ..lab.guest.guestlib import read_log
-from ..status import BootStatus, CellStatus, PowerCutClass
+from ..lab.guest.guestlib import WALL_FILE, read_log
+from ..status import BootStatus, CellStatus, LossCause, PowerCutClass
 from ..variants import FsVariant
+from ..errors import last_line
+from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from ..crashshare import lab_ends, records as lab_records
 from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
@@ -112,6 +132,7 @@ class CrashStates(Study):
         OutcomeTable("states by kind", "kind:", KINDS),
         OutcomeTable("mount after the crash", "mount:", MOUNT_STATES),
         OutcomeTable("checker after the crash", "fsck:", FSCK_RESULTS),
+        OutcomeTable("failed states by cause", "cause:", tuple(LossCause)),
     )
     case_order = WORKLOADS
 
@@ -211,7 +232,7 @@ class CrashStates(Study):
         if not work or not listing:
             why = _first_problem(res)
             return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
-        records = [self._record(s, fstype) for s in checked]
+        records = [self.record(s, fstype) for s in checked]
         states = listing.get("states", [])
         plan = CheckPlan.from_json(listing.get("plan"))
         planned = to_check(states)  # the states the lab checks itself, in order
@@ -229,7 +250,9 @@ class CrashStates(Study):
         elif len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
                                                                      BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
-            records.append(_died_on(planned[len(records)], res.status is BootStatus.CRASH, res.console_log))
+            over = (run_dir / WALL_FILE).is_file()  # a program over its wall-clock limit (lab/uml.py) says which
+            records.append(_died_on(planned[len(records)], res.status is BootStatus.CRASH, res.console_log,
+                                    why=res.error if over else ""))
             stopped = f"state {records[-1]['state']}: {records[-1]['why']}"
         unchecked = want - len(records)
         records = with_shared(states, records)
@@ -253,14 +276,17 @@ class CrashStates(Study):
         error = ""
         if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
             error = f"{unchecked} of {len(states)} states were not checked: " + \
-                (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
-                 f"the check did not run ({res.status}: {res.error})")
+                (f"check step {check.status}: {last_line(check.stderr or check.stdout)[-200:]}" if check else
+                 f"the check did not run ({res.status}: {last_line(res.error)})")
             error += "".join(f"; {e['lab']}: {e['error']}" for e in ends or [] if e.get("error"))
         counts = Counter(r["class"] for r in records)
         head = (f"{len(records)} states" + (f" ({plan.distinct} distinct, {plan.checked} checked)"
                                             if plan and (plan.distinct, plan.checked) != (plan.found, plan.found)
                                             else "")
                 + ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common()))
+        causes = Counter(r["cause"] for r in records if r.get("cause"))
+        if causes:
+            head += "; by cause: " + ", ".join(f"{n} {c}" for c, n in causes.most_common())
         if failures:
             head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
@@ -281,14 +307,28 @@ class CrashStates(Study):
     def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
         k = result.key
         return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"],
-                           "; ".join(x for x in (f.get("why", ""), evidence_text(f)) if x),
-                           replay_command(run_id, k.id, k.fs, f["state"]))
+                           "; ".join(x for x in (f.get("why", ""), evidence_text(f), cause_text(f)) if x),
+                           replay_command(run_id, k.id, k.fs, f["state"]), cause=f.get("cause") or "")
                 for f in result.extra.get("failures", [])]
+
+    def record(self, s: StateFacts, fstype: str) -> dict:
+        """A checked state's record (_record) with whose loss it is, if it failed (attribute)."""
+        r = self._record(s, fstype)
+        tw = self._record(StateFacts.from_json(s.twin), fstype) if s.twin else None
+        r["cause"] = attribute(r, tw)
+        r["damage"] = damage_summary(s)
+        if tw is not None:
+            r["twin"] = {"state": tw["state"], "class": tw["class"], "why": tw["why"]}
+        r["fs_class"] = r["class"] if r["cause"] is LossCause.FILESYSTEM else \
+            tw["class"] if r["cause"] is LossCause.BOTH and tw is not None else None
+        return r
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         facts = RecoverFacts.from_json(s.facts) if s.facts else None
         if s.switch and s.switch.get("error"):
             cls, why = PowerCutClass.ERROR, f"the host could not serve the state: {s.switch['error']}"
+        elif s.error:
+            cls, why = PowerCutClass.ERROR, f"the state's check could not run: {s.error}"
         else:
             cls, why = classify(facts, cut=True, fstype=fstype)
         f = facts or RecoverFacts()
@@ -321,6 +361,7 @@ class CrashStates(Study):
         if plan:
             out += m(case, "distinct", plan.distinct, "count")
             out += m(case, "checked", len(lab), "count")
+        out += cause_measurements(case, records)
         check = res.step("check")
         secs = lab_seconds or (check.seconds if check is not None else None)  # per lab: per core
         if secs and lab:
@@ -335,13 +376,13 @@ class CrashStates(Study):
         return out
 
 
-def _died_on(st: dict, crashed: bool, console: str) -> dict:
+def _died_on(st: dict, crashed: bool, console: str, why: str = "") -> dict:
     """The record of a state a lab stuck on (killed by the host's watchdog, or out of time) or
-    died on."""
+    died on; `why` when the lab knows better (a program over its wall-clock limit)."""
     return {"state": st["id"], "kind": st["kind"], "acked": st["acked"], "damaged": st.get("damaged", 0),
             "mount": None, "fsck": None, "seconds": {},
             "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
-            "why": ("the lab kernel died" if crashed else "the lab stopped answering") + " while checking it",
+            "why": why or ("the lab kernel died" if crashed else "the lab stopped answering") + " while checking it",
             "console": console}
 
 
@@ -401,6 +442,95 @@ def evidence_text(failure: dict) -> str:
             f" (the state's torn program damaged {failure['damaged']} units)" if failure.get("damaged") else
             " (no flash damage: the filesystem wrote it after that flush)"))
     return "; ".join(parts)
+
+
+def attribute(rec: dict, twin: dict | None) -> LossCause | None:
+    """Whose loss a checked state is (None: it survived, or it was not checked). Without flash
+    damage the device kept everything durable: the filesystem's. With it, its undamaged twin
+    decides: survived, the device's; failed too, both (the filesystem would have lost data in
+    the twin, a state a part with paired-page protection can be in); not checked, unknown."""
+    cls = PowerCutClass(rec["class"])
+    if cls.good or not cls.ran:
+        return None
+    if not rec.get("damaged"):
+        return LossCause.FILESYSTEM
+    if twin is None or not PowerCutClass(twin["class"]).ran:
+        return LossCause.UNKNOWN
+    return LossCause.DEVICE if PowerCutClass(twin["class"]).good else LossCause.BOTH
+
+
+def damage_summary(s: StateFacts) -> dict | None:
+    """What the state's cut damaged, as the host served it and its twin's filesystem placed it:
+    units, bytes, the flushed bytes and where they lived (TwinPlace: files, metadata or free space)."""
+    if not s.damaged:
+        return None
+    d = s.damage or {}
+    out: dict = {"units": s.damaged, "bytes": sum(n for _o, n in d.get("ranges") or []),
+                 "flushed_bytes": sum(n for _o, n in d.get("flushed") or [])}
+    place = ((s.twin or {}).get("damage") or {}).get("place")
+    if place is not None:
+        out["place"] = place
+    return out
+
+
+def cause_measurements(case: str, records: list[dict]) -> list:
+    """Failed states by cause; the filesystem's share (what rules it out); the damaged states
+    and how many of them it survived (what the device's damage costs it: a scored criterion)."""
+    causes = Counter(r.get("cause") for r in records)
+    out = []
+    for c in LossCause:
+        out += m(case, f"cause:{c}", causes[c], "count")
+    out += m(case, "fs_failures", sum(causes[c] for c in LossCause if c.filesystems), "count")
+    out += m(case, "fs_data_loss", sum(r.get("fs_class") == PowerCutClass.DATA_LOSS for r in records), "count")
+    damaged = [r for r in records if r.get("damaged") and PowerCutClass(r["class"]).ran]
+    out += m(case, "damaged_states", len(damaged), "count")
+    out += m(case, "damaged_flushed_states", sum(bool((r.get("damage") or {}).get("flushed_bytes")) for r in damaged),
+             "count")
+    good = sum(PowerCutClass(r["class"]).good for r in damaged)
+    out += m(case, "damage_survived", 100.0 * good / len(damaged) if damaged else None, "%")
+    # the filesystem's own recovery: the states the device did not damage
+    kept = [r for r in records if not r.get("damaged") and PowerCutClass(r["class"]).ran]
+    out += m(case, "undamaged_survived",
+             100.0 * sum(PowerCutClass(r["class"]).good for r in kept) / len(kept) if kept else None, "%")
+    return out
+
+
+def place_text(place: dict | None, flushed: float) -> str:
+    """Where the flushed bytes a cut damaged lived: 'cs/wal.log 4 KiB, metadata or free space 12 KiB'."""
+    if not flushed:
+        return ""
+    if not place:
+        return "where they lived was not mapped"
+    if place.get("why"):
+        return f"not mapped to files ({place['why']})"
+    files = sorted((place.get("files") or {}).items(), key=lambda kv: -kv[1])
+    bits = [f"{p} {size_text(n)}" for p, n in files[:4]] + ([f"{len(files) - 4} more files"] if len(files) > 4 else [])
+    if place.get("outside"):
+        bits.append(f"metadata or free space {size_text(place['outside'])}")
+    return ", ".join(bits)
+
+
+def cause_text(failure: dict) -> str:
+    """Whose loss a failed state is, with the device's damage as the write log and the twin say it."""
+    cause = failure.get("cause")
+    if not cause:
+        return ""
+    d = failure.get("damage") or {}
+    tw = failure.get("twin") or {}
+    if cause == LossCause.FILESYSTEM:
+        return "the filesystem's loss: no flash damage in this state (the device kept everything durable)"
+    hit = f"the cut damaged {d.get('units', failure.get('damaged', 0))} units"
+    if d.get("flushed_bytes"):
+        where = place_text(d.get("place"), d["flushed_bytes"])
+        hit += f", {size_text(d['flushed_bytes'])} of flushed data" + (f" ({where})" if where else "")
+    elif "flushed_bytes" in d:
+        hit += " (none of them flushed)"
+    if cause == LossCause.DEVICE:
+        return f"the device's loss: {hit}; its undamaged twin {tw.get('state', '')} {tw.get('class', '')}"
+    if cause == LossCause.BOTH:
+        return (f"the filesystem's loss too: {hit}, and its undamaged twin {tw.get('state', '')} failed as well "
+                f"({tw.get('class', '')}: {tw.get('why', '')[:100]})")
+    return f"whose loss is unknown: {hit}, and its undamaged twin was not checked"
 
 
 def _last_json(step: Any) -> dict:

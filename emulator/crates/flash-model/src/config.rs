@@ -252,6 +252,9 @@ impl DeviceConfig {
             // its bytes crossed it (the report's device check)
             "host_bytes_per_s": self.timing.host_bytes_per_s,
             "endurance": self.rel.endurance,
+            // a cut during an upper-page program damages the lower pages of its wordline unless
+            // the part protects them (crash states: data the device, not the filesystem, lost)
+            "protect_paired_pages": self.rel.protect_paired_pages,
             "declared": {
                 "seq_read_mb_s": self.declared.seq_read_mb_s,
                 "seq_write_mb_s": self.declared.seq_write_mb_s,

@@ -569,6 +569,53 @@ fn state_ids_round_trip_and_bad_ones_are_refused() {
     assert!(Cut::new(&ix, wrong).unwrap_err().contains("issued by record"));
 }
 
+/// (f) A damaged state's undamaged twin (`ID+u`) is the same cut with every
+/// damaged unit back at its durable version, on a device without paired-page
+/// protection; the damage the state lists says which units held flushed data.
+#[test]
+fn an_undamaged_twin_is_the_same_cut_without_its_damage() {
+    let dir = Dir::new("twin");
+    let ix = unprotected_log(&dir);
+    let states = enumerate(&ix, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3, at_marks: false });
+    let damaged: Vec<_> = states.iter().filter(|s| s.damaged > 0).collect();
+    assert!(!damaged.is_empty());
+    let mut flushed_seen = 0;
+    for s in damaged {
+        let cut = Cut::new(&ix, s.id).unwrap();
+        let label = format!("{}+u", s.id);
+        let twin = Cut::parse(&ix, &label).unwrap();
+        assert!(twin.undamaged && twin.damaged.is_empty() && twin.label() == label);
+        assert_eq!(twin.info(&ix).to_json()["id"], serde_json::json!(label));
+        assert_eq!((twin.t, twin.acked, twin.volatile.len()), (cut.t, cut.acked, cut.volatile.len()), "{}", s.id);
+        for l in 0..ix.units as u32 {
+            let (a, b) = (unit_content(&ix, &cut, l), unit_content(&ix, &twin, l));
+            match (a, b) {
+                (UnitContent::Damaged, UnitContent::Damaged) => panic!("{label}: unit {l} still damaged"),
+                (UnitContent::Damaged, _) => assert!(cut.damaged.binary_search(&l).is_ok()),
+                (UnitContent::Zero, UnitContent::Zero) => {}
+                (UnitContent::Data(x), UnitContent::Data(y)) => assert_eq!(x, y, "{label}: unit {l}"),
+                _ => panic!("{label}: unit {l} differs beyond the damage"),
+            }
+        }
+        let units = cut.damaged_units(&ix);
+        assert_eq!(units.iter().map(|u| u.0).collect::<Vec<_>>(), cut.damaged);
+        for (lpn, flushed) in units {
+            // flushed: the version it lost was written before the last flush acknowledged before the cut
+            let h: Vec<u32> = (0..ix.versions.len() as u32).filter(|&v| ix.versions[v as usize].lpn == lpn && ix.versions[v as usize].rec <= s.id.pos).collect();
+            let written = ix.versions[*h.iter().rev().find(|&&v| ix.versions[v as usize].commit != u32::MAX && (ix.versions[v as usize].commit as usize) < ix.commits.partition_point(|c| c.pos <= s.id.pos && c.d <= cut.t)).unwrap() as usize].rec;
+            assert_eq!(flushed, cut.last_flush.map_or(false, |f| written < f), "{}: unit {lpn}", s.id);
+            flushed_seen += flushed as usize;
+        }
+    }
+    assert!(flushed_seen > 0, "no damage hit flushed data");
+    // a twin of an undamaged state is that state; a twin id must name a state
+    let flush = states.iter().find(|s| s.kind == "flush").unwrap();
+    assert!(Cut::parse(&ix, &format!("{}+u", flush.id)).unwrap().damaged.is_empty());
+    for bad in ["+u", "12+u+u", "12+q+u", "u"] {
+        assert!(crashlog::cut::parse_state(bad).is_err(), "{bad}");
+    }
+}
+
 #[test]
 fn a_log_starts_only_on_a_blank_device() {
     let dir = Dir::new("blank");

@@ -149,9 +149,10 @@ fn crash_states(args: &[String]) {
 /// Rebuilds one crash state's device image from a kept log.
 fn crash_image(args: &[String]) {
     let o = options(args, &["log", "state", "image"]);
-    let id = required(&o, "state").parse().unwrap_or_else(|e| die(e));
+    let state = required(&o, "state");
+    flash_model::crashlog::cut::parse_state(state).unwrap_or_else(|e| die(e));
     let ix = load_log(&o);
-    print_reply(crash::image(&ix, id, Path::new(required(&o, "image"))));
+    print_reply(crash::image(&ix, state, Path::new(required(&o, "image"))));
 }
 
 /// First field in which two device configurations differ.
