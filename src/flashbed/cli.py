@@ -189,9 +189,14 @@ def _parser() -> argparse.ArgumentParser:
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
-    bcs.add_argument("--workload", default="powercut", choices=["powercut", "sequences"])
+    bcs.add_argument("--workload", default="powercut",
+                     help="powercut, sequences, or your workload script (as `run --workload` takes it)")
+    bcs.add_argument("--check", help="with your workload: your check (a trivial check runs beside it)")
     bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
     bcs.add_argument("--pace", default="none", choices=["none", "real"])
+    bcs.add_argument("--clock", default="real", choices=["real", "virtual"],
+                     help="the lab's clock (virtual: the time-travel kernel, as `run` gives crash-state cells)")
+    bcs.add_argument("--no-dedup", action="store_true", help="check every state, not each distinct one once")
     bcs.add_argument("--seed", type=int, default=1)
 
     cs = sub.add_parser("crashstate", help="a crash state of a run's crashstates cells")
@@ -337,7 +342,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             from .bench import crashstates
             if args.ops < 1:
                 raise FlashbedError("--ops must be at least 1")
-            crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed)
+            crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed,
+                              check=args.check, dedup=not args.no_dedup, clock=args.clock)
             return 0
         if args.bench_cmd == "clock":
             from .bench import clock as clock_bench
