@@ -210,8 +210,10 @@ def check_record(t: Target, image: Path, damaged: list[list[int]]) -> tuple[str,
         for staged in STAGED_FILES:  # appcheck: the user's check (and workload) as the cell staged them
             if (t.logs / staged).is_file():
                 shutil.copy2(t.logs / staged, run_dir / staged)
-        (run_dir / STATES_FILE).write_text(json.dumps({"states": [listed[t.state]]}))
-        c = dataclasses.replace(c, serve=False)
+        # this state itself, even when the cell shared another's verdict with it or left it out of a sample
+        alone = {k: v for k, v in listed[t.state].items() if k not in ("same", "out")}
+        (run_dir / STATES_FILE).write_text(json.dumps({"states": [alone]}))
+        c = dataclasses.replace(c, serve=False, claim=False)
         res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
                                                                                   timeout=3600),),
                                                     disks=(BlockDevice(disk),), timeout=3700))

@@ -206,8 +206,9 @@ def test_the_check_loop_checks_a_damaged_failure_s_twin_and_classifies_a_check_t
     monkeypatch.setattr(guest, "verifier", lambda w: lambda d, recs: {"n_loss": 0, "n_garbage": 0})
     spec = STUDY.check_spec(cell(), cell().variant, STUDY.work_spec(cell(), cell().variant))
     import dataclasses
+    # the states in the listing's order (claim=False: no other lab shares this cell's)
     spec = dataclasses.replace(spec, states=str(tmp_path / "states.json"), out=str(tmp_path / "checked.jsonl"),
-                               work={**spec.work, "log": str(tmp_path / "cslog.jsonl")})
+                               work={**spec.work, "log": str(tmp_path / "cslog.jsonl")}, claim=False)
     res = guest.check(spec)
     assert res == {"listed": 3, "checked": 3, "stopped": ""}
     assert served == ["10+t1", "10+t1+u", "11", "12"]  # the twin right after its failed state

@@ -60,9 +60,14 @@ def add_parser(sub) -> None:
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
-    bcs.add_argument("--workload", default="powercut", choices=["powercut", "sequences"])
+    bcs.add_argument("--workload", default="powercut",
+                     help="powercut, sequences, or your workload script (as `run --workload` takes it)")
+    bcs.add_argument("--check", help="with your workload: your check (a trivial check runs beside it)")
     bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
     bcs.add_argument("--pace", default="none", choices=["none", "real"])
+    bcs.add_argument("--clock", default="real", choices=["real", "virtual"],
+                     help="the lab's clock (virtual: the time-travel kernel, as `run` gives crash-state cells)")
+    bcs.add_argument("--no-dedup", action="store_true", help="check every state, not each distinct one once")
     bcs.add_argument("--seed", type=int, default=1)
 
 
@@ -88,7 +93,9 @@ def _crashstates(args: argparse.Namespace) -> None:
     from ..bench import crashstates
     if args.ops < 1:
         raise FlashbedError("--ops must be at least 1")
-    crashstates.bench(args.device, list(items([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed)
+    from .. import clock as lab_clock
+    crashstates.bench(args.device, list(items([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed,
+                      check=args.check, dedup=not args.no_dedup, clock=lab_clock.parse(args.clock))
 
 
 def _clock(args: argparse.Namespace) -> None:

@@ -405,6 +405,10 @@ def workload_table(run: RunData, device: str, study: str) -> Table | None:
                             for f in e.get("failures") or []), "")
                 verdict = f"{n - (bad or 0):.0f}/{n:.0f} consistent" + \
                     (f", {bad:.0f} failed ({lost or 0:.0f} by your check): {why[:80]}" if bad else "")
+                cover = next((e.get("coverage") for e in run.extras.get((device, fs, "appcheck"), [])
+                              if "sample" in (e.get("coverage") or "")), None)
+                if cover:  # a seeded sample of the distinct states: what a clean result then bounds
+                    verdict += f" — {cover}"
             years = val("lifetime_years")
             rows.append([Cell(case, case), Cell(fs, fs),
                          Cell(units.fmt(val("seconds"), "s"), val("seconds")),

@@ -107,9 +107,14 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
             dev = int(cm.get("cause:device", 0))
             verdict = f"{n - bad}/{n} consistent" + (f", {theirs} FAILED" if theirs else "") + \
                 (f", {dev} lost to the device's damage" if dev else "")
+            if "distinct" in cm:  # each distinct state checked once (studies/crashplan.py)
+                verdict += f" ({int(cm['distinct'])} distinct, {int(cm.get('checked', 0))} checked)"
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
         print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"
               + ("" if r.ok else f" [{r.status}]"), file=stream)
+    for c in sorted(checks, key=lambda r: (r.key.device, fs_label(r))):
+        if "sample" in (c.extra.get("coverage") or ""):  # what a clean sampled result says
+            print(f"  {fs_label(c)}: {c.extra['coverage']}", file=stream)
     if any(not (r.extra.get("lifetime") or {}).get("steady", True) for r in work):
         print("  * write amplification did not converge: the last pass's (give more passes: --age FILL, "
               "--set workload.passes=N)", file=stream)

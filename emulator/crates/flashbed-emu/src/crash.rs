@@ -5,10 +5,14 @@
 //!                                      default dir: <state>/crashlog)
 //!   {"cmd":"log-mark","label":S}       put a labelled record into the log
 //!   {"cmd":"log-stop"}                 end the log; its states can be served
-//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL}
+//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL,"images":BOOL}
 //!                                      list crash states (default: after the
 //!                                      first mark, seed 1, 4 subsets, 2 tears;
-//!                                      marks: also cut right after each mark)
+//!                                      marks: also cut right after each mark;
+//!                                      images: each state's "image" class,
+//!                                      equal exactly when two states hold the
+//!                                      same device image, and "images", the
+//!                                      number of distinct ones)
 //!   {"cmd":"crash-switch","state":ID|"live"}
 //!                                      serve that state through the device
 //!                                      file (writes go to a scratch overlay
@@ -16,12 +20,14 @@
 //!                                      live device again
 //!   {"cmd":"crash-image","state":ID,"path":FILE}
 //!                                      write the state's device image
+//! A device started with `serve --crash-log DIR` serves a kept log's states
+//! (crash-switch) without recording one.
 //! A state ID is as `cut::StateId` writes it, or `ID+u`: its undamaged twin
 //! (the same cut without the flash damage). The replies to crash-switch and
 //! crash-image list the byte ranges the state damaged (`damaged_ranges`) and
 //! those of them that held flushed data (`damaged_flushed_ranges`).
 //! Offline (no running device):
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 //!
 //! While a state is served the live device gets no I/O and its log (if any)
@@ -32,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Index, View};
+use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Images, Index, View};
 use flash_model::Device;
 use serde_json::{json, Value};
 
@@ -53,6 +59,22 @@ pub struct Front {
 }
 
 impl Front {
+    /// Serves the states of a kept log (`serve --crash-log DIR`): another lab
+    /// checks some of a cell's states while the cell's own lab checks the rest.
+    pub fn offline(&self, dir: &Path, capacity: u64) -> Result<(), String> {
+        let ix = Index::load(dir)?;
+        if !ix.complete {
+            return Err(format!("crash log {}: the log was not stopped (its states are not final)", dir.display()));
+        }
+        if ix.units * ix.unit != capacity {
+            return Err(format!("crash log {}: its device holds {} bytes, this one {capacity}", dir.display(), ix.units * ix.unit));
+        }
+        let mut g = self.lock();
+        g.index = Some(Arc::new(ix));
+        g.dir = Some(dir.to_path_buf());
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -167,8 +189,24 @@ fn summary(ix: &Index) -> Value {
 pub fn listing(ix: &Index, req: &Value) -> Value {
     match bounds(ix, req) {
         Ok(b) => {
-            let states: Vec<Value> = enumerate(ix, &b).iter().map(|s| s.to_json()).collect();
+            let found = enumerate(ix, &b);
+            let mut states: Vec<Value> = found.iter().map(|s| s.to_json()).collect();
+            let mut distinct = None;
+            if req.get("images").and_then(|i| i.as_bool()) == Some(true) {
+                match Images::new(ix).classes(&found) {
+                    Ok(classes) => {
+                        distinct = Some(classes.iter().max().map_or(0, |&c| c + 1));
+                        for (s, c) in states.iter_mut().zip(classes) {
+                            s["image"] = json!(c);
+                        }
+                    }
+                    Err(e) => return fail(e),
+                }
+            }
             let mut v = summary(ix);
+            if let Some(n) = distinct {
+                v["images"] = json!(n);
+            }
             v["ok"] = json!(true);
             v["after"] = json!(b.after);
             v["states"] = json!(states);

@@ -1,11 +1,11 @@
 //! flashbed-emu: serves an emulated flash device as a file through FUSE.
 //!
 //!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
-//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]...
+//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]... [--crash-log DIR]
 //!   flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
 //!   flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
 //!   flashbed-emu presets-check FILE...
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 
 mod control;
@@ -30,11 +30,11 @@ use crate::control::{Control, Event};
 use crate::shared::{Pace, Shared};
 
 const USAGE: &str = "usage:
-  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]...
+  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]... [--crash-log DIR]
   flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
   flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
   flashbed-emu presets-check FILE...
-  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
   flashbed-emu crash-image --log DIR --state ID --image FILE";
 
 fn die(msg: impl std::fmt::Display) -> ! {
@@ -175,7 +175,7 @@ fn print_reply(v: serde_json::Value) {
 
 /// Crash states of a kept log, as `crash-states` on the control socket lists them.
 fn crash_states(args: &[String]) {
-    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks"]);
+    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks", "images"]);
     let ix = load_log(&o);
     let mut req = serde_json::json!({});
     for k in ["seed", "subsets", "tears"] {
@@ -186,8 +186,10 @@ fn crash_states(args: &[String]) {
     if let Some(a) = o.get("after") {
         req["after"] = a.parse::<u64>().map_or_else(|_| serde_json::json!(a), |p| serde_json::json!(p));
     }
-    if let Some(m) = o.get("marks") {
-        req["marks"] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--marks `{m}` is not true or false"))));
+    for k in ["marks", "images"] {
+        if let Some(m) = o.get(k) {
+            req[k] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--{k} `{m}` is not true or false"))));
+        }
     }
     print_reply(crash::listing(&ix, &req));
 }
@@ -284,7 +286,7 @@ fn unmount(dir: &Path) {
 
 fn serve(args: &[String]) {
     let (sets, args) = sets_opt(args);
-    let o = options(&args, &["preset", "state", "mount", "control", "capacity", "pace", "seed"]);
+    let o = options(&args, &["preset", "state", "mount", "control", "capacity", "pace", "seed", "crash-log"]);
     let pace = match o.get("pace").map(String::as_str).unwrap_or("real") {
         "real" => Pace::Real,
         "none" => Pace::None,
@@ -327,6 +329,14 @@ fn serve(args: &[String]) {
     });
     let capacity = dev.capacity();
     let sh = Arc::new(Shared::new(dev, pace, capacity));
+    if let Some(log) = o.get("crash-log") {
+        // a kept write log's states, served on request; the live device stays blank
+        if let Err(e) = sh.crash.offline(Path::new(log), capacity) {
+            let d = sh.lock();
+            let _ = state::save(&d, &state_dir);
+            die(e);
+        }
+    }
 
     let fail_and_save = |sh: &Shared, msg: String| -> ! {
         // Nothing was served: leave the state as it was.

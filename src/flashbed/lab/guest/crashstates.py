@@ -40,15 +40,15 @@ import sys
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences
     from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
-    from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostCall, RecoverFacts, RecoverSpec,
-                           StateFacts, TwinPlace, UNDAMAGED, Workload)
+    from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
+                           RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
     from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
-    from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostCall, RecoverFacts, RecoverSpec,
-                          StateFacts, TwinPlace, UNDAMAGED, Workload)
+    from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
+                          RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
 CALL_TIMEOUT = 120.0
@@ -273,6 +273,40 @@ def dust(under: str, ranges: list[list[int]], timeout: float) -> None:
             raise RuntimeError(f"{cmd}: {r['out'].strip()[-300:]}")
 
 
+def to_check(states: list[dict]) -> list[dict]:
+    """The states this lab checks itself: the host marked those that share another state's
+    verdict (`same`) or were left out of a sample (`out`; studies/crashplan.py)."""
+    return [s for s in states if "same" not in s and not s.get("out")]
+
+
+def served(c: CrashCheckSpec, states: list[dict]):
+    """Each state this lab checks, once the host serves it: (its number in this lab, its listing
+    entry, the host's answer to the switch (None: nobody serves it, a replay's image), when the
+    switch began). The listing's states in order; or, with `claim`, those the host hands out
+    (Call.CRASH_NEXT: other labs check the rest of the cell's) until none is left."""
+    end = len(states) if not c.limit else min(len(states), c.limit)
+    i = 0
+    while c.claim or i < end:
+        t0 = now()
+        if c.claim:
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_NEXT, {"watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False)
+            if a is None or not a.ok:
+                raise RuntimeError(f"host call {Call.CRASH_NEXT}: {'no answer' if a is None else a.error}")
+            if a.data.get("done"):
+                return
+            st = a.data["state"]
+            if a.data.get("error"):  # taken, but the device could not serve it: recorded as such
+                a = HostAnswer(ok=False, data=None, error=a.data["error"])
+        else:
+            st = states[i]
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
+                                                                                "watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False) if c.serve else None
+        yield i, st, a, t0
+        i += 1
+
+
 def survived(facts: RecoverFacts) -> bool:
     """What the host will class clean or recovered (studies/powercut.classify): recovered without
     help, every acknowledged operation there, writable."""
@@ -401,7 +435,7 @@ def check(c: CrashCheckSpec) -> dict:
     w = CrashWorkSpec.from_json(c.work)
     rspec = RecoverSpec.from_json(c.recover)
     with open(os.path.expandvars(c.states)) as f:
-        states = json.load(f)["states"]
+        states = to_check(json.load(f)["states"])
     recs = read_log(os.path.expandvars(w.log))
     marks = [r["m"] for r in recs]  # in order: one workload, one log
     judge = verifier(w)
@@ -410,18 +444,12 @@ def check(c: CrashCheckSpec) -> dict:
     if c.dust:
         dust(c.dust_under, c.dust, rspec.timeout)
     kmsg = powercut.Kmsg()
-    end = len(states) if not c.limit else min(len(states), c.limit)
     out_fd = os.open(os.path.expandvars(c.out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     checked, stopped = 0, ""
     try:
-        for i in range(end):
-            st = states[i]
+        for i, st, a, t0 in served(c, states):
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
-            t0 = now()
             if c.serve:
-                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
-                                                                                    "watchdog": c.watchdog}),
-                              CALL_TIMEOUT, keep=False)
                 rec.switch = {"error": "no answer"} if a is None else \
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
             t1 = now()

@@ -135,6 +135,10 @@ class Call(StrEnum):
     CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
     CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live"; watchdog: s until the lab is
     # killed unless it asks for another state: a kernel stuck on this one)
+    # take the next of the cell's states no lab has taken and serve it (args: watchdog); answers
+    # {"state": its listing entry, "switch_ns"} or {"state", "error"}, or {"done": true}: several
+    # labs share a cell's states this way (crashshare.py)
+    CRASH_NEXT = "crash-next"
     # in virtual time a program that only computes stops the guest's clock, so no guest-side limit
     # fires: the lab bounds it in wall-clock time instead (args: key, what, seconds; 0 lifts the
     # key's limit). Answered by the lab itself (uml.py), whatever the cell's host handler
@@ -329,6 +333,9 @@ class CrashCheckSpec(Message):
     kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
     limit: int = 0  # check only the first this many (0: all)
     watchdog: float = 0.0  # s a state may take before the host kills the lab (0: never)
+    # the states to check come from the host one at a time (Call.CRASH_NEXT: the cell's states
+    # shared with other labs), not from the listing in order
+    claim: bool = False
     # a replay: the device already holds the (one) state, nobody serves it; its units a
     # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
     # under `device` first (they read as EIO, as when the emulator served them)
