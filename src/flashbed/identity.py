@@ -54,7 +54,7 @@ class PlanRequest:
     kernels: tuple[str, ...] = ()
     cpus: int = 1  # guest vCPUs of every cell whose case does not set its own (Study.vcpus)
     target: str = ""  # a board (ssh://USER@HOST[:PORT]) whose own devices `devices` are; "": the lab
-    # the lab's clocks (lab/clock.py): auto (virtual time for each cell that can run in it,
+    # the lab's clocks (clock.py): auto (virtual time for each cell that can run in it,
     # real time for the rest), or real, virtual, or both (cells of each); (): real time, not
     # part of the identity (runs from before the clock axis keep their ids; --clock real)
     clocks: tuple[str, ...] = clock.RUN_DEFAULT

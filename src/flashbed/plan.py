@@ -54,7 +54,7 @@ class Skipped:
 @dataclass(frozen=True)
 class RealTime:
     """A cell that runs in real time although its run asked for virtual time (by name or by
-    auto), and why (lab/clock.py RealWhy)."""
+    auto), and why (clock.RealWhy)."""
 
     device: str
     kernel: str
