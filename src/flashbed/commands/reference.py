@@ -69,7 +69,8 @@ def _name(a: argparse.Action) -> str:
         return f"`{a.metavar or a.dest.upper()}`" + (" …" if a.nargs in ("+", "*") else "")
     if a.nargs == 0:
         return f"`{a.option_strings[0]}`"
-    return f"`{a.option_strings[0]} {a.metavar or a.dest.upper()}`"
+    value = a.metavar or a.dest.upper()
+    return f"`{a.option_strings[0]} {f'[{value}]' if a.nargs == '?' else value}`"  # an optional value: --robust [DRAWS]
 
 
 def _what(a: argparse.Action) -> str:
