@@ -234,7 +234,7 @@ def check_twin(t: Target, out) -> dict:
     twin = dataclasses.replace(t, state=t.base + UNDAMAGED)
     with tempfile.TemporaryDirectory(prefix="flashbed-twin-") as tmp:
         img = Path(tmp) / TWIN_IMAGE
-        rebuild(twin, ImageTarget(img))
+        rebuild(twin, image_target(img))  # a new file in a directory of our own
         print(f"its undamaged twin {twin.state} (the same cut without the flash damage): checking it in the lab",
               file=out)
         return check_record(twin, img, [])[2]

@@ -35,6 +35,7 @@ from typing import Any, Callable
 from typing import TYPE_CHECKING
 
 from .clock import Clock
+from .lab.guest.guestlib import WALL_FILE
 from .lab.guest.crashstates import to_check
 from .lab.target import BootSpec, LabFactory
 from .status import BootStatus
@@ -213,8 +214,11 @@ def lab_end(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str
     if stopped or (died and current is not None):
         claims.stop()
     taking = getattr(host, "taking", [])
+    # a lab killed for a program over its wall-clock limit (lab/uml.py's note beside its console) says which
+    over = died and (Path(res.console_log).parent / WALL_FILE).is_file()
     return {"boot": str(res.status), "in_flight": current["id"] if died and current and current["id"] not in done
             else None, "state": current if died else None, "console": str(res.console_log),
+            "why": res.error if over else "",
             "checked": len(done), "stopped": stopped,
             # the host's wall clock from its first state to its last request: the lab's checking (in virtual
             # time the guest's own clock says the device's time, not what checking cost)

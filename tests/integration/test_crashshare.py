@@ -80,7 +80,7 @@ def shared_run(executor, kernel, root: Path):
                  Progress(1, stream=open(os.devnull, "w")))
     res = results["r"]
     assert res.status == "ok", res.error
-    return store.logs_dir(cell.key), res
+    return root / res.attempt_dir, res  # each attempt at a cell has a log directory of its own
 
 
 def check_same(exhaustive, logs: Path, res):

@@ -244,7 +244,8 @@ class CrashStates(Study):
             for e in ends:
                 st = e.get("state")
                 if e.get("in_flight") and st and st["id"] not in done:
-                    records.append(_died_on(st, e.get("boot") == BootStatus.CRASH, e.get("console", "")))
+                    records.append(_died_on(st, e.get("boot") == BootStatus.CRASH, e.get("console", ""),
+                                            why=e.get("why", "")))
                     stopped = stopped or f"state {st['id']}: {records[-1]['why']}"
                 stopped = stopped or e.get("stopped") or ""
         elif len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
