@@ -19,18 +19,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flashbed import userwork
 from flashbed.plan import PlanRequest
+from flashbed.studies import inputs
 
 DATA = Path(__file__).resolve().parent / "data" / "replay"
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # the figures of the SQLite logger; the check over its unsafe control (failures to read)
-_USER = {"workload": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger.sh"), "--workload"),
-                                        None)["workload"],
-         "appcheck": userwork.overrides(userwork.load(str(EXAMPLES / "sqlite-logger-unsafe.sh"), "--workload"),
-                                        userwork.load(str(EXAMPLES / "sqlite-check.sh"), "--check",
-                                                      fio_allowed=False))["appcheck"]}
+_USER = {"workload": inputs.overrides({"--workload": str(EXAMPLES / "sqlite-logger.sh")})["workload"],
+         "appcheck": inputs.overrides({"--workload": str(EXAMPLES / "sqlite-logger-unsafe.sh"),
+                                       "--check": str(EXAMPLES / "sqlite-check.sh")})["appcheck"]}
 _FAILURE = {
     "powercut": {"iterations": 2, "modes": "async", "cut_min": 0.5, "cut_max": 1.0},
     "badblocks": {"iterations": 1, "files": 4, "file_blocks": 4, "random_blocks": 4, "raw_cases": "bitflips"},

@@ -23,9 +23,9 @@ from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
 from .lab.guest.guestlib import read_log
 from .lab.guest.protocol import UNDAMAGED, Call
-from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
-                         TimedCut,
-                         WriteLog, session_has)
+from .clock import Clock, emulator_pace
+from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
+                         TimedCut, WriteLog, session_has)
 from .results import CellResult, printable
 from .status import CellStatus
 from .store import RunStore
@@ -56,27 +56,27 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              helpers: Helpers | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
-    # virtual time replaces the emulator's pacing (lab/clock.py); a filesystem made in it is
-    # laid out alike on every run (variants.seeded), so its figures repeat
-    pace = "virtual" if spec.clock == "virtual" else spec.pace
-    if pace == "virtual":
+    # a filesystem made in virtual time is laid out alike on every run (variants.seeded), so
+    # its figures repeat
+    virtual = spec.clock is Clock.VIRTUAL
+    if virtual:
         spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
     study = STUDIES[spec.key.study]
-    prov = _provenance(spec, lab, provenance, pace)
+    prov = _provenance(spec, lab, provenance)
     try:
         logs.mkdir(parents=True, exist_ok=True)
         if any(logs.iterdir()):  # a guest's logs appended to an earlier attempt's would be read as this one's
             return _error(spec, f"{logs} is not empty: each attempt at a cell needs a directory of its own",
                           started, prov)
         # the lab opens the device as its boots see it (a replay opens none)
-        with lab.open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
-            host = CellHost(dev, on_boot, virtual=pace == "virtual", helpers=helpers)
+        with lab.open_session(spec.device, scratch, seed=spec.seed, pace=spec.pace, clock=spec.clock) as dev:
+            host = CellHost(dev, on_boot, virtual=virtual, helpers=helpers)
             steps_per_boot = study.boots(spec, logs)
             boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
                 # a boot may run the device at another pace than the cell (preconditioning unpaced)
-                if session_has(dev, Clock):
-                    dev.set_pace(study.boot_pace(spec, i) or pace)
+                if session_has(dev, Pacing):
+                    dev.set_pace(study.boot_pace(spec, i) or spec.pace)
                 study.before_boot(spec, i, logs)
                 run_dir = boot_dir(logs, i) if len(steps_per_boot) > 1 else logs
                 if run_dir != logs:
@@ -120,15 +120,16 @@ def _unexpected(spec: CellSpec, logs: Path, e: Exception, started: float, prov: 
     return _error(spec, f"{type(e).__name__}: {e} (traceback in {logs / 'error.txt'})", started, prov)
 
 
-def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None, pace: str) -> dict[str, Any]:
+def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[str, Any]:
     prov = dict(base or {})
     real = spec.device.backend in ("real", "board")  # a device of its own, not a preset
     prov.update({"device": spec.device.label, "preset": None if real else spec.device.name,
                  "capacity_bytes": spec.device.capacity, "kernel": lab.release,
                  # the kernel's label (the manifest's `kernels` has its build) and the guest's vCPUs
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
-                 "params": as_json(spec.params), "seed": spec.seed, "pace": pace, "clock": spec.clock})
-    if spec.clock == "virtual" and spec.cpu_profile:  # which guest CPU cost produced its timed figures
+                 "params": as_json(spec.params), "seed": spec.seed,
+                 "pace": emulator_pace(spec.clock, spec.pace), "clock": spec.clock})
+    if spec.clock is Clock.VIRTUAL and spec.cpu_profile:  # which guest CPU cost produced its timed figures
         prov["cpu_profile"] = cpuprofile.get(spec.cpu_profile).describe()
     if real:  # what the device is, from sysfs (model, serial, sizes, transport; a board's uname and model)
         prov["real_device"] = spec.device.info["identity"]
@@ -279,7 +280,7 @@ class CellHost:
             return
         reply = self.dev.cut_power() if session_has(self.dev, PowerSwitch) else None
         try:
-            (self.run_dir / "cut.json").write_text(json.dumps({"host_wall": landed.get("host_wall"), "clock": "virtual",
+            (self.run_dir / "cut.json").write_text(json.dumps({"host_wall": landed.get("host_wall"), "clock": Clock.VIRTUAL,
                                                                "guest_ns": landed.get("guest_ns"), "emulator": reply}))
         except OSError:
             pass
@@ -389,7 +390,7 @@ def guest_cpu(start: Any, end: Any) -> dict[str, float]:
 
 def _cpu_costs(spec: CellSpec):
     """The guest CPU's cost per event for a cell in virtual time; None in real time."""
-    return cpuprofile.get(spec.cpu_profile).costs if spec.clock == "virtual" and spec.cpu_profile else None
+    return cpuprofile.get(spec.cpu_profile).costs if spec.clock is Clock.VIRTUAL and spec.cpu_profile else None
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict, disk_full: bool = False) -> CellResult:

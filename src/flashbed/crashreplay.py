@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import variants, writeguard
+from .clock import from_emulator_pace
 from .devices import emulator, presets
 from .errors import FlashbedError
 from .lab.guest.protocol import UNDAMAGED, StateFacts
@@ -47,7 +48,7 @@ from .studies.crashstates import (CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, Cras
 
 STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
 from .status import PowerCutClass
-from .studies.powercut import case_variant, shell_arg
+from .studies.failures import case_variant, shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
 
@@ -169,8 +170,9 @@ def cell_spec(r: CellResult) -> CellSpec:
     study = STUDIES[r.key.study]
     dev = presets.load_spec(r.key.device)
     stored = {k: v for k, v in r.provenance.get("params", {}).items() if k in study.param_names()}
+    clock, pace = from_emulator_pace(r.provenance.get("pace"))
     return CellSpec(key=r.key, device=dev, variant=variants.parse(r.key.fs, dev), params=study.params(**stored),
-                    seed=int(r.provenance.get("seed", 1)), pace=str(r.provenance.get("pace", "none")))
+                    seed=int(r.provenance.get("seed", 1)), pace=pace, clock=clock)
 
 
 def _on(rs: dict, dev: str, under: str) -> dict:

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from typing import TYPE_CHECKING
 
+from .clock import Clock
 from .lab.guest.guestlib import WALL_FILE
 from .lab.guest.crashstates import to_check
 from .lab.target import BootSpec, LabFactory
@@ -171,14 +172,15 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
         if not claims.left():
             out["boot"] = "not needed"
             return out
-        pace = "virtual" if spec.clock == "virtual" else spec.pace
-        if pace == "virtual":  # the cell's recovery commands are those of its seeded variant
+        virtual = spec.clock is Clock.VIRTUAL
+        if virtual:  # the cell's recovery commands are those of its seeded variant
             spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
         stage_inputs(study.check_inputs, job.run_dir, d)
         (check,) = [s for s in study.boots(spec, job.run_dir)[0] if s.name == "check"]
         lab = labs(job.spec)
-        with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=pace) as dev:
-            host = cell.CellHost(dev, virtual=pace == "virtual")
+        with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=spec.pace,
+                        clock=spec.clock) as dev:
+            host = cell.CellHost(dev, virtual=virtual)
             host.claims = claims
             with host.boot(d) as kill:
                 res = lab.boot(BootSpec(run_dir=d, steps=(check,), disks=dev.disks(), mem_mb=dev.mem_mb(),

@@ -28,7 +28,8 @@ from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
 from .lab.target import LabFactory
-from .plan import Plan, cpu_profiles, stored_request
+from .identity import stored_request
+from .plan import Plan, cpu_profiles
 from .progress import Progress
 from .results import CellResult
 from .store import RunStore
@@ -121,8 +122,9 @@ def check_resume(plan: Plan, store: RunStore) -> None:
 
 
 def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
-            stream=sys.stderr) -> list[CellResult]:
+            stream=None) -> list[CellResult]:
     """Run every unfinished cell of the plan; return all results of the run."""
+    stream = stream or sys.stderr  # the one of the moment, not of the import (a test's capture is replaced)
     with store.running():
         run_id = store.root.name
         if store.exists():

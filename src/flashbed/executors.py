@@ -168,7 +168,7 @@ class LocalExecutor:
                         continue
                     progress.finish(name(item), on_result(item, f.result()))
         except KeyboardInterrupt:
-            from .lab.target import kill_all
+            from .stopping import kill_all
             kill_all()
             raise
         finally:

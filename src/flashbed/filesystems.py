@@ -13,8 +13,8 @@ from enum import StrEnum
 
 from .errors import FlashbedError, HostToolMissing
 from .lab.target import shell_join
-from .yaffs2 import guest as yaffs2_guest
-from .yaffs2.build import ensure_daemon
+from .mounting import KERNEL, UBI_VOLUME, Mounting
+from .yaffs2.guest import DaemonMount
 
 MiB = 1024 * 1024
 
@@ -47,7 +47,6 @@ FACTS_SOURCE = {
 }
 
 # UBI volume every UBIFS cell uses; one UBI device per nandsim chip
-UBI_VOLUME = "flashbed"
 
 
 @dataclass(frozen=True)
@@ -83,9 +82,9 @@ class Filesystem:
     recovery: Recovery = Recovery.FSCK
     online_resize: str = "no"  # "grow", "grow and shrink", "no"
     facts: str = "fat"
-    # mounted by flashbed's own FUSE daemon (YAFFS2 in user space), not `mount -t`;
-    # unmounting waits for the daemon to exit
-    fuse_daemon: bool = False
+    # how it is mounted, unmounted and heard from (mounting.py): the kernel's, or its own
+    # (YAFFS2's FUSE daemon: mounting starts it, unmounting waits for it to exit)
+    mounting: Mounting = KERNEL
 
     @property
     def tools(self) -> tuple[str, ...]:
@@ -115,20 +114,17 @@ class Filesystem:
         return shell_join([*self.repair, dev]) if self.repair else None
 
     def mount_cmd(self, dev: str, mnt: str, extra: tuple[str, ...] = ()) -> str:
-        if self.fuse_daemon:
-            return yaffs2_guest.mount_cmd(dev, mnt)
-        opts = ",".join([*self.mount_opts, *extra])
-        return shell_join(["mount", "-t", self.fstype, *(["-o", opts] if opts else []), dev, mnt])
+        return self.mounting.mount_cmd(self, dev, mnt, extra)
 
     def umount_cmd(self, mnt: str) -> str:
-        return yaffs2_guest.umount_cmd(mnt) if self.fuse_daemon else f"umount {shlex.quote(mnt)}"
+        return self.mounting.umount_cmd(mnt)
 
     # where this filesystem says what it met: the kernel log, and a daemon's own log
     def log_cmd(self) -> str:
-        return f"dmesg; {yaffs2_guest.log_cmd()}" if self.fuse_daemon else "dmesg"
+        return self.mounting.log_cmd()
 
     def clear_log_cmd(self) -> str:
-        return f"dmesg -C; {yaffs2_guest.clear_log_cmd()}" if self.fuse_daemon else "dmesg -C"
+        return self.mounting.clear_log_cmd()
 
 
 EXT_RECOVERY = r"recovery complete|orphan|recovering journal"
@@ -205,7 +201,7 @@ CATALOGUE: dict[str, Filesystem] = {
         # Formatting is erasing; blank flash mounts as an empty YAFFS2.
         Filesystem("yaffs2", "mtd", "fuse.yaffs2", ("flash_erase", "-q"), "mtd-utils",
                    min_size=4 * MiB, description="YAFFS2 on raw NAND (in user space, through FUSE)",
-                   log_prefix=r"yaffs", recovery_log=r"^$x", fuse_daemon=True,
+                   log_prefix=r"yaffs", recovery_log=r"^$x", mounting=DaemonMount(),
                    recovery=Recovery.LOG, facts="yaffs2"),
     ]
 }
@@ -239,8 +235,7 @@ def check_host_tools(names: list[str] | tuple[str, ...]) -> None:
                     f"{tool} (needed for {fs.name}) is not installed: run `make setup` "
                     f"or `apt-get install {fs.package}`"
                 )
-        if fs.fuse_daemon:
-            ensure_daemon()  # built at setup; else now, once
+        fs.mounting.ensure()  # YAFFS2's daemon: built at setup; else now, once
 
 
 # --- guest command snippets for raw NAND ------------------------------------------
@@ -263,9 +258,7 @@ def ubi_detach_cmd(ubi: int = 0) -> str:
 
 def raw_device(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0) -> str:
     """What `mount` (or YAFFS2's daemon) takes for a raw-NAND filesystem."""
-    if fs.fuse_daemon:
-        return f"/dev/mtd{mtd}"
-    return f"ubi{ubi}:{UBI_VOLUME}" if fs.fstype == "ubifs" else f"mtd{mtd}"
+    return fs.mounting.raw_device(fs, mtd, ubi)
 
 
 def raw_make_cmds(fs: Filesystem, mtd: int = MTD_UNDER_TEST, ubi: int = 0,

@@ -4,8 +4,9 @@
 where a value given empty or blank is refused, for every option and argument of every command
 (`--target "$BOARD"` with BOARD unset must not pass for "no --target"): past the parser a value
 is either not given (None) or not empty. Types that check a value (`seconds`) raise BadValue,
-which the parser says after the option's name. Every command's parser is made of it (cli.py,
-probe/command.py, yaffs2/fusecost.py).
+which the parser says after the option's name. Every command's parser is made of it (cli.py and
+the command modules of commands/, yaffs2/fusecost.py). `items` reads a repeatable,
+comma-separated option.
 """
 
 from __future__ import annotations
@@ -25,11 +26,21 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
 
     def add_argument(self, *args, **kwargs):
-        action = super().add_argument(*args, **kwargs)
-        if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
-            action.type = not_empty(action.type, action.option_strings[0] if action.option_strings else "",
-                                    action.metavar or action.dest)
-        return action
+        return _guarded(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        """A group of options (--help shows them together), each refused empty as every other."""
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+        group.add_argument = lambda *a, **k: _guarded(add(*a, **k))  # type: ignore[method-assign]
+        return group
+
+
+def _guarded(action: argparse.Action) -> argparse.Action:
+    if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
+        action.type = not_empty(action.type, action.option_strings[0] if action.option_strings else "",
+                                action.metavar or action.dest)
+    return action
 
 
 def not_empty(convert, option: str, name: str):
@@ -66,3 +77,29 @@ def seconds(text: str) -> float:
     if not 0 < v < float("inf"):
         raise BadValue(f"must be a number of seconds above 0 (and finite), not '{text}'")
     return v
+
+
+EXIT_CODES = """exit codes:
+  0    done: every cell ran (a measured outcome such as a filesystem hanging on corrupted media is a result)
+  1    done, but cells failed or errored: a study step that had to succeed broke, or flashbed or the lab
+       did (`flashbed results RUN` lists them; a rerun retries the errored ones); a smoke test or a replayed
+       crash state that did not come out as recorded
+  2    bad input or a refusal: nothing was run (one line on stderr says what to do)
+  130  interrupted (Ctrl-C): finished cells are kept; the same command resumes
+  143  terminated (SIGTERM): as Ctrl-C
+  141  the reader of stdout went away (e.g. `| head`)"""
+
+
+def items(values: list[str] | None, option: str = "") -> tuple[str, ...]:
+    """A repeatable, comma-separated option's items. An empty item is refused: `--fs ""` or
+    `--fs ,` must not pass for leaving the option out (which means every default)."""
+    out = tuple(x.strip() for v in (values or []) for x in v.split(","))
+    if "" in out:
+        given = next(v for v in values or [] if "" in (x.strip() for x in v.split(",")))
+        raise FlashbedError(f"--{option} '{given}' has an empty item: name what you want (e.g. --{option} "
+                            f"{EXAMPLES.get(option, 'NAME')}), or leave --{option} out for the default")
+    return out
+
+
+EXAMPLES = {"fs": "ext4,f2fs", "study": "bandwidth", "device": "emmc-8g@512M", "kernel": "7.3", "parts": "lab",
+            "cpu-profile": "cortex-a8,none"}

@@ -8,7 +8,7 @@ read-only images on the default device for `make demo` to finish, lab kernel
 build included, within twenty minutes on two cores; it runs short power-cut and
 corruption studies too (at --pace auto their cells skip the emulator's delays),
 so every use case's decisive criteria are measured. What it trades away against
-`paper` is in the README.
+`paper` is in docs/studies.md.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "cpu": {"size": 32 * MiB},
         # 4 cuts per mount mode, 0.3-1.5 s into the workload (paper: 226, 0.5-3 s): the second,
         # independent durability figure; crash states below are the decisive one, and the 4 cuts
-        # fewer per mode pay for most of them within make demo's budget (README)
+        # fewer per mode pay for most of them within make demo's budget (docs/studies.md)
         "powercut": {"iterations": 4, "cut_min": 0.3, "cut_max": 1.5},
         # 2 runs per case; writes corrupted (not dropped) 1 s into the workload, for 1 s; an
         # 8 MB file or 8 files of 1 MB (paper: 15 runs, corrupt and drop, after 10 s and
@@ -55,7 +55,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                        "tail": 1, "big_mb": 8, "many_count": 8},
         # every crash state of 8 operations of the powercut workload and of 5 B3-style sequences of up
         # to three steps, 2 lost-cache subsets per interval between flushes: what fits make demo's
-        # budget beside the 4 random cuts above (README; paper: 150 operations, every one-step
+        # budget beside the 4 random cuts above (docs/studies.md; paper: 150 operations, every one-step
         # sequence and 50 more, 4 subsets)
         "crashstates": {"ops": 8, "exhaustive": 0, "sequences": 5, "subsets": 2},
     },

@@ -2,9 +2,11 @@
 
 A workload is a fio job file (`.fio`) or an executable script; a check is an executable.
 What a cell needs of either is a `UserFile`: its absolute path, its kind and the hash of its
-content. The hash goes into the run's request (hence its id): a file edited after a run
-started makes a new run, never a resumed one that mixes results; the cell copies the file
-into its run directory and refuses one whose content no longer matches (studies/workload.py).
+content, a parameter kind of the studies that run them (studies/params.user_file; the
+options that give them: studies/inputs.py). The hash goes into the run's request (hence its
+id): a file edited after a run started makes a new run, never a resumed one that mixes
+results; the cell copies the file into its run directory and refuses one whose content no
+longer matches (`stage`).
 
 fio options that would take the job outside the filesystem under test are refused: flashbed
 sets `directory=` itself, so a job names its files relative to it.
@@ -24,10 +26,6 @@ from pathlib import Path
 from .errors import FlashbedError
 
 
-# the lifetime phase's passes of the workload that --age implies (unless --set workload.passes=N)
-AGE_PASSES = 6
-
-
 class Kind(StrEnum):
     FIO = "fio"
     SCRIPT = "script"
@@ -42,6 +40,10 @@ class UserFile:
     @property
     def name(self) -> str:
         return Path(self.path).name
+
+    @property
+    def stem(self) -> str:
+        return Path(self.path).stem
 
 
 def digest(path: Path) -> str:
@@ -167,37 +169,6 @@ def load(path_text: str, option: str, *, fio_allowed: bool = True) -> UserFile:
         raise FlashbedError(f"{option} {path_text} is neither a script (its first line #!/bin/sh or the like) nor "
                             f"a program (ELF): the lab could not run it")
     return UserFile(str(path), Kind.SCRIPT, digest(path))
-
-
-def overrides(workload: UserFile, check: UserFile | None) -> dict[str, dict[str, object]]:
-    """The --set values of the studies that run them (the run id covers every one of them)."""
-    w = {"file": workload.path, "digest": workload.digest, "kind": str(workload.kind)}
-    out: dict[str, dict[str, object]] = {"workload": dict(w)}
-    if check is not None:
-        out["appcheck"] = {**w, "check": check.path, "check_digest": check.digest}
-    elif workload.kind is Kind.FIO:
-        out["appcheck"] = dict(w)  # crash states with fio's own verification (studies/appcheck.py)
-    return out
-
-
-def check_resumable(overrides: dict[str, dict]) -> None:
-    """One line if a run's workload or check file (its request's overrides) is gone or changed
-    since the run started: a resume needs the files its id was made of (else every cell would
-    fail on its own, one after another)."""
-    for values in overrides.values():
-        for key, dkey, option in (("file", "digest", "--workload"), ("check", "check_digest", "--check")):
-            path, want = values.get(key), values.get(dkey)
-            if not path or not want:
-                continue
-            try:
-                have = digest(Path(path))
-            except OSError as e:
-                raise FlashbedError(f"this run's {option} {path} cannot be read ({e.strerror}): restore it to "
-                                    f"resume the run") from None
-            if have != want:
-                raise FlashbedError(f"this run's {option} {path} changed since the run started (content hash "
-                                    f"{want}): restore it to resume, or run the command again without --resume "
-                                    f"for a new run of the new content")
 
 
 def stage(path: str, want: str, dest: Path) -> Path:

@@ -221,7 +221,7 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             continue
         if t not in TAGS:
             raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
-        if (lower or fs).fuse_daemon and not lower:
+        if not (lower or fs).mounting.in_kernel and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE) and takes no mount options")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} manages erasing itself; 'discard' does not apply")
@@ -246,7 +246,7 @@ def check_device(v: FsVariant, dev: Device) -> None:
             f"{v.spec} needs a {'raw NAND (nandsim)' if want == 'nandsim' else 'block'} device, "
             f"but {dev.label} is {'raw NAND' if dev.kind == 'nandsim' else 'a block device'}")
     # (YAFFS2's own MTD driver takes MLC NAND; the kernel's UBI and JFFS2 do not)
-    if v.base.media == "mtd" and not v.base.fuse_daemon and dev.info.get("cell") in ("mlc", "tlc"):
+    if v.base.media == "mtd" and v.base.mounting.in_kernel and dev.info.get("cell") in ("mlc", "tlc"):
         raise FlashbedError(
             f"{v.spec}: the kernel's {v.base.name} refuses {dev.info['cell'].upper()} NAND ({dev.label}); "
             f"use an SLC preset with the same geometry, e.g. nand-2g-4k")

@@ -66,6 +66,20 @@ def test_the_studies_run_on_the_board_and_the_report_names_its_kernel_and_device
     assert os.uname().release in report
 
 
+def test_sqlite_on_the_board_counts_what_its_own_device_received(board, tmp_path):
+    """The sqlite study reads the block layer's count of the device under test, whatever its node
+    (issue 32: it read /sys/block/ubda/stat, a UML name, and recorded nothing on a board)."""
+    with loop_device(tmp_path, 256 << 20) as node:
+        r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node, "--fs", "ext4", "--study", "sqlite",
+                     "--set", "sqlite.transactions=20")
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    (cell,) = [json.loads(p.read_text()) for p in (tmp_path / "run" / "cells").glob("*.json")]
+    figures = {(m["case"], m["metric"]): m["value"] for m in cell["measurements"]}
+    for journal in ("wal", "rollback"):
+        # 20 transactions of 10 rows of 100 bytes: the device got at least the rows themselves
+        assert figures[(journal, "tps")] > 0 and figures[(journal, "write_amplification")] >= 1, figures
+
+
 def test_an_unreachable_board_is_one_line_after_a_bounded_wait(tmp_path):
     started = time.monotonic()
     r = flashbed("run", "--target", f"ssh://root@127.0.0.1:{spare_port()}", "--device", "/dev/mmcblk0p3",

@@ -24,7 +24,8 @@ from __future__ import annotations
 import pytest
 
 from flashbed.devices import presets
-from flashbed.lab.clock import Clock
+from flashbed.clock import Clock
+from flashbed.targets import LabTarget
 from flashbed.probe import lab
 from flashbed.probe.rates import figures_from
 
@@ -46,7 +47,8 @@ def probed(tmp_path_factory):
     def get(name: str) -> tuple[presets.Device, lab.ProbeResult]:
         if name not in done:
             dev = presets.load_spec(f"{name}@{SIZE}")
-            done[name] = dev, lab.probe(dev, tmp_path_factory.mktemp(name), runtime=5, clock=Clock.VIRTUAL)
+            done[name] = dev, lab.probe(dev, tmp_path_factory.mktemp(name), LabTarget().probe_site(dev, Clock.VIRTUAL),
+                                        runtime=5)
         return done[name]
     return get
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from flashbed import userwork, variants
+from flashbed import variants
 from flashbed.cell import run_cell
 from flashbed.devices import presets
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
 from flashbed.status import PowerCutClass
 from flashbed.store import RunStore
-from flashbed.studies import STUDIES
+from flashbed.studies import STUDIES, inputs
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 
@@ -33,10 +33,10 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def spec(study: str, workload: str, check: str | None = None, **params):
     from flashbed.studies.base import CellSpec
     dev = presets.load_spec(DEVICE)
-    w = userwork.load(str(EXAMPLES / workload), "--workload")
-    c = userwork.load(check if check.startswith("/") else str(EXAMPLES / check), "--check", fio_allowed=False) \
-        if check else None
-    values = userwork.overrides(w, c)[study]
+    given = {"--workload": str(EXAMPLES / workload)}
+    if check:
+        given["--check"] = check if check.startswith("/") else str(EXAMPLES / check)
+    values = inputs.overrides(given)[study]
     p = STUDIES[study].params(**{**values, **params})
     case = STUDIES[study].cases(p, dev)[0].label
     return CellSpec(key=CellKey(dev.label, "ext4", study, case), device=dev, variant=variants.parse("ext4", dev),

@@ -5,7 +5,7 @@ figures twice while every host CPU is loaded."""
 import pytest
 
 from flashbed.bench import clock as clock_bench
-from flashbed.lab.clock import Clock
+from flashbed.clock import Clock
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 

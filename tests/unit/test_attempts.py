@@ -54,7 +54,7 @@ class Lab:
     def __init__(self, verdict: dict, interrupt: bool):
         self.verdict, self.interrupt = verdict, interrupt
 
-    def open_session(self, device, scratch, seed=1, pace="real"):
+    def open_session(self, device, scratch, seed=1, pace="real", clock="real"):
         return Session()
 
     def boot(self, spec, host=None, kill=None):
@@ -91,8 +91,8 @@ def _own_stop_flag(monkeypatch):
     """The interrupted attempt's Ctrl-C stops this test's labs only (kill_all sets a process-wide flag)."""
     import threading
 
-    from flashbed.lab import target
-    monkeypatch.setattr(target, "_STOPPING", threading.Event())
+    from flashbed import stopping
+    monkeypatch.setattr(stopping, "_STOPPING", threading.Event())
 
 
 @pytest.fixture

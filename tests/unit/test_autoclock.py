@@ -8,8 +8,10 @@ from dataclasses import asdict, replace
 import pytest
 
 from flashbed import cpus
-from flashbed.cli import _real_time_run, _stored_request, main
-from flashbed.lab import clock
+from flashbed.cli import main
+from flashbed.identity import real_time_run as _real_time_run
+from flashbed.identity import request_of as _stored_request
+from flashbed import clock
 from flashbed.plan import PlanRequest, clock_notes, make_plan
 from flashbed.store import RunStore
 

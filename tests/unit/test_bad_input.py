@@ -25,7 +25,7 @@ def one_line(capsys, words: str) -> str:
 # --- 4. --set values parsed by their field's kind ---------------------------------------
 
 def test_set_values_are_read_by_their_fields_kind():
-    from flashbed.cli import _overrides
+    from flashbed.commands.run import _overrides
     got = _overrides(["bandwidth.bs=4k,4M", "bigfile.size=256M", "powercut.cut_min=0.7", "mount.fills=0,50",
                       "crashstates.sabotage=true", "bandwidth.rw=write"])
     # a block size stays the word fio takes: the cases read "randwrite 4k direct"
@@ -37,7 +37,7 @@ def test_set_values_are_read_by_their_fields_kind():
 
 
 def test_set_block_sizes_reach_the_cases_as_given():
-    from flashbed.cli import _overrides
+    from flashbed.commands.run import _overrides
     from flashbed.plan import PlanRequest, make_plan
     from flashbed.studies.bandwidth import case_name
     plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bandwidth",),

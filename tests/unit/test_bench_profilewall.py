@@ -4,7 +4,7 @@ real `flashbed run` of a profile is what `make bench` times)."""
 import io
 
 from flashbed.bench import profilewall
-from flashbed.lab.clock import Clock
+from flashbed.clock import Clock
 from flashbed.results import CellKey, CellResult, CellStatus
 from flashbed.store import RunStore
 

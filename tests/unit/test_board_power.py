@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flashbed.devices.presets import Device
-from flashbed.devices.session import session_class
+from flashbed.targets import BoardTarget
 from flashbed.errors import FlashbedError
 from flashbed.lab import board as board_mod
 from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
@@ -80,9 +80,9 @@ def test_the_power_switch_is_a_capability_of_the_boards_device_only_with_power_c
     dev = Device(name="b-loop0", path=Path("/dev/loop0"), kind="block", capacity=1 << 30,
                  page_size=512, erase_block=0, preset_capacity=1 << 30,
                  info={"kind": "board", "power_switch": False})
-    assert session_class(dev) is BoardSession and not session_has(BoardSession, PowerSwitch)
+    assert BoardTarget().session_class(dev) is BoardSession and not session_has(BoardSession, PowerSwitch)
     dev.info["power_switch"] = True
-    assert session_class(dev) is PoweredBoardSession and session_has(PoweredBoardSession, PowerSwitch)
+    assert BoardTarget().session_class(dev) is PoweredBoardSession and session_has(PoweredBoardSession, PowerSwitch)
 
 
 def test_a_boards_device_has_no_preset_hash(tmp_path):

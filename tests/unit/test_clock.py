@@ -8,7 +8,8 @@ import pytest
 
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
-from flashbed.lab import clock, kernel
+from flashbed import clock
+from flashbed.lab import kernel
 from flashbed.lab.target import BlockDevice, BootSpec
 from flashbed.lab.uml import kernel_cmdline
 
@@ -33,7 +34,8 @@ def test_only_emulated_devices_run_in_virtual_time():
         clk, note = clock.effective(clock.Clock.VIRTUAL, backend)
         assert clk is clock.Clock.REAL and f"a {backend} device runs in real time" in note
     assert clock.effective(clock.Clock.REAL, "nandsim") == (clock.Clock.REAL, "")
-    assert clock.pace(clock.Clock.VIRTUAL, "real") == "virtual" and clock.pace(clock.Clock.REAL, "none") == "none"
+    assert clock.emulator_pace(clock.Clock.VIRTUAL, "real") == "virtual" and \
+        clock.emulator_pace(clock.Clock.REAL, "none") == "none"
 
 
 def test_time_travel_flavour_is_uniprocessor_with_its_own_patches_and_key():

@@ -239,7 +239,7 @@ def test_bench_in_virtual_time_runs_no_ceiling_and_says_its_clock(monkeypatch, t
     import io
 
     from flashbed.bench import presets as bench
-    from flashbed.lab.clock import Clock
+    from flashbed.clock import Clock
     import types
     (tmp_path / "x.toml").write_text("[ftl]\nwrite_overhead_us = 10\n")
     dev = types.SimpleNamespace(label="x@1G", emulated=True, part={"model": "X"}, path=tmp_path / "x.toml",

@@ -92,7 +92,7 @@ def world(tmp_path_factory):
     import flashbed.execute  # noqa: F401
     import flashbed.lab.labexec  # noqa: F401
     import flashbed.plan  # noqa: F401
-    import flashbed.probe.command  # noqa: F401
+    import flashbed.commands.probe  # noqa: F401
     import flashbed.report  # noqa: F401
     import flashbed.report.build  # noqa: F401
     import flashbed.report.load  # noqa: F401

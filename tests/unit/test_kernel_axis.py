@@ -17,7 +17,8 @@ from flashbed.cli import main
 from flashbed.errors import FlashbedError
 from flashbed.lab.guest import fbtool
 from flashbed.lab.kernel import DEFAULT_KERNEL, labels, recorded_label
-from flashbed.plan import PlanRequest, make_plan, run_kernels
+from flashbed.identity import run_kernels
+from flashbed.plan import PlanRequest, make_plan
 from flashbed.results import CellKey, CellResult, Measurement
 from flashbed.studies import STUDIES
 from flashbed.studies.mixed import SCALE
@@ -102,7 +103,7 @@ def test_a_manifest_names_its_kernel_by_label_even_from_before_the_kernel_axis()
 
 
 def test_the_cli_resumes_a_run_on_the_kernel_its_manifest_records(tmp_path):
-    from flashbed.cli import _recorded_kernels
+    from flashbed.identity import recorded_kernels as _recorded_kernels
     from flashbed.store import RunStore
     store = RunStore(tmp_path / "run")
     assert _recorded_kernels(store) is None

@@ -15,7 +15,7 @@ from flashbed.devices.session import (EmulatorSession, FileSession, NandsimSessi
                                       session_class)
 from flashbed.errors import FlashbedError
 from flashbed.lab.guest.protocol import Call, Step, steps_file
-from flashbed.lab.target import (AGENT, DEV, TOOLS, Clock, DeviceStats, GuestLayout, PowerSwitch, WriteLog,
+from flashbed.lab.target import (AGENT, DEV, TOOLS, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog,
                                  session_has, shell_join)
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.variants import parse
@@ -40,10 +40,10 @@ def test_the_layouts_words_are_left_to_the_guests_shell_the_rest_quoted():
 
 
 @pytest.mark.parametrize("kind,has,lacks", [
-    (EmulatorSession, (PowerSwitch, DeviceStats, WriteLog, Clock), ()),
-    (FileSession, (PowerSwitch,), (DeviceStats, WriteLog, Clock)),
-    (NandsimSession, (PowerSwitch, Clock), (DeviceStats, WriteLog)),
-    (RealDeviceSession, (), (PowerSwitch, DeviceStats, WriteLog, Clock)),
+    (EmulatorSession, (PowerSwitch, DeviceStats, WriteLog, Pacing), ()),
+    (FileSession, (PowerSwitch,), (DeviceStats, WriteLog, Pacing)),
+    (NandsimSession, (PowerSwitch, Pacing), (DeviceStats, WriteLog)),
+    (RealDeviceSession, (), (PowerSwitch, DeviceStats, WriteLog, Pacing)),
 ])
 def test_each_session_kind_declares_what_it_can_do(kind, has, lacks):
     assert all(session_has(kind, c) for c in has)

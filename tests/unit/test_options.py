@@ -1,5 +1,5 @@
 """Issue 28: empty means empty. Every option and argument of every command, given an empty
-(or blank) value, is refused in one line with exit 2 by the parser (cli._Parser), before any
+(or blank) value, is refused in one line with exit 2 by the parser (options.Parser), before any
 command runs: `--target "$BOARD"` with BOARD unset no longer passes for "no --target". And
 --set is for a study's settings in the run, not for what another option sets with its checks."""
 
@@ -9,7 +9,8 @@ import argparse
 
 import pytest
 
-from flashbed.cli import _parser, main
+from flashbed.cli import main
+from flashbed.cli import parser as _parser
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

@@ -16,14 +16,22 @@ def test_in_virtual_time_a_random_job_counts_requests_not_seconds():
     assert counted["runtime"] == MAX_GUEST_SECONDS
 
 
-def test_a_probe_refuses_a_kernel_of_the_other_clock(tmp_path, monkeypatch):
+def test_the_probe_runs_the_lab_kernel_of_its_clock(monkeypatch):
+    """The lab's probe site is made for the probe's clock (issue 32: the probe has no lab of its
+    own, so a kernel of the other clock cannot be handed to it, as it could before)."""
     from types import SimpleNamespace
 
     from flashbed.devices import presets
-    from flashbed.errors import FlashbedError
-    from flashbed.lab.clock import Clock
+    from flashbed.lab import kernel
+    from flashbed.clock import Clock
     from flashbed.probe import lab
+    from flashbed.targets import LabTarget
     monkeypatch.setattr(lab, "tool_versions", lambda: {})
-    with pytest.raises(FlashbedError, match="time-travel flavour"):
-        lab.probe(presets.load_spec("emmc-8g@64M"), tmp_path, kernel=SimpleNamespace(time_travel=False),
-                  clock=Clock.VIRTUAL)
+    asked = []
+    monkeypatch.setattr(kernel, "ensure_kernel", lambda label=None, time_travel=False: asked.append(time_travel)
+                        or SimpleNamespace(time_travel=time_travel))
+    dev = presets.load_spec("emmc-8g@64M")
+    for clock in (Clock.VIRTUAL, Clock.REAL):
+        site = LabTarget().probe_site(dev, clock)
+        assert site.clock is clock and site.lab.kernel.time_travel == clock.time_travel
+    assert asked == [True, False]

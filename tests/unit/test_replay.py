@@ -12,20 +12,22 @@ from tests.replay import DATA, REQUESTS
 
 from flashbed.execute import execute
 from flashbed.executors import LocalExecutor
-from flashbed.lab.replay import ReplayLab, ReplayLabs, cell_dir
+from flashbed.lab.replay import ReplayLab, cell_dir
 from flashbed.plan import make_plan
 from flashbed.store import RunStore
 from flashbed.studies import STUDIES
+from flashbed.targets.replay import ReplayTarget
 
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
     root = tmp_path_factory.mktemp("replay")
     runs = []
+    target = ReplayTarget(root=DATA)  # the replay lab: the lab's plan, boots from the recording
     for i, req in enumerate(REQUESTS):
-        plan = make_plan(req)
+        plan = make_plan(req, target)
         store = RunStore(root / f"run{i}")
-        execute(plan, store, ReplayLabs(DATA), LocalExecutor(2), stream=io.StringIO())
+        execute(plan, store, target.labs(plan, store, print), LocalExecutor(2), stream=io.StringIO())
         runs.append((plan, store))
     return runs
 

@@ -221,7 +221,7 @@ def test_robust_without_a_twin_or_a_decisive_study_is_one_line(tmp_path, capsys)
 
 
 def test_a_robust_run_resumes_from_its_manifest(tmp_path):
-    from flashbed.cli import _stored_request
+    from flashbed.identity import request_of as _stored_request
     from flashbed.store import RunStore
     from dataclasses import asdict
     store = RunStore(tmp_path / "run")

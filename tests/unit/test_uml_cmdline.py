@@ -27,10 +27,11 @@ def test_nandsim_geometry_goes_on_the_cmdline(tmp_path):
 
 
 def test_no_lab_starts_once_flashbed_is_stopping(tmp_path, monkeypatch):
-    from flashbed.lab import target, uml
-    monkeypatch.setattr(target, "_STOPPING", __import__("threading").Event())
-    target.kill_all()
-    with pytest.raises(target.Stopping):
+    from flashbed import stopping
+    from flashbed.lab import uml
+    monkeypatch.setattr(stopping, "_STOPPING", __import__("threading").Event())
+    stopping.kill_all()
+    with pytest.raises(stopping.Stopping):
         uml.boot(BootSpec(run_dir=tmp_path, steps=(Step("noop", "true"),)))
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from flashbed import lifetime, userwork
-from flashbed.cli import _user_workload, main
+from flashbed.cli import main
+from flashbed.studies import inputs
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest
 from flashbed.studies.workload import blk_delta, metrics
@@ -23,7 +24,8 @@ def _script(tmp_path: Path, name: str, body: str, mode: int = 0o755) -> Path:
 
 
 def _run_id(workload: Path, check: Path | None = None) -> str:
-    overrides, studies = _user_workload(str(workload), str(check) if check else None, {}, ())
+    overrides, studies = inputs.apply({"--workload": str(workload), **({"--check": str(check)} if check else {})}, {},
+                                      ())
     return PlanRequest(fs=("ext4",), devices=("emmc-8g@512M",), studies=studies, overrides=overrides).run_id()
 
 
@@ -275,7 +277,7 @@ def test_preconditioning_runs_unpaced_in_a_boot_of_its_own(tmp_path):
 def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     """run_cell asks the session for the study's pace before each boot, the device kept."""
     from flashbed.cell import run_cell
-    from flashbed.lab.target import BootResult, Clock, session_has
+    from flashbed.lab.target import BootResult, Pacing, session_has
 
     study, spec = _aged_spec()
     events = []
@@ -308,14 +310,14 @@ def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     class Lab:
         release = "test"
 
-        def open_session(self, device, scratch, seed=1, pace="real"):
+        def open_session(self, device, scratch, seed=1, pace="real", clock="real"):
             return Session()
 
         def boot(self, bspec, host=None, kill=None):
             events.append(("boot", bspec.steps[0].name))
             return BootResult("done", [], 0.1, 0.2, str(tmp_path / "console.log"), 0, "test")
 
-    assert session_has(Session, Clock)
+    assert session_has(Session, Pacing)
     run_cell(spec, Lab(), tmp_path / "logs", tmp_path / "scratch")
     assert events == [("pace", "none"), ("boot", "mkfs"), ("pace", "real"), ("boot", "mount")]
 
@@ -332,7 +334,7 @@ def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
     from flashbed.studies.base import MNT
 
     job = EXAMPLES / "camera-recording.fio"
-    overrides, studies = _user_workload(str(job), None, {}, ())
+    overrides, studies = inputs.apply({"--workload": str(job)}, {}, ())
     assert studies == ("workload", "appcheck") and "check" not in overrides["appcheck"]
     study = STUDIES["appcheck"]
     p = study.params(**overrides["appcheck"])

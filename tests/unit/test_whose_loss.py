@@ -255,12 +255,12 @@ def test_request_sizes_below_1_kib_are_bytes():
 def test_run_exits_non_zero_when_no_cell_finished(tmp_path, capsys):
     import argparse
 
-    from flashbed import cli
+    from flashbed.commands import run as run_command
     from flashbed.store import RunStore
     cells = [gen.cell(fs, "boot", [], status="crash", error="the lab kernel died") for fs in ("ext4", "f2fs")]
     store = RunStore(gen.write_run(tmp_path / "run", cells))
-    assert cli._finish(argparse.Namespace(no_report=True), store, cells) == 1
+    assert run_command._finish(argparse.Namespace(no_report=True), store, cells) == 1
     assert "no cell of this run finished (2 cells; the first crash: the lab kernel died): nothing is recommended" \
         in capsys.readouterr().err
     ok = [gen.cell("ext4", "boot", [("boot", "seconds", 0.3, "s")]), cells[1]]
-    assert cli._finish(argparse.Namespace(no_report=True), store, ok) == 0  # a crash beside a finished cell: a result
+    assert run_command._finish(argparse.Namespace(no_report=True), store, ok) == 0  # a crash beside a finished cell: a result

@@ -22,8 +22,7 @@ from pathlib import Path
 
 from ..devices import presets
 from ..devices.session import open_session
-from ..lab.clock import Clock
-from ..lab.clock import pace as clock_pace
+from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
@@ -64,7 +63,7 @@ def measure(preset: str, clock: Clock, work: Path, runtime: float, seq_bytes: in
     model: dict[str, dict[str, float]] = {}
     walls: dict[str, float] = {}
     js = jobs(dev.capacity, runtime, seq_bytes)
-    with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with open_session(dev, work / "scratch", clock=clock) as session:
         figs = run_fio(session, UmlLab(kernel), work, js, model=model, walls=walls)
     out = ClockRun(clock)
     for name in js:

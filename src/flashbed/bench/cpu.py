@@ -20,8 +20,7 @@ from ..devices import presets
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab import cpuprofile
-from ..lab.clock import Clock
-from ..lab.clock import pace as clock_pace
+from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..lab.target import BootSpec, CpuCosts, Step
@@ -81,7 +80,7 @@ def randread(preset: str, cpu: CpuCosts | None, work: Path, runtime: float) -> R
     kernel = ensure_kernel(time_travel=True)
     js = {"randread": jobs(dev.capacity, runtime)["randread"]}
     guest: dict[str, dict[str, float]] = {}
-    with open_session(dev, work / "scratch", pace=clock_pace(Clock.VIRTUAL, "real")) as session:
+    with open_session(dev, work / "scratch", clock=Clock.VIRTUAL) as session:
         figs = run_fio(session, UmlLab(kernel), work, js, cpu=cpu, guest=guest)
     g = guest.get("randread") or {}
     secs = g.get("guest_seconds") or float("nan")

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import profiles, userwork
+from ..clock import Clock, Pace
 from ..devices import presets
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
@@ -75,14 +76,14 @@ def cases(workload: str, check: str | None, ops: int, dedup: bool, tmp: Path) ->
 
 
 def bench(device: str, fs: list[str], workload: str, ops: int, pace: str, seed: int, out=sys.stdout,
-          check: str | None = None, dedup: bool = True, clock: str = "real") -> list[dict]:
+          check: str | None = None, dedup: bool = True, clock: Clock = Clock.REAL) -> list[dict]:
     dev = presets.load_spec(device)
     if not dev.emulated:
         raise FlashbedError(f"{dev.label} is not an emulated device: crash states need the emulator's write log")
     parsed = checked_variants(fs, dev)
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-cs-check-") as tmp:
         rows_of = cases(workload, check, ops, dedup, Path(tmp))  # the files checked before any lab runs
-        kernel = ensure_kernel(time_travel=clock == "virtual")
+        kernel = ensure_kernel(time_travel=clock.time_travel)
         what = (f"{workload} workload" + (f", {ops} operations" if workload == "powercut" else "")
                 if workload in BUILT_IN else f"workload {Path(workload).name}")
         print(f"crash states on {dev.label} ({what}, pace {pace}, clock {clock}, "
@@ -95,7 +96,7 @@ def bench(device: str, fs: list[str], workload: str, ops: int, pace: str, seed: 
                 print(f" {c.label}", file=out, flush=True)
             for name, v in zip(fs, parsed, strict=True):
                 spec = CellSpec(key=CellKey(dev.label, v.spec, c.study, c.case), device=dev, variant=v,
-                                params=params, seed=seed, pace=pace, clock=clock)
+                                params=params, seed=seed, pace=Pace(pace), clock=clock)
                 res, wall, cpu = timed_cell(spec, kernel, "flashbed-bench-cs-")
                 rows.append(row(name, c, res, wall, cpu))
                 print_row(rows[-1], out, clock)
@@ -117,13 +118,13 @@ def row(name: str, c: Case, res, wall: float, cpu: float) -> dict:
             "wall": wall, "failures": res.value(k, "failures"), "split_ms": split}
 
 
-def print_row(r: dict, out, clock: str = "real") -> None:
+def print_row(r: dict, out, clock: Clock = Clock.REAL) -> None:
     print(f"  {r['fs']:10} {r['states']:5d} states, {r['distinct']} distinct, {r['checked']} checked: "
           f"{r['per_hour']:7.0f} states/hour/core distinct, {r['per_hour_total']:7.0f} total; "
           f"{r['per_hour_cell']:7.0f} distinct for the whole cell ({r['wall']:.1f} s), "
           f"{r['per_cpu_hour'] or 0:7.0f} per CPU-hour; failures {int(r['failures'] or 0)}", file=out)
     split = r["split_ms"]
     # in virtual time the guest's clock is the device model's: its split says what the device took
-    when = "guest time: the device model's" if clock == "virtual" else "wall clock"
+    when = "guest time: the device model's" if clock is Clock.VIRTUAL else "wall clock"
     print(f"             median per checked state ({when}): " + ", ".join(f"{p} {split[p]:.1f} ms" for p in PARTS)
           + f" (sum {sum(split.values()):.1f} ms)", file=out, flush=True)

@@ -46,8 +46,7 @@ from ..devices import presets
 from ..devices.refit import rates as model_rates
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..lab.clock import Clock
-from ..lab.clock import pace as clock_pace
+from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
@@ -78,7 +77,7 @@ def measure(device: presets.Device, span: int, runtime: float, work: Path,
             clock: Clock = Clock.REAL) -> dict[str, float]:
     """The four figures, in one lab boot on a fresh device, in `clock`."""
     jobs = published_jobs(published_plan(device.capacity, device.erase_block, span, runtime))
-    with open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with open_session(device, work / "scratch", clock=clock) as session:
         figs = run_fio(session, UmlLab(ensure_kernel(time_travel=clock.time_travel)), work, jobs)
     return figures_from(figs)
 

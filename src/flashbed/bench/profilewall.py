@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FlashbedError
-from ..lab.clock import Clock
+from ..clock import Clock
 from ..store import RunStore
 
 

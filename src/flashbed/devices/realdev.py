@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import FlashbedError
-from ..lab.target import Stopping
+from ..stopping import Stopping
 from .presets import Device
 
 REF = "real:"  # a request's reference to a real device by label

@@ -1,8 +1,9 @@
 """One cell's device for its lab boots, one class per kind of device behind one
-protocol (lab.target.DeviceSession); `open_session` picks the class from the
+protocol (capabilities.DeviceSession); `open_session` picks the class from the
 device's backend. What a kind can do beyond that, its class declares by the
-capability protocols it implements (lab.target: PowerSwitch, DeviceStats,
-WriteLog, Clock); make_plan checks them on the class (`session_class`).
+capability protocols it implements (capabilities.py: PowerSwitch, DeviceStats,
+WriteLog, Pacing); make_plan checks them on the class (`session_class`, as its
+target gives it).
 
     emulator   flashbed-emu serves the preset's flash model as a FUSE file (ubd)
     file       a plain sparse file (ubd): a baseline without any flash model
@@ -28,7 +29,9 @@ from typing import Any
 
 from .. import cpus
 from ..errors import FlashbedError
-from ..lab.target import BlockDevice, DeviceSession, Nandsim, stopping
+from ..clock import Clock, Pace, emulator_pace
+from ..stopping import stopping
+from .capabilities import BlockDevice, DeviceSession, Nandsim
 from .presets import Device
 from .realdev import claimed
 
@@ -47,11 +50,13 @@ WRITE_SIZES = "write_sizes"  # a phase's write requests per size (power-of-two b
 class _Session:
     """What every kind shares: the scratch directory. No capability: a kind adds its own."""
 
-    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL):
         self.device = device
         self.scratch = scratch
         self.seed = seed
-        self.pace = pace
+        self.pace = Pace(pace)  # in real time: the device's modelled delays waited out, or skipped
+        self.clock = Clock(clock)  # virtual: the emulator serves every request in its model's time
 
     def __enter__(self) -> "_Session":
         _clear_scratch(self.scratch)  # a killed earlier run may have left one behind
@@ -99,16 +104,24 @@ class _LabKill:
 class _PacedModel:
     """A device whose timing is a model's: a run can skip it (pace none)."""
 
-    pace: str
+    pace: Pace
+    clock: Clock
 
     def skips_time(self) -> bool:
-        return self.pace == "none"
+        return self.pace is Pace.NONE
 
-    def set_pace(self, pace: str) -> None:
+    def set_pace(self, pace: Pace) -> None:
         # nandsim takes its delays at each boot (nandsim()): the next boot has the new pace
-        if pace != self.pace and "virtual" in (pace, self.pace):
+        self._repace(Pace(pace))
+
+    def _repace(self, pace: Pace) -> bool:
+        """Whether the pace changes (one line in virtual time: the cell's whole clock)."""
+        if pace is self.pace:
+            return False
+        if self.clock is Clock.VIRTUAL:
             raise FlashbedError("virtual time is the cell's whole clock: a boot cannot switch to or from it")
         self.pace = pace
+        return True
 
 
 class FileSession(_LabKill, _Session):
@@ -131,7 +144,7 @@ class NandsimSession(_LabKill, _PacedModel, _Session):
 
     def nandsim(self) -> Nandsim | None:
         # the part's datasheet delays, unless the run skips the device's time
-        timing = self.device.nand_timing if self.pace == "real" else None
+        timing = self.device.nand_timing if self.pace is Pace.REAL else None
         return Nandsim(id_bytes=self.device.nandsim_id_bytes,
                        parts=(self.device.capacity // self.device.erase_block,),
                        extra=timing.nandsim_params() if timing else {})
@@ -144,8 +157,9 @@ class NandsimSession(_LabKill, _PacedModel, _Session):
 class EmulatorSession(_PacedModel, _Session):
     """flashbed-emu: the preset's flash model served as a FUSE file, with statistics and a power switch."""
 
-    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
-        super().__init__(device, scratch, seed, pace)
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL):
+        super().__init__(device, scratch, seed, pace, clock)
         self.emu = None
         self.cut = False
         self._cpu = contextlib.ExitStack()
@@ -189,8 +203,9 @@ class EmulatorSession(_PacedModel, _Session):
 
         spec = emulator.EmulatorSpec(
             preset=self.device.path, state_dir=self.scratch / "state", mount_dir=self.scratch / "mnt",
-            control=self._control_path(), capacity=self.device.capacity, pace=self.pace, seed=self.seed,
-            sets=self.device.sets, crash_log=self.crash_log)
+            control=self._control_path(), capacity=self.device.capacity,
+            pace=emulator_pace(self.clock, self.pace), seed=self.seed, sets=self.device.sets,
+            crash_log=self.crash_log)
         (self.scratch / "mnt").mkdir(exist_ok=True)
         self.emu = emulator.Emulator(spec)
         self.emu.start()
@@ -198,7 +213,7 @@ class EmulatorSession(_PacedModel, _Session):
 
     def disks(self) -> tuple[BlockDevice, ...]:
         # the FUSE server is the only user of its file; ubd's lock is not needed
-        return (BlockDevice(Path(self.emu.device_path), shared=True, model_clock=self.pace == "virtual"),)
+        return (BlockDevice(Path(self.emu.device_path), shared=True, model_clock=self.clock is Clock.VIRTUAL),)
 
     def reset_stats(self) -> dict | None:
         self.emu.reset_stats()
@@ -217,21 +232,18 @@ class EmulatorSession(_PacedModel, _Session):
         if self.cut:
             self._start()
 
-    def set_pace(self, pace: str) -> None:
+    def set_pace(self, pace: Pace) -> None:
         """The emulator stopped cleanly (its state saved) and started again at `pace`: the
         device as it was, its clock anew (a paced phase after an unpaced one does not wait for
         the unpaced phase's modelled time)."""
-        if pace == self.pace:
+        if not self._repace(Pace(pace)):
             return
-        if "virtual" in (pace, self.pace):
-            raise FlashbedError("virtual time is the cell's whole clock: a boot cannot switch to or from it")
-        self.pace = pace
         if self.emu is not None and not self.cut:
             self.emu.stop()
             self._start()
 
     def arm_cut(self, seconds: float) -> dict[str, Any]:
-        if self.pace != "virtual":
+        if self.clock is not Clock.VIRTUAL:
             raise FlashbedError("a cut at a guest instant needs virtual time (--clock virtual)")
         return self.emu.cut_at(round(seconds * 1e9))
 
@@ -266,8 +278,9 @@ class LogSession(EmulatorSession):
     lab checks some of the cell's states beside the cell's lab (crashshare.py). Its only use is
     crash_switch; the device behind is blank and records nothing."""
 
-    def __init__(self, device: Device, scratch: Path, log: Path, seed: int = 1, pace: str = "none"):
-        super().__init__(device, scratch, seed, pace)
+    def __init__(self, device: Device, scratch: Path, log: Path, seed: int = 1, pace: Pace = Pace.NONE,
+                 clock: Clock = Clock.REAL):
+        super().__init__(device, scratch, seed, pace, clock)
         self.crash_log = log
 
 
@@ -278,8 +291,9 @@ class RealDeviceSession(_Session):
     power switch: a "power cut" is the lab being killed, a kernel crash the device rides
     out (the powercut study refuses real devices; see plan.py)."""
 
-    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real"):
-        super().__init__(device, scratch, seed, pace)
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL):
+        super().__init__(device, scratch, seed, pace, clock)
         self._held = contextlib.ExitStack()
 
     def _open(self) -> None:
@@ -300,19 +314,18 @@ SESSIONS: dict[str, type[_Session]] = {"emulator": EmulatorSession, "file": File
 
 
 def session_class(device: Device) -> type[_Session]:
-    """The class that serves `device` in the lab: its capabilities are the plan's to check."""
-    if device.backend == "board":  # a board's own device (--target ssh://...)
-        from ..lab.board import session_for
-        return session_for(device)
+    """The class that serves `device` in the lab: its capabilities are the plan's to check (a
+    board's devices have their own: targets/board.py)."""
     try:
         return SESSIONS[device.backend]
     except KeyError:
         raise FlashbedError(f"device {device.label}: no session for its backend '{device.backend}'") from None
 
 
-def open_session(device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
-    """The device's session in the UML lab (enter it with `with`)."""
-    return session_class(device)(device, scratch, seed=seed, pace=pace)
+def open_session(device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL) -> DeviceSession:
+    """The device's session in the UML lab (enter it with `with`), in `clock`."""
+    return session_class(device)(device, scratch, seed=seed, pace=pace, clock=clock)
 
 
 def _clear_scratch(scratch: Path) -> None:

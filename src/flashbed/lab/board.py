@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, Pace
 from ..devices import realdev
 from ..devices.presets import Device
 from ..errors import FlashbedError
@@ -42,7 +43,8 @@ from ..status import BootStatus
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
 from .ssh import Ssh, SshTarget
-from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping, on_stop, stopping
+from ..stopping import Stopping, on_stop, stopping
+from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 BACKEND = "board"
 _LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: target.kill_all)
@@ -264,8 +266,8 @@ class BoardSession:
     here; no capability (statistics, write log, power switch). A power cut the mount study
     asks for is the boot stopped at once (boardrun.py: filesystems shut down, processes killed)."""
 
-    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real",
-                 held: threading.Lock | None = None):
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL, held: threading.Lock | None = None):
         self.device = device
         self._held = held
 
@@ -291,9 +293,9 @@ class BoardSession:
 class PoweredBoardSession(BoardSession):
     """The board's device with its power switch (--power-cmd): the powercut study runs."""
 
-    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real",
-                 held: threading.Lock | None = None, board: "Board | None" = None):
-        super().__init__(device, scratch, seed, pace, held)
+    def __init__(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                 clock: Clock = Clock.REAL, held: threading.Lock | None = None, board: "Board | None" = None):
+        super().__init__(device, scratch, seed, pace, clock, held)
         self.board = board
 
     def cut_power(self) -> dict[str, Any] | None:
@@ -322,10 +324,12 @@ class BoardLab:
     def release(self) -> str:
         return self.board.identity.get("release", "")
 
-    def open_session(self, device: Device, scratch: Path, seed: int = 1, pace: str = "real") -> BoardSession:
+    def open_session(self, device: Device, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                     clock: Clock = Clock.REAL) -> BoardSession:
+        """The board's device keeps its own time: the pace and clock asked for change nothing."""
         if session_for(device) is PoweredBoardSession:
-            return PoweredBoardSession(device, scratch, seed, pace, held=self.board.cells, board=self.board)
-        return BoardSession(device, scratch, seed, pace, held=self.board.cells)
+            return PoweredBoardSession(device, scratch, seed, pace, clock, held=self.board.cells, board=self.board)
+        return BoardSession(device, scratch, seed, pace, clock, held=self.board.cells)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:

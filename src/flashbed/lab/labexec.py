@@ -18,8 +18,7 @@ from typing import Any, Iterator
 
 from .. import writeguard
 from ..errors import FlashbedError
-from .clock import Clock, effective
-from .clock import pace as clock_pace
+from ..clock import Clock, Pace, effective
 from .kernel import ensure_kernel
 from .target import BlockDevice, BootSpec, CpuCosts, Step
 from .uml import boot
@@ -64,7 +63,7 @@ def _lab_disks(allowed: list[writeguard.Allowed], run_dir: Path, err) -> Iterato
 
 
 def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
-        disks: list[writeguard.Allowed] | None = None, timeout: float = 300, pace: str = "real", out=sys.stdout,
+        disks: list[writeguard.Allowed] | None = None, timeout: float = 300, pace: Pace = Pace.REAL, out=sys.stdout,
         err=sys.stderr, clock: Clock = Clock.REAL, cpu: CpuCosts | None = None) -> int:
     """`disks`: as check_disks allowed them. `cpu`: in virtual time, the guest CPU's cost per
     event (ignored in real time)."""
@@ -75,7 +74,6 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
             print(f"note: {note}", file=err)
     kern = ensure_kernel(kernel, time_travel=clock.time_travel)
     cpu = cpu if clock.time_travel else None
-    pace = clock_pace(clock, pace)
     steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
     with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp, \
             _lab_disks(list(disks or ()), Path(tmp), err) as extra:
@@ -85,7 +83,7 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
             r = boot(BootSpec(run_dir=run_dir, steps=steps, disks=extra, timeout=budget, cpus=cpus, cpu=cpu), kern)
             stats = None
         else:
-            r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, pace, kern, cpu)
+            r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, Pace(pace), clock, kern, cpu)
         for s in r.steps:
             # s.seconds: guest time (device time in virtual time)
             # and in virtual time the part of it charged to the CPU profile
@@ -103,11 +101,11 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
 
 
 def _with_device(spec: str, run_dir: Path, steps: tuple[Step, ...], extra: tuple[BlockDevice, ...], budget: float,
-                 cpus: int, pace: str, kern, cpu: CpuCosts | None = None) -> tuple[Any, dict | None]:
+                 cpus: int, pace: Pace, clock: Clock, kern, cpu: CpuCosts | None = None) -> tuple[Any, dict | None]:
     from ..devices import presets
     from ..devices.session import open_session
     dev = presets.load_spec(spec)
-    with open_session(dev, run_dir / "scratch", pace=pace) as session:
+    with open_session(dev, run_dir / "scratch", pace=pace, clock=clock) as session:
         r = boot(BootSpec(run_dir=run_dir / "lab", steps=steps, disks=session.disks() + extra,
                           nandsim=session.nandsim(), mem_mb=session.mem_mb(), timeout=budget, cpus=cpus,
                           cpu=cpu),

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
 from ..devices.session import open_session
@@ -37,9 +38,10 @@ class UmlLab:
         """vCPUs a guest can have (target.VCpus)."""
         return self.kernel.max_cpus
 
-    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                     clock: Clock = Clock.REAL) -> DeviceSession:
         """The device as ubd or nandsim give it to the lab (devices/session.py)."""
-        return open_session(device, scratch, seed=seed, pace=pace)
+        return open_session(device, scratch, seed=seed, pace=pace, clock=clock)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:
@@ -60,7 +62,7 @@ class UmlLabs:
 
     def __call__(self, cell: Any) -> UmlLab:
         label = getattr(cell, "kernel", "") or next(iter(self.kernels))[0]
-        tt = getattr(cell, "clock", "real") == "virtual"
+        tt = Clock(getattr(cell, "clock", Clock.REAL)).time_travel
         want = self.kernels.get((label, tt))
         if want is None:
             raise FlashbedError(f"cell {cell.key.id} asks for lab kernel {label}{' (time travel)' if tt else ''}; "

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from .target import BootResult, BootSpec, DeviceSession, HostHandler, LabFactory, StepResult
 
@@ -48,8 +49,9 @@ class RecordingLab:
     def release(self) -> str:
         return self.inner.release
 
-    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
-        return self.inner.open_session(device, scratch, seed=seed, pace=pace)
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                     clock: Clock = Clock.REAL) -> DeviceSession:
+        return self.inner.open_session(device, scratch, seed=seed, pace=pace, clock=clock)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:
@@ -102,12 +104,13 @@ class ReplayLab:
     def release(self) -> str:
         return self._release
 
-    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: str = "real") -> DeviceSession:
+    def open_session(self, device: Any, scratch: Path, seed: int = 1, pace: Pace = Pace.REAL,
+                     clock: Clock = Clock.REAL) -> DeviceSession:
         """No device: the recorded boots hold what the guest saw, and host calls are
         not made again (a replayed emulator cell needs no emulator): a session without
         capabilities."""
         from ..devices.session import _Session
-        return _Session(device, scratch, seed=seed, pace=pace)
+        return _Session(device, scratch, seed=seed, pace=pace, clock=clock)
 
     def boot(self, spec: BootSpec, host: HostHandler | None = None,
              kill: threading.Event | None = None) -> BootResult:

@@ -2,9 +2,9 @@
 lab boots on one device session (the emulator keeps its state between them),
 so the host can show progress and pick the next open-AU count to try.
 
-The lab is a target.Lab: the UML lab (UmlLab) or a board over SSH (BoardLab), where
-flashbench and fio run natively on the board's device; there no lab sits between them
-and the device, so the lab's own latency is not measured (and not taken out)."""
+Where it runs is its target's ProbeSite (targets/): the UML lab, or a board over SSH,
+where flashbench and fio run natively on the board's device; there no lab sits between
+them and the device, so the lab's own latency is not measured (and not taken out)."""
 
 from __future__ import annotations
 
@@ -15,20 +15,22 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..lab.clock import Clock, effective
-from ..lab.clock import pace as clock_pace
-from ..lab.kernel import KernelInfo, ensure_kernel
+from ..clock import Clock
+from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
 from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb
 from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
+
+if TYPE_CHECKING:
+    from ..targets.base import ProbeSite
 
 ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
 ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter out of single reads
@@ -62,8 +64,11 @@ class ProbeResult:
     model: dict[str, dict[str, float]] = field(default_factory=dict)
     # the lab's clock: in virtual time no host load lengthens a request, so a job's mean is
     # the device's rate (an SLC buffer's fast median and slow folds are both the device's)
-    clock: str = "real"
+    clock: Clock = Clock.REAL
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
+
+    def __post_init__(self) -> None:
+        self.clock = Clock(self.clock)  # given as its word (probe.json, a test): the typed value
 
     def figures(self, spread: str = "spread") -> dict[str, float]:
         return figures_from(self.rates, spread)
@@ -84,7 +89,7 @@ class ProbeResult:
                                ("rand_write_4k_iops", f"randwrite-{spread}", "write")):
             r = self.rates[job]
             mean_us, median_us = 1e6 / r["iops"] if r.get("iops") else 0.0, r.get("lat_p50", 0.0)
-            if self.clock == "virtual" or mean_us > HEAVY_TAIL * median_us:
+            if self.clock is Clock.VIRTUAL or mean_us > HEAVY_TAIL * median_us:
                 own_us = mean_us - self.lab_us.get(f"{kind}_mean", 0.0)
             else:
                 own_us = median_us - self.lab_us.get(kind, 0.0)
@@ -200,7 +205,7 @@ def lab_latency(kernel: KernelInfo, work: Path, runtime: float, clock: Clock = C
     plan = RatePlan(capacity=dev.capacity, erase_unit=dev.erase_block, span=dev.capacity, seq_bytes=dev.capacity,
                     runtime=runtime, ios=VIRTUAL_IOS if clock.time_travel else 0)
     model: dict[str, dict[str, float]] = {}
-    with open_session(dev, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with open_session(dev, work / "scratch", clock=clock) as session:
         figs = run_fio(session, UmlLab(kernel), work, {"randread": random_job(plan, "randread", "spread"),
                                                "randwrite": random_job(plan, "randwrite", "spread")}, model=model)
     out = {}
@@ -248,44 +253,26 @@ class Phases:
         self.done += 1
 
 
-@dataclass(frozen=True)
-class OnBoard:
-    """A probe on a board (lab/board.py): its lab, where flashbench is there, the tools' versions."""
-
-    lab: Lab
-    flashbench: str
-    tools: dict[str, str]
-
-
-def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
-          kernel: KernelInfo | None = None, say: Callable[[str], None] | None = None,
-          board: OnBoard | None = None, clock: Clock = Clock.REAL) -> ProbeResult:
-    """Probe a block device in the lab: emulated, a plain file, or a real one (which it overwrites);
-    or, with `board`, a board's own device, natively.
+def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
+          say: Callable[[str], None] | None = None) -> ProbeResult:
+    """Probe a block device where `site` (its target's: targets/) says: in the UML lab, an
+    emulated device, a plain file or a real one (which it overwrites); on a board, its own
+    device, natively.
 
     In virtual time (an emulated device) every request's time is the model's, whatever the
     host's load, and the random jobs run VIRTUAL_IOS requests each (flashbench and fio
     read clock_gettime, which time travel drives: fio through the agent's wrapper)."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
-    clock, _ = effective(clock, "board" if board is not None else device.backend)
-    if board is not None:
-        tools, lab, flashbench = board.tools, board.lab, board.flashbench
-    else:
-        tools, flashbench = tool_versions(), "flashbench"
-        if kernel is not None and kernel.time_travel != clock.time_travel:
-            raise FlashbedError(f"probe in {clock.value} time needs the lab kernel's "
-                                f"{'time-travel' if clock.time_travel else 'real-time'} flavour")
-        kernel = kernel or ensure_kernel(time_travel=clock.time_travel)
-        lab = UmlLab(kernel)
+    tools, lab, flashbench, clock = site.tools, site.lab, site.flashbench, site.clock
     ios = VIRTUAL_IOS if clock.time_travel else 0
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
-    phases = Phases(device.label, 5 + min(max_open, nr_fit) - (board is not None), stream=None)
+    phases = Phases(device.label, 5 + min(max_open, nr_fit) - (site.lab_latency is None), stream=None)
     say = say or phases
     raw: dict[str, str] = {}
-    with lab.open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
+    with lab.open_session(device, work / "scratch", clock=clock) as session:
         say("sequential write (fills the device), sequential and random reads, flashbench -a")
         plan0 = RatePlan(capacity=cap, erase_unit=DEFAULT_EU, span=cap, seq_bytes=cap, runtime=runtime, ios=ios)
         model: dict[str, dict[str, float]] = {}
@@ -324,11 +311,11 @@ def probe(device: Device, work: Path, *, max_open: int = MAX_OPEN_AU_NR, runtime
                                                                                               "spread")},
                          model=model)
     lab_us: dict[str, float] = {}
-    if board is None:  # natively on a board, no lab sits between fio and the device
+    if site.lab_latency is not None:  # natively on a board, no lab sits between fio and the device
         say("the lab's own latency: random 4 KiB reads and writes on a device that takes no time")
-        lab_us = lab_latency(kernel, work / "lab-latency", runtime, clock)
+        lab_us = site.lab_latency(work / "lab-latency", runtime)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
-                         lab_us=lab_us, model=model, clock=clock.value)
+                         lab_us=lab_us, model=model, clock=clock)
     (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
     return result

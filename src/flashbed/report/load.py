@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..clock import Clock, Pace, recorded
 from ..errors import FlashbedError, no_traceback
 from ..plan import READ_ONLY
 from ..lab.kernel import recorded_label
@@ -144,7 +145,7 @@ class RunData:
     targets: dict[str, tuple[str, str]] = field(default_factory=dict)
     # target -> the clock and the CPU profile its timed figures come from ("real", "") or
     # ("virtual", profile name), from its cells' provenance
-    timing: dict[str, tuple[str, str]] = field(default_factory=dict)
+    timing: dict[str, tuple[Clock, str]] = field(default_factory=dict)
     # (target, fs, study) -> the extra of each ok cell (study-specific data: TopList views)
     extras: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -210,8 +211,8 @@ class RunData:
     def timing_for(self, target: str) -> str:
         """Which clock and CPU profile a target's timed figures come from ('' if its cells do
         not say: runs from before the clock axis are real time)."""
-        clock, cpu = self.timing.get(target, ("", ""))
-        if clock != "virtual":
+        clock, cpu = self.timing.get(target, (None, ""))
+        if clock is not Clock.VIRTUAL:
             return "real time" if clock else ""
         prof = (self.manifest.get("cpu_profiles") or {}).get(cpu) or {}
         what = f"CPU profile {cpu}" + (f" ({prof['title']}" + ("; estimate" if prof.get("estimate") else "") + ")"
@@ -533,11 +534,12 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         k = replace(r.key, device=target_label(r.key.device, r.key.kernel, r.key.clock, r.key.cpu))
         data.targets[k.device] = (r.key.device, r.key.kernel)
         prov = r.provenance or {}
+        clk = recorded(prov.get("clock"))
         # a target's timed figures are in virtual time if any of its cells are (auto runs the cpu
         # study and a case of several vCPUs in real time beside them)
-        if prov.get("clock") and (k.device not in data.timing or
-                                  (prov["clock"] == "virtual" and data.timing[k.device][0] != "virtual")):
-            data.timing[k.device] = (str(prov["clock"]), str((prov.get("cpu_profile") or {}).get("name") or ""))
+        if clk is not None and (k.device not in data.timing or
+                                (clk is Clock.VIRTUAL and data.timing[k.device][0] is not Clock.VIRTUAL)):
+            data.timing[k.device] = (clk, str((prov.get("cpu_profile") or {}).get("name") or ""))
         status[(k.device, k.fs, k.study)][r.status] += 1
         data.reproducers += catalog.reproducers(data.run_id, r)
         if not r.ok:
@@ -565,7 +567,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
                 key = (k.device, k.fs, k.study, case, metric)
                 vals[key].append(v)
                 val_units.setdefault(key, unit)
-        paced = (r.provenance or {}).get("pace", run_pace) in (None, "real")
+        paced = (r.provenance or {}).get("pace", run_pace) in (None, Pace.REAL)
         for claim in claims_of(r.extra):
             claimed[(k.device, k.fs, k.study, claim.case)].append(
                 devcheck.Repeat(claim, devcheck.phase_of((r.device_stats or {}).get(claim.case)), paced))
@@ -578,14 +580,14 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         # at pace none the device's time is modelled, not spent: no utilisation; in virtual
         # time it is guest time, with the share charged to the CPU profile beside it
         cell_pace = (r.provenance or {}).get("pace", run_pace)
-        if cell_pace in (None, "real", "virtual"):
+        if clk is Clock.VIRTUAL or cell_pace in (None, Pace.REAL):
             for case in per_case:
                 u = _utilisation(r.device_stats, case, per_case)
                 if u is not None:
                     key4 = (k.device, k.fs, k.study, case)
                     utils[key4].append(u[0])
                     basis[key4] = u[1]
-                    if cell_pace == "virtual":
+                    if clk is Clock.VIRTUAL:
                         virtual.add(key4)
                         if (c := cpu_share(r.device_stats, case, per_case)) is not None:
                             cpu_shares[key4].append(c)

@@ -11,13 +11,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .. import profiles, userwork
+from .. import profiles
+from ..studies import STUDIES, inputs
 from .load import RunData
-
-
-# the studies of your own workload: which of their parameters the command gives as a file option
-USER_FILES = {"workload": (("file", "--workload"),), "appcheck": (("file", "--workload"), ("check", "--check"))}
-USER_SET_BY_FILE = ("digest", "kind", "check_digest")
 
 
 def measure_command(run: RunData, device: str, studies: list[str], alone: bool = False) -> str:
@@ -50,19 +46,10 @@ def measure_command(run: RunData, device: str, studies: list[str], alone: bool =
     sets: list[str] = []
     for study in studies:
         values = dict(overrides.get(study) or {})
-        # your workload and check are files given by their options (their hashes follow from them)
-        if study in USER_FILES:
-            for param, flag in USER_FILES[study]:
-                if values.get(param) and flag not in args:
-                    args += [flag, str(values[param])]
-            for param in (*(p for p, _f in USER_FILES[study]), *USER_SET_BY_FILE):
-                values.pop(param, None)
-        if study == "workload" and values.get("fill"):
-            args += ["--age", str(values.pop("fill"))]
-            if values.get("passes") == userwork.AGE_PASSES:
-                del values["passes"]
-        if study == "workload" and values.get("daily_writes"):
-            args += ["--daily-writes", str(values.pop("daily_writes"))]
+        # what an option of the study's gave (your workload and check as files, --age, ...) goes back as it
+        if study in STUDIES:
+            words, values = inputs.argv(STUDIES[study], values, args)
+            args += words
         sets += [f"{study}.{param}={_value(value)}" for param, value in sorted(values.items())]
     for item in sets:
         args += ["--set", item]

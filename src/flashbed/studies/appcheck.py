@@ -46,13 +46,14 @@ from ..errors import FlashbedError
 from ..results import printable
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
 from ..status import PowerCutClass
-from ..userwork import Kind, stage
+from ..userwork import Kind, UserFile, stage
 from ..variants import FsVariant
 from .base import MNT, RUN, Case, CellSpec
 from .crashplan import VerifierInput
 from .crashstates import LOG_FILE, CrashStates
-from .params import param
-from .powercut import work_seed
+from . import inputs
+from .params import param, user_file
+from .failures import work_seed
 from .workload import STAGED
 
 CHECK = "check.sh"
@@ -73,13 +74,13 @@ class AppCheck(CrashStates):
     order = 116
     case_order = (Workload.USER,)
 
+    inputs = (inputs.WORKLOAD, inputs.CHECK)
+    named_as = "--check (study appcheck)"
+
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
-        digest: str = param("", help="its content hash (set by --workload)", set_by="--workload FILE")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
-        check: str = param("", help="the check (set by --check FILE)", set_by="--check FILE")
-        check_digest: str = param("", help="its content hash (set by --check)", set_by="--check FILE")
+        file: UserFile | None = user_file("--workload FILE", help="your workload")
+        check: UserFile | None = user_file("--check FILE", keys=("check", "check_digest", None), help="your check")
         workload: str = param(Workload.USER, choices=(Workload.USER,))
         mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload")
@@ -97,16 +98,20 @@ class AppCheck(CrashStates):
         fsck_timeout: float = param(300.0, unit="s", above=0)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
 
+    def joins(self, sets) -> bool:
+        """With your check, or a fio job's own verification."""
+        return bool(sets.get("check")) or sets.get("kind") == Kind.FIO
+
     def cases(self, params, device):
-        if not params.file or not (params.check or params.kind == Kind.FIO):
+        if params.file is None or not (params.check or params.file.kind is Kind.FIO):
             raise FlashbedError("study appcheck runs your check on your workload: give --workload FILE and "
                                 "--check FILE (a fio job file needs no check: fio verifies its own writes)")
         return [Case(Workload.USER, params)]
 
     def before_boot(self, spec: CellSpec, index: int, run_dir: Path) -> None:
         p = spec.params
-        staged = stage(p.file, p.digest, run_dir / STAGED[Kind(p.kind)])
-        if p.kind == Kind.FIO:
+        staged = stage(p.file.path, p.file.digest, run_dir / STAGED[p.file.kind])
+        if p.file.kind is Kind.FIO:
             job = staged.read_text()
             head = f"[global]\ndirectory={MNT}/cs\n"
             staged.write_text(head + (FIO_RECORD if not _has_verify(job) else "") + "\n" + job)
@@ -116,14 +121,14 @@ class AppCheck(CrashStates):
             check.write_text(fio_check(f"{RUN}/{CHECK}" if p.check else ""))
             check.chmod(0o755)
         if p.check:
-            stage(p.check, p.check_digest, run_dir / CHECK)
+            stage(p.check.path, p.check.digest, run_dir / CHECK)
 
     def work_spec(self, spec: CellSpec, v: FsVariant) -> CrashWorkSpec:
         p = spec.params
         cmd = (f"mkdir -p {RUN}/{FIO_STATE} && fio --aux-path={RUN}/{FIO_STATE} --output-format=json "
                f"--output={RUN}/workload.json {RUN}/{STAGED[Kind.FIO]} && sync && $FLASHBED_ACK {FIO_DONE}"
-               if p.kind == Kind.FIO else f"{RUN}/{STAGED[Kind.SCRIPT]}")
-        check = f"{RUN}/{FIO_CHECK}" if p.kind == Kind.FIO else f"{RUN}/{CHECK}"
+               if p.file.kind is Kind.FIO else f"{RUN}/{STAGED[Kind.SCRIPT]}")
+        check = f"{RUN}/{FIO_CHECK}" if p.file.kind is Kind.FIO else f"{RUN}/{CHECK}"
         # the step's own limit covers the workload; a mount or unmount gets step_timeout
         return CrashWorkSpec(workload=Workload.USER, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
                              seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),

@@ -53,10 +53,9 @@ from .. import filesystems as fscat
 from ..lab.target import DEV, TOOLS, BootResult, Nandsim, Step
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
-from ..yaffs2 import guest as yaffs2_guest
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
 from .params import param
-from .corruption import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
+from .failures import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
 
 BB = f"{PY} {TOOLS}/badblocks.py"  # this study's own guest side (dust)
 
@@ -286,8 +285,8 @@ class BadBlocks(Study):
                     counts[BadBlocksFlag.NEEDS_FSCK] = counts.get(BadBlocksFlag.NEEDS_FSCK, 0) + 1
                     rec["needs_fsck"] = True
                 rec["dust"] = step_json(res, "place")
-                if spec.variant.base.fuse_daemon:
-                    rec["daemon"] = self._daemon_facts(res)
+                if not spec.variant.base.mounting.in_kernel:
+                    rec["daemon"] = self._daemon_facts(res, spec.variant.base.mounting)
             records.append(rec)
         meas: list[Measurement] = m(case, "iterations", n, "count")
         for k, c in counts.items():
@@ -297,12 +296,12 @@ class BadBlocks(Study):
         return Outcome(meas, f"{n} runs: {head}", extra={"iterations": records}, status=status, error=error)
 
     @staticmethod
-    def _daemon_facts(res: BootResult) -> dict[str, int | None]:
+    def _daemon_facts(res: BootResult, mounting) -> dict[str, int | None]:
         """What YAFFS2's daemon knew of bad blocks at its first mount (a scan of blank flash:
         the NAND's marks) and at the mount with the faults present."""
         def bad(name: str) -> int | None:
             step = res.step(name)
-            event = yaffs2_guest.mount_event(step.stdout) if step is not None else None
+            event = mounting.mount_event(step.stdout) if step is not None else None
             return event.get("bad_blocks") if event else None
         return {"bad_blocks_first_mount": bad("mount"), "bad_blocks_mount_bad": bad("mount-bad")}
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
+from ..clock import Clock, Pace
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
 from ..lab.target import TOOLS, BootResult, Nandsim, Step
@@ -38,15 +39,20 @@ class CellSpec:
     variant: FsVariant
     params: Any  # the study's Params
     seed: int = 1
-    pace: str = "real"  # the emulator's clock: "real" timing, or "none" (as fast as it goes)
+    # an emulated device's pace in real time: its delays waited out, or skipped (clock.Pace)
+    pace: Pace = Pace.REAL
     # the lab kernel's label (7.3, 6.12, 7.3:ptrace); "": the lab factory's only kernel
     kernel: str = ""
     cpus: int = 1  # guest vCPUs (the lab leases as many host CPUs)
-    # the lab's clock: "real", or "virtual" (the time-travel kernel; the emulator's
-    # model sets every request's guest time: lab/clock.py)
-    clock: str = "real"
+    # the lab's clock: real, or virtual (the time-travel kernel; the emulator's model sets
+    # every request's guest time: clock.py)
+    clock: Clock = Clock.REAL
     # in virtual time: the guest CPU's cost profile (lab/cpuprofile.py); "": none (real time)
     cpu_profile: str = ""
+
+    def __post_init__(self) -> None:  # given as their words (a test, a stored spec): the typed values
+        object.__setattr__(self, "pace", Pace(self.pace))
+        object.__setattr__(self, "clock", Clock(self.clock))
 
 
 @dataclass
@@ -144,6 +150,11 @@ class Study:
     # it measures the lab's real CPU time (schedstat on the host's clock): in virtual time
     # the scheduler's clock counts guest ticks, so its cells always run in real time
     real_cpu_time: ClassVar[bool] = False
+    # the options of `flashbed run` it takes (inputs.py: --workload, --check, ...); given, they
+    # set its parameters and it joins the run where `joins` says
+    inputs: ClassVar[tuple] = ()
+    # how a refusal names it when an option brought it into the run ("" : "study NAME")
+    named_as: ClassVar[str] = ""
     # keep booting after a boot that failed or hung (iteration studies: each
     # boot's outcome is a result, not the end of the cell)
     continue_after_failure: bool = False
@@ -168,7 +179,12 @@ class Study:
         return P.check(self.name, self.Params, values)
 
     def param_names(self) -> tuple[str, ...]:
-        return tuple(P.kinds(self.Params))
+        """Its parameters as a request and a result store them (a user file as its keys)."""
+        return P.stored(self.Params)
+
+    def joins(self, sets: dict[str, Any]) -> bool:
+        """Whether it joins a run whose inputs set these of its parameters (it takes one given)."""
+        return True
 
     def param_lines(self) -> list[str]:
         return P.describe(self.Params)
@@ -198,7 +214,7 @@ class Study:
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         raise NotImplementedError
 
-    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
+    def boot_pace(self, spec: CellSpec, index: int) -> Pace | None:
         """The device's pace for boot `index` when it is not the cell's (a phase whose timing
         nothing measures, as preconditioning, may run unpaced); None: the cell's."""
         return None
@@ -242,6 +258,13 @@ def tree_on_device(v: FsVariant, src: str, install: str = "install") -> list[Ste
 
 def umount(v: FsVariant, name: str = "umount") -> list[Step]:
     return [Step(f"{name}{i}" if i else name, c, timeout=300) for i, c in enumerate(v.umount_cmds(MNT))]
+
+
+def block_stat(device: str) -> str:
+    """The block layer's counters of `device` in the guest (Documentation/block/stat.rst): its
+    /sys/class/block entry, whatever its node is called where the steps run (/dev/ubda in the
+    UML lab, the board's own partition, a loop device)."""
+    return f"/sys/class/block/$(basename $(readlink -f {device}))/stat"
 
 
 def drop_caches(name: str = "drop-caches") -> Step:

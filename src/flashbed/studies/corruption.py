@@ -34,31 +34,18 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import DEV, TOOLS, BootResult, Step
+from ..lab.target import DEV, BootResult, Step
 from ..results import Measurement
-from ..status import CellStatus, FileState, IterationOutcome
+from ..status import FileState, IterationOutcome
 from ..variants import FsVariant
-from .base import MB, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .base import MB, MNT, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
+from .failures import (CW, DM, DM_NAME, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm,
+                       setup_failures)
 from .params import param
 
-# this study's guest side (badblocks writes and inspects its files with it too)
-CW = f"{PY} {TOOLS}/corruption.py"
-
-DM_NAME = "fbflakey"
-DM = f"/dev/mapper/{DM_NAME}"
-DMSETUP = "dmsetup --noudevsync"
-SECTORS = f"$(blockdev --getsz {DEV})"
 MODES = ("after", "alternate")
 FEATURES = {"corrupt": "5 corrupt_bio_byte 1 w 0 0", "drop": "1 drop_writes"}
 MOUNT_OUTCOMES = tuple(o for o in IterationOutcome if o.ran)
-# per file, as counted (stale data counts as silently corrupted; missing only when it happens)
-FILE_OUTCOMES = (FileState.INTACT, FileState.ZEROED, FileState.TRUNCATED, FileState.IO_ERROR,
-                 FileState.SILENTLY_CORRUPTED)
-
-
-def on_dm(cmds: list[str], dm: str = DM) -> list[str]:
-    """The variant's commands on a device-mapper target stacked on the device."""
-    return [c.replace(DEV, dm) for c in cmds]
 
 
 def _armed_table(boots: list[BootResult]) -> str:
@@ -82,26 +69,6 @@ def workloads(p) -> dict[str, tuple[int, int]]:
     return {f"one-{big}MB": (1, big * MB), f"many-{size}MB": (many, size * MB)}
 
 
-def missing_or_hung(res: BootResult | None) -> tuple[IterationOutcome, str] | None:
-    """An iteration boot that never happened (error) or hung; None otherwise."""
-    if res is None:
-        return IterationOutcome.ERROR, "the boot did not happen"
-    for s in res.steps:
-        if s.status.is_hang:
-            return IterationOutcome.HANG, f"step '{s.name}' did not return"
-    if res.status.is_hang:
-        return IterationOutcome.HANG, res.error
-    return None
-
-
-def setup_failures(records: list[dict], n: int) -> tuple[CellStatus, str]:
-    """(cell status, error) from per-iteration records: the cell failed only when
-    no iteration could be set up; otherwise the set-up errors are counted, with the first."""
-    errors = [r for r in records if not IterationOutcome(r["outcome"]).ran]
-    status = CellStatus.FAILED if errors and len(errors) == n else CellStatus.OK
-    return status, (f"{len(errors)} of {n} iterations could not be set up: {errors[0]['why']}" if errors else "")
-
-
 def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)) -> tuple[IterationOutcome, str]:
     """Mount-level outcome of one iteration boot."""
     early = missing_or_hung(res)
@@ -123,16 +90,6 @@ def classify_iteration(res: BootResult | None, has_check: bool, clean_codes=(0,)
     if has_check and fsck is not None and fsck.rc not in clean_codes:
         return IterationOutcome.NEEDS_FSCK, f"checker exit {fsck.rc}"
     return IterationOutcome.MOUNTS, ""
-
-
-def inspected(res: BootResult | None, step: str = "inspect") -> dict[FileState, int]:
-    """Files per reported state, from a guest inspect step (stale counts as silently corrupted)."""
-    insp = step_json(res, step) if res is not None else None
-    counts: dict[FileState, int] = {}
-    for name, n in (insp or {}).get("counts", {}).items():
-        key = FileState(name).reported
-        counts[key] = counts.get(key, 0) + n
-    return counts
 
 
 def file_outcomes(res: BootResult | None) -> dict[str, int]:

@@ -92,7 +92,7 @@ from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable,
 from ..crashshare import lab_ends, records as lab_records
 from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
 from .params import param
-from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
+from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
 
 CSW = f"{PY} {TOOLS}/crashstates.py"  # this study's guest side

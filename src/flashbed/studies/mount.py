@@ -26,7 +26,6 @@ from ..lab.guest.protocol import Call
 from ..lab.target import BootResult, Step
 from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
     passed, tree_on_device, umount
-from ..yaffs2 import guest as yaffs2_guest
 from .params import param
 from .views import Axis, Bars, CaseLabel, Curves
 
@@ -70,8 +69,8 @@ class Mount(Study):
             return [self._ubi_boot(spec)]
         if v.read_only:
             return [self._image_boot(spec)]
-        if v.base.fuse_daemon:
-            return [self._yaffs2_boot(spec)]
+        if v.base.mounting.cut_cmd(MNT):
+            return [self._daemon_boot(spec)]
         first = make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean")
         if v.base.fstype == "jffs2":
             return [first + umount(v, "umount-clean")]  # no power-cut emulation below JFFS2
@@ -90,16 +89,18 @@ class Mount(Study):
                 *tree_on_device(v, tree), Step("rm-tree", f"rm -rf {tree}", timeout=600),
                 *umount(v), drop_caches(), *mount(v, "mount-clean"), *umount(v, "umount-clean")]
 
-    def _yaffs2_boot(self, spec: CellSpec) -> list[Step]:
+    def _daemon_boot(self, spec: CellSpec) -> list[Step]:
+        """A filesystem in user space (YAFFS2's daemon): a clean mount from what its unmount saved,
+        one that ignores it (a scan), and one after its daemon was killed, all in one boot."""
         v = spec.variant
-        dev = v.device_path()
+        mounting = v.base.mounting
         return make_and_mount(v) + self._fill(spec) + umount(v) + [drop_caches()] + mount(v, "mount-clean") + \
             umount(v, "umount-clean") + [
                 drop_caches("drop-caches-scan"),
-                Step("mount-scan", yaffs2_guest.mount_cmd(dev, MNT, checkpoint=False), timeout=600),
+                Step("mount-scan", mounting.scan_mount_cmd(v.device_path(), MNT), timeout=600),
                 Step("write-1MB", f"dd if=/dev/urandom of={MNT}/unclean bs=1M count=1 conv=fsync status=none",
                      timeout=600),
-                Step("cut-daemon", yaffs2_guest.kill_cmd(MNT), timeout=120),
+                Step("cut-daemon", mounting.cut_cmd(MNT), timeout=120),
                 drop_caches("drop-caches-cut"),
             ] + mount(v, "mount-unclean") + umount(v, "umount-unclean")
 
@@ -137,15 +138,17 @@ class Mount(Study):
             s = all_steps.get(name)
             return s.seconds if s is not None and s.status.ok else None
 
+        mounting = spec.variant.base.mounting
+
         def yaffs_mount(name):
             """The daemon's own yaffs_mount time (its JSON line on the step's stdout)."""
             s = all_steps.get(name)
             if s is None or not s.status.ok:
                 return None
-            event = yaffs2_guest.mount_event(s.stdout)
+            event = mounting.mount_event(s.stdout)
             return event["mount_s"] if event else None
 
-        daemon = spec.variant.base.fuse_daemon
+        daemon = not mounting.in_kernel
         for clean in (True, False):
             case = self.label(spec, clean)
             step = "mount-clean" if clean else "mount-unclean"

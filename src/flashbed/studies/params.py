@@ -21,6 +21,8 @@ import typing
 from typing import Any
 
 from ..errors import FlashbedError
+from ..userwork import Kind as FileKind
+from ..userwork import UserFile
 
 
 def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", per_case: str = "",
@@ -38,6 +40,14 @@ def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", 
                                                         "set_by": set_by})
 
 
+def user_file(option: str, *, keys: tuple[str, str, str | None] = ("file", "digest", "kind"), help: str = "") -> Any:
+    """A user's file (userwork.UserFile: its path, kind and content hash), set by `option` alone
+    (with the checks userwork.load makes; --set refuses it); a run's request, its id and a
+    result's parameters hold it as `keys`: its path, its content hash and, for a file that may
+    be a fio job, its kind. The field is named as its path's key."""
+    return dataclasses.field(default=None, metadata={"help": help, "set_by": option, "user_file": keys})
+
+
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """How one field's values are read and described."""
@@ -53,6 +63,7 @@ class Kind:
     above: float | None = None  # an open lower end: value > above
     pattern: str = ""  # a word's form, as a regular expression
     form: str = ""  # ... and as the user reads it
+    user_file: tuple = ()  # a user's file: the keys it is stored as (path, content hash, kind or None)
 
     @property
     def numeric(self) -> bool:
@@ -134,7 +145,8 @@ def kinds(cls: type) -> dict[str, Kind]:
             many, t = True, typing.get_args(t)[0]
         md = f.metadata
         out[f.name] = Kind(t, many, optional, md.get("unit", ""), md.get("choices", ()), md.get("per_case", ""),
-                           md.get("low"), md.get("high"), md.get("above"), md.get("pattern", ""), md.get("form", ""))
+                           md.get("low"), md.get("high"), md.get("above"), md.get("pattern", ""), md.get("form", ""),
+                           md.get("user_file", ()))
     return out
 
 
@@ -143,6 +155,10 @@ class BadValue(ValueError):
 
 
 def _one(kind: Kind, v: Any) -> Any:
+    if kind.base is UserFile:
+        if isinstance(v, UserFile):
+            return v
+        raise BadValue
     if kind.base is bool:
         if isinstance(v, bool):
             return v
@@ -215,6 +231,7 @@ def check(study: str, cls: type, values: dict[str, Any], *, edge: bool = False) 
     At the edge (profiles, --set) the fields a study sets per case are not given by hand."""
     ks = kinds(cls)
     defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    values = _user_files(study, ks, values)
     out = {}
     for key, v in values.items():
         settable = [k for k, kind in ks.items() if not (edge and kind.per_case)]
@@ -234,6 +251,28 @@ def check(study: str, cls: type, values: dict[str, Any], *, edge: bool = False) 
     return cls(**out)
 
 
+def _user_files(study: str, ks: dict[str, Kind], values: dict[str, Any]) -> dict[str, Any]:
+    """`values` with each user file's stored keys (a request's, a result's) made its UserFile."""
+    out = dict(values)
+    for name, kind in ks.items():
+        if not kind.user_file or isinstance(out.get(name), UserFile):
+            continue
+        path_key, digest_key, kind_key = kind.user_file
+        if not any(k in out for k in kind.user_file if k):
+            continue
+        path, digest = out.pop(path_key, ""), out.pop(digest_key, "")
+        what = out.pop(kind_key, FileKind.SCRIPT) if kind_key else FileKind.SCRIPT
+        if what not in tuple(FileKind):
+            raise FlashbedError(f"bad value '{what}' for {study}.{kind_key}: expected one of {', '.join(FileKind)}")
+        out[name] = UserFile(str(path), FileKind(what), str(digest)) if path else None
+    return out
+
+
+def stored(cls: type) -> tuple[str, ...]:
+    """The names a request and a result store a Params' values under (a user file's keys)."""
+    return tuple(k for name, kind in kinds(cls).items() for k in (kind.user_file or (name,)) if k)
+
+
 def setting(study: str, key: str, text: str) -> Any:
     """The value of a `--set STUDY.KEY=TEXT`, read by the field's kind and checked (one line
     if the study, key or value is wrong), in the form a run's request stores: a list when
@@ -241,7 +280,8 @@ def setting(study: str, key: str, text: str) -> Any:
     from . import STUDIES
     if study not in STUDIES:
         raise FlashbedError(f"--set for unknown study '{study}': choose from {', '.join(STUDIES)}")
-    field = next((f for f in dataclasses.fields(STUDIES[study].Params) if f.name == key), None)
+    field = next((f for f in dataclasses.fields(STUDIES[study].Params)
+                  if f.name == key or key in f.metadata.get("user_file", ())), None)
     if field is not None and field.metadata.get("set_by"):
         raise FlashbedError(f"--set {study}.{key} is not a setting: {field.metadata['set_by']} sets it (with the "
                             f"checks it needs); use {field.metadata['set_by']}")
@@ -257,8 +297,22 @@ def text(v: Any, unit: str) -> str:
 
 
 def as_json(p: Any) -> dict[str, Any]:
-    """The parameters as stored in a result's provenance (every field, tuples as lists)."""
-    return {f.name: (list(v) if isinstance(v := getattr(p, f.name), tuple) else v) for f in dataclasses.fields(p)}
+    """The parameters as stored in a result's provenance (every field, tuples as lists; a user
+    file as its keys)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(p):
+        v = getattr(p, f.name)
+        if f.metadata.get("user_file"):
+            out.update(_file_keys(f.metadata["user_file"], v))
+        else:
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def _file_keys(keys: tuple[str, str, str | None], v: UserFile | None) -> dict[str, str]:
+    path_key, digest_key, kind_key = keys
+    out = {path_key: v.path if v else "", digest_key: v.digest if v else ""}
+    return out | ({kind_key: str(v.kind if v else FileKind.SCRIPT)} if kind_key else {})
 
 
 def describe(cls: type) -> list[str]:
@@ -266,6 +320,10 @@ def describe(cls: type) -> list[str]:
     lines = []
     for f, (name, k) in zip(dataclasses.fields(cls), kinds(cls).items()):
         if k.per_case:
+            continue
+        if k.user_file:
+            what = "path, content hash and kind" if k.user_file[2] else "path and content hash"
+            lines.append(f"{name}=  {f.metadata['help']}: set by {f.metadata['set_by']} (its {what}, in the run id)")
             continue
         default = ",".join(_text(x, k.unit) for x in f.default) if isinstance(f.default, tuple) else \
             ("(from the device)" if f.default is None else _text(f.default, k.unit))

@@ -80,13 +80,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import filesystems as fscat
+from ..clock import Clock, recorded
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
 from ..lab.target import TOOLS, BootResult, Step
-from ..status import BootStatus, CellStatus, FsckResult, MountState, PowerCutClass, StepStatus
+from ..status import BootStatus, CellStatus, PowerCutClass, StepStatus
 from ..variants import FsVariant
-from ..yaffs2 import guest as yaffs2_guest
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, boot_dir, m, step_json
+from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
+                       recover_spec, recover_timeout, shell_arg, work_seed)
 from .params import param
 
 PCW = f"{PY} {TOOLS}/powercut.py"  # this study's guest side
@@ -96,16 +98,6 @@ MODES = ("sync", "async")
 # block devices, in each boot's run directory: the workload's log, the previous boot's (the
 # one its recovery checks), and the recovery's verdict (which the workload's set-up reads)
 LOG, PREV_LOG, VERDICT = "pclog.jsonl", "prev-pclog.jsonl", "pc-recover.json"
-
-CLASSES = tuple(c for c in PowerCutClass if c.always_shown)
-EXTRA_CLASSES = tuple(c for c in PowerCutClass if not c.always_shown)
-MOUNT_STATES = tuple(MountState)
-FSCK_RESULTS = tuple(FsckResult)
-
-# kernel messages that say a mount found the filesystem dirty (those that say it replayed
-# a journal or log are each filesystem's own: its catalogue recovery_log)
-DIRTY = r"not properly unmounted|mounting unchecked|dirty"
-ANY_RECOVERY = r"[Rr]ecover|replay"
 
 
 def cut_points(seed: int, n: int, lo: float, hi: float) -> list[float]:
@@ -140,36 +132,6 @@ def repeat_command(spec: CellSpec, k: int) -> str:
     return shlex.join(args)
 
 
-def work_seed(seed: int, k: int) -> int:
-    return seed * 100_003 + k
-
-
-def case_variant(v: FsVariant, mode: str) -> FsVariant:
-    if mode == "sync" and "sync" not in v.mount_extra:
-        return dataclasses.replace(v, mount_extra=(*v.mount_extra, "sync"))
-    return v
-
-
-def shell_arg(msg: Any) -> str:
-    """A guest message as one shell-quoted argument."""
-    return shlex.quote(msg.arg())
-
-
-def recover_spec(v: FsVariant, workdir: str, log: str, out: str, timeout: float, fsck_timeout: float,
-                 sabotage: bool = False) -> RecoverSpec:
-    """The recovery after a cut of variant v: mount, verify the workload in `workdir`
-    against `log`, unmount, check and repair with the filesystem's own tools."""
-    base = v.base
-    return RecoverSpec(mnt=MNT, dir=workdir, log=log, out=out, timeout=timeout, fsck_timeout=fsck_timeout,
-                       mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT), check=v.check_cmd(), repair=v.repair_cmd(),
-                       clean=list(base.check_clean), fixed=list(base.repair_fixed), sabotage=sabotage)
-
-
-def recover_timeout(rs: RecoverSpec) -> float:
-    """The longest a recovery may take: every mount, unmount and check at its limit."""
-    return 6 * rs.timeout + 2 * rs.fsck_timeout + 120
-
-
 # --- classification (host side, pure: unit-tested with fake facts) ------------------------
 
 def cut_hit_workload(w: BootResult) -> bool:
@@ -178,63 +140,6 @@ def cut_hit_workload(w: BootResult) -> bool:
     the lab end on its own. That is the cut too."""
     s = w.step("work")
     return bool(s is not None and s.status is StepStatus.FAILED and re.search(r"Errno (5|30)\]", s.stderr))
-
-
-def mount_state(facts: RecoverFacts | dict, fstype: str) -> MountState:
-    facts = RecoverFacts.from_json(facts)
-    m1 = facts.run("mount1")
-    if not m1:
-        return MountState.HANG if facts.hang else MountState.FAILED
-    status = StepStatus.coerce(m1.get("status"))
-    if status is not None and status.is_hang:
-        return MountState.HANG
-    if status is not StepStatus.OK:
-        return MountState.FAILED
-    if m1.get("ro"):
-        return MountState.READ_ONLY
-    msgs = "\n".join(m1.get("kmsg", []) + facts.run("mount1-attach").get("kmsg", []))
-    fs = fscat.by_fstype(fstype)
-    if re.search(fs.recovery_log if fs is not None and fs.recovery_log else ANY_RECOVERY, msgs, re.MULTILINE):
-        return MountState.RECOVERY
-    if re.search(DIRTY, msgs):
-        return MountState.WARNING
-    return MountState.OK
-
-
-def classify(facts: RecoverFacts | dict | None, *, cut: bool, recover_status: str | None = StepStatus.OK,
-             boot_status: str | None = BootStatus.DONE, fstype: str = "") -> tuple[PowerCutClass, str]:
-    """(class, reason) of one iteration from the recovery's facts; a status None
-    (or "missing") means the recovery step or boot never happened."""
-    facts = RecoverFacts.from_json(facts)
-    rstatus = StepStatus.coerce(recover_status)
-    if not cut:
-        return PowerCutClass.ERROR, "no power cut happened (the workload failed or ended before it)"
-    if (rstatus is not None and rstatus.is_hang) or (facts and facts.hang):
-        return PowerCutClass.HANG, (facts and facts.hang) or f"recovery step {recover_status}"
-    if boot_status == BootStatus.CRASH:
-        return PowerCutClass.CRASH, "the lab kernel died during the recovery"
-    if not facts or not facts.done:
-        return (PowerCutClass.ERROR, "the recovery left no facts" if not facts
-                else f"recovery stopped at {facts.phase}")
-    fsck = facts.fsck_result
-    if not facts.mounted:
-        return PowerCutClass.UNMOUNTABLE, "mount failed" + (" after the repair" if fsck not in (None, FsckResult.NA)
-                                                            else "")
-    v = facts.verify or {}
-    if v.get("n_loss"):
-        return PowerCutClass.DATA_LOSS, "; ".join(v.get("loss", [])[:3])
-    if v.get("n_garbage"):
-        return PowerCutClass.GARBAGE, "; ".join(v.get("garbage", [])[:3])
-    m_used = facts.run(facts.verified_by or "mount1")
-    if m_used.get("ro") or v.get("ro_after") or v.get("probe") == "EROFS":
-        return PowerCutClass.READ_ONLY, "mounted or turned read-only"
-    if fsck is FsckResult.FAILED:
-        return PowerCutClass.FSCK_FAILED, "checker found damage its repair did not fix"
-    if fsck is FsckResult.FIXED or facts.verified_by == "mount2":
-        return PowerCutClass.FSCK_FIXED, "checker found and fixed damage"
-    if mount_state(facts, fstype) is MountState.RECOVERY:
-        return PowerCutClass.RECOVERED, "journal/log replayed at mount"
-    return PowerCutClass.CLEAN, ""
 
 
 def recovery_seconds(facts: RecoverFacts | dict | None) -> float | None:
@@ -262,7 +167,7 @@ def ack_timing(work_dir: Path) -> dict:
         cut = float((said.get("emulator") or {}).get("off_wall") or said["host_wall"])
     except (OSError, ValueError, KeyError, TypeError):
         return {}
-    if said.get("clock") == "virtual":
+    if recorded(said.get("clock")) is Clock.VIRTUAL:
         # the device held the lab at the cut: nothing after it was acknowledged (and the
         # guest's clock is not the host's, to set the acknowledgements against)
         return {}
@@ -431,11 +336,11 @@ class PowerCut(Study):
                 # no cut switch below JFFS2: freeze every writer at the cut, snapshot the flash, restore it
                 # a filesystem in user space: the cut is its daemon's SIGKILL, the dead FUSE mount
                 # then detached
-                daemon = fs.fuse_daemon
+                detach = fs.mounting.cut_umount_cmd(MNT)
                 snap = SnapcutSpec(work=self._work(spec, k, log, n + 60), work_log=f"{RUN}/work{k}.log", cut=n,
                                    mtd=v.device_path(), snapshot="/tmp/flash.snap",
-                                   umount=[f"umount -l {MNT}"] if daemon else v.umount_cmds(MNT), timeout=t,
-                                   kill_pidfile=yaffs2_guest.pidfile(MNT) if daemon else "")
+                                   umount=[detach] if detach else v.umount_cmds(MNT), timeout=t,
+                                   kill_pidfile=fs.mounting.kill_pidfile(MNT))
                 steps.append(Step(f"work{k}", f"{PCW} snapcut {shell_arg(snap)}", timeout=n + 3 * t + 60, may_fail=True))
                 rs = dataclasses.replace(self._recover_spec(spec, v, k, log, out), check=None, repair=None)
                 steps.append(Step(f"recover{k}", f"{PCW} recover {shell_arg(rs)}", timeout=self._recover_timeout(rs),
@@ -534,7 +439,7 @@ class PowerCut(Study):
                 rec["console"] = res.console_log  # the kernel's own account of the hang
             if f.sabotaged is not None:
                 rec["sabotaged"] = f.sabotaged
-            if spec.clock == "virtual" and not raw:
+            if spec.clock is Clock.VIRTUAL and not raw:
                 # the cut landed at a seeded guest instant: the iteration replays exactly
                 rec["repeat"] = repeat_command(spec, k)
             records.append(rec)

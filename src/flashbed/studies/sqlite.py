@@ -4,10 +4,11 @@
 filesystem's fsync path and the device's flushes, not by a page cache.
 
 Per journal mode: the transaction rate (commits per second), and the write amplification the
-application sees: the bytes the block device received (the lab's own count in
-/sys/block/ubda/stat, after a sync) per byte of row data inserted. Each mode's statistics phase
-covers the transactions alone, and records the claim that every commit reached the device
-(studies/claims.py): at least one flush per commit, which the report's device check verifies.
+application sees: the bytes the block device received (the block layer's own count for the
+device under test, after a sync: base.block_stat, in the lab or on a board) per byte of row
+data inserted. Each mode's statistics phase covers the transactions alone, and records the
+claim that every commit reached the device (studies/claims.py): at least one flush per commit,
+which the report's device check verifies.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
-from .base import MNT, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, stats_reset, \
+from ..lab.target import DEV, BootResult, Step
+from .base import MNT, CellSpec, Outcome, Study, block_stat, first_failure, m, make_and_mount, passed, stats_reset, \
     stats_take, umount
 from .claims import Claim, claims_extra
 from .params import param
@@ -26,8 +27,8 @@ from .views import Bars
 
 JOURNALS = {"wal": "WAL", "rollback": "DELETE"}  # the study's name -> SQLite's journal_mode
 DB = f"{MNT}/bench.db"
-# the block device's sectors written (field 7 of /sys/block/<dev>/stat, 512-byte units)
-SECTORS_WRITTEN = "awk '{print $7}' /sys/block/ubda/stat"
+# the device under test's sectors written (field 7 of its block-layer stat, 512-byte units)
+SECTORS_WRITTEN = f"awk '{{print $7}}' {block_stat(DEV)}"
 # the timed step's last line: its time and the bytes the block device received
 REPORT = 'printf \'{"seconds": %s, "device_bytes": %s}\\n\' "$(awk "BEGIN {print $t1 - $t0}")" "$(( (w1 - w0) * 512 ))"'
 

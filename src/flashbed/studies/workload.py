@@ -33,18 +33,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lifetime as life
+from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from ..results import printable
 from ..sizes import size_text
 from ..lab.target import GUEST_DIR, BootResult, Step
-from ..userwork import Kind, stage
+from ..userwork import Kind, UserFile, stage
+from . import inputs
 from . import fio as fiojson
-from .base import (MNT, PY, RUN, Case, CellSpec, Outcome, Study, boot_dir, first_failure, m, make_and_mount, mount,
-                   passed, seconds, stats_reset, stats_take, step_json, umount)
-from .params import param
+from .base import (Case, CellSpec, MNT, Outcome, PY, RUN, Study, block_stat, boot_dir, first_failure, m,
+                   make_and_mount, mount, passed, seconds, stats_reset, stats_take, step_json, umount)
+from .params import param, user_file
 
 AGE = GUEST_DIR / "age.py"
-# devices whose delays are a model's, which a boot can skip (their sessions' Clock capability)
+# devices whose delays are a model's, which a boot can skip (their sessions' Pacing capability)
 MODELLED = ("emulator", "nandsim")
 
 WL_DIR = f"{MNT}/wl"
@@ -167,7 +169,7 @@ def blk_delta(before: str, after: str) -> dict[str, float]:
 
 def stat_cmd(device: str) -> str:
     # raw NAND (/dev/mtdN) has no block-layer counters: nothing printed, none reported
-    return f"cat /sys/class/block/$(basename $(readlink -f {device}))/stat 2>/dev/null || true"
+    return f"cat {block_stat(device)} 2>/dev/null || true"
 
 
 class Workload(Study):
@@ -178,12 +180,11 @@ class Workload(Study):
     primary_metric = "seconds"
     tools = ("fio",)
 
+    inputs = (inputs.WORKLOAD, inputs.AGE, inputs.DAILY)
+
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
-        digest: str = param("", help="its content hash (set by --workload; part of the run id)",
-                            set_by="--workload FILE")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
+        file: UserFile | None = user_file("--workload FILE", help="your workload")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload (each pass)")
         fill: int = param(0, low=0, high=95, help="precondition: fill the filesystem to this % with a file population and "
                                   "churn it first (--age FILL; 0: a blank device)")
@@ -194,22 +195,18 @@ class Workload(Study):
                                                        "0: the workload's measured rate, around the clock)")
 
     def cases(self, params, device):
-        if not params.file:
+        if params.file is None:
             raise FlashbedError("study workload runs your own workload: give it with --workload FILE")
-        if not 0 <= params.fill <= 95:
-            raise FlashbedError(f"--age {params.fill}: give a fill between 1 and 95 (%)")
-        if params.passes < 1:
-            raise FlashbedError(f"workload.passes must be at least 1 (got {params.passes})")
-        return [Case(Path(params.file).stem, params)]
+        return [Case(params.file.stem, params)]
 
     def unpaced_age(self, spec: CellSpec) -> bool:
         """Preconditioning in a boot of its own with the device unpaced (nothing times it), the
         workload's boot at the cell's pace: at --pace real (virtual time costs no waiting)."""
-        return bool(spec.params.fill) and spec.pace == "real" and spec.clock != "virtual" and \
+        return bool(spec.params.fill) and spec.pace is Pace.REAL and spec.clock is not Clock.VIRTUAL and \
             spec.device.backend in MODELLED
 
-    def boot_pace(self, spec: CellSpec, index: int) -> str | None:
-        return "none" if index == 0 and self.unpaced_age(spec) else None
+    def boot_pace(self, spec: CellSpec, index: int) -> Pace | None:
+        return Pace.NONE if index == 0 and self.unpaced_age(spec) else None
 
     def work_dir(self, spec: CellSpec, run_dir: Path) -> Path:
         """Where the workload's boot writes its files: the cell's directory, or its last boot's."""
@@ -221,13 +218,13 @@ class Workload(Study):
             return  # the preconditioning boot does not run the workload
         dest = self.work_dir(spec, run_dir)
         dest.mkdir(parents=True, exist_ok=True)
-        staged = stage(p.file, p.digest, dest / STAGED[Kind(p.kind)])
-        if p.kind == Kind.FIO:
+        staged = stage(p.file.path, p.file.digest, dest / STAGED[p.file.kind])
+        if p.file.kind is Kind.FIO:
             # directory= first, in a [global] of its own: fio merges every [global] section
             staged.write_text(f"[global]\ndirectory={WL_DIR}\n\n" + staged.read_text())
 
     def workload_cmd(self, p, out: str) -> str:
-        if p.kind == Kind.FIO:
+        if p.file.kind is Kind.FIO:
             return f"fio --output-format=json --output={RUN}/{out} {RUN}/{STAGED[Kind.FIO]}"
         # $FLASHBED_ACK marks acknowledgements only in a crash-state cell (appcheck): a no-op here
         return (f"cd {WL_DIR} && FLASHBED_MNT={WL_DIR} FLASHBED_ACK=true {RUN}/{STAGED[Kind.SCRIPT]} "
@@ -245,7 +242,7 @@ class Workload(Study):
         for i in range(1, p.passes + 1):
             last = i == p.passes
             phase, sfx = ("workload", "") if last else (f"pass{i}", f"-{i}")
-            out = (FIO_OUT if p.kind == Kind.FIO else SCRIPT_OUT) if last else f"pass{i}.out"
+            out = (FIO_OUT if p.file.kind is Kind.FIO else SCRIPT_OUT) if last else f"pass{i}.out"
             steps += [
                 Step(f"mkdir{sfx}", f"rm -rf {WL_DIR} && mkdir -p {WL_DIR} && sync", timeout=600),
                 Step(f"blk-before{sfx}", stat_cmd(v.device_path())),
@@ -259,19 +256,19 @@ class Workload(Study):
 
     def parse(self, spec: CellSpec, boots: list[BootResult], run_dir: Path) -> Outcome:
         p = spec.params
-        case = Path(p.file).stem
+        case = p.file.stem
         res = boots[-1] if boots else None  # the workload's boot (after the preconditioning's own)
         aged = next((b for b in boots if b.step("age") is not None), None)
         run_dir = self.work_dir(spec, run_dir)
         why = first_failure(boots)
         if res is None or why:
-            tail = _tail(run_dir / SCRIPT_OUT) if p.kind == Kind.SCRIPT else ""
+            tail = _tail(run_dir / SCRIPT_OUT) if p.file.kind is Kind.SCRIPT else ""
             err = why + (f"; it printed: {tail}" if tail else "") if why else "the lab did not boot"
             return Outcome([], f"error: {err}"[:200], status=passed(False), error=err[:400])
         meas = m(case, "seconds", seconds(res, "workload"), "s")
-        extra: dict = {"file": Path(p.file).name, "digest": p.digest, "kind": p.kind}
+        extra: dict = {"file": p.file.name, "digest": p.file.digest, "kind": str(p.file.kind)}
         ranked: list[Figure] = []
-        if p.kind == Kind.FIO:
+        if p.file.kind is Kind.FIO:
             out = fiojson.load(run_dir / FIO_OUT)
             if not out:
                 return Outcome(meas, "error: fio left no JSON output", status=passed(False),
@@ -310,7 +307,7 @@ class Workload(Study):
         extra["block"] = blk
         if aged is not None:
             extra["age"] = step_json(aged, "age")
-            extra["age_pace"] = "none" if self.unpaced_age(spec) else spec.pace
+            extra["age_pace"] = str(Pace.NONE if self.unpaced_age(spec) else spec.pace)
         phases = host_stats(run_dir)
         lt = self.lifetime(spec, phases)
         if lt is not None:

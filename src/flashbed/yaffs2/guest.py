@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import shlex
 
-from .build import daemon_path
+from ..mounting import Mounting
+from .build import daemon_path, ensure_daemon
 
 PID_DIR = "/tmp/yaffs2"
 STATS = '"$FLASHBED_RUN/yaffs2.jsonl"'  # every mount's and unmount's JSON line
@@ -71,3 +72,44 @@ def mount_event(stdout: str) -> dict | None:
             if event.get("event") == "mount":
                 return event
     return None
+
+
+class DaemonMount(Mounting):
+    """YAFFS2's mounting (filesystems.CATALOGUE's yaffs2): the daemon started on /dev/mtdN, an
+    unmount that waits for its checkpoint, its own log, a cut that kills it, yaffs_mount's own
+    time on its mount line."""
+
+    in_kernel = False  # it takes no mount options; its own MTD driver takes MLC NAND
+
+    def mount_cmd(self, fs, dev: str, mnt: str, extra: tuple[str, ...] = ()) -> str:
+        return mount_cmd(dev, mnt)
+
+    def umount_cmd(self, mnt: str) -> str:
+        return umount_cmd(mnt)
+
+    def log_cmd(self) -> str:
+        return f"dmesg; {log_cmd()}"
+
+    def clear_log_cmd(self) -> str:
+        return f"dmesg -C; {clear_log_cmd()}"
+
+    def raw_device(self, fs, mtd: int, ubi: int) -> str:
+        return f"/dev/mtd{mtd}"
+
+    def ensure(self) -> None:
+        ensure_daemon()  # built at setup; else now, once (the guest runs the host's binary)
+
+    def cut_cmd(self, mnt: str) -> str | None:
+        return kill_cmd(mnt)
+
+    def kill_pidfile(self, mnt: str) -> str:
+        return pidfile(mnt)
+
+    def cut_umount_cmd(self, mnt: str) -> str | None:
+        return f"umount -l {shlex.quote(mnt)}"  # the dead daemon's FUSE mount
+
+    def scan_mount_cmd(self, dev: str, mnt: str) -> str | None:
+        return mount_cmd(dev, mnt, checkpoint=False)
+
+    def mount_event(self, stdout: str) -> dict | None:
+        return mount_event(stdout)

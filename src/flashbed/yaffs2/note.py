@@ -23,7 +23,7 @@ COMPARABLE = {
 def on_fuse(fs_spec: str) -> bool:
     """Whether a cell's filesystem (variant spec) sits on a filesystem in user space."""
     try:
-        return variants.parse(fs_spec).base.fuse_daemon
+        return not variants.parse(fs_spec).base.mounting.in_kernel
     except FlashbedError:
         return False
 

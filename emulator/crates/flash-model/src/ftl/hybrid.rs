@@ -15,10 +15,10 @@
 
 use std::collections::VecDeque;
 
-use super::{Ftl, FtlError, FtlStats, ReadRes, NONE};
+use super::{erase_superblock, Ftl, FtlError, FtlStats, ReadRes, NONE};
 use crate::config::DeviceConfig;
 use crate::media::Media;
-use crate::nand::{NandError, ReadOutcome, PAGE_ERASED};
+use crate::nand::{ReadOutcome, PAGE_ERASED};
 use crate::persist::{Reader, Writer};
 use crate::sbt::SbTable;
 
@@ -213,26 +213,7 @@ impl HybridFtl {
 
     /// Erases a superblock (replacing bad members) and returns it to the pool.
     fn erase_sb(&mut self, m: &mut Media, sb: u32, t: u64) -> u64 {
-        let mut end = t;
-        let mut retired = false;
-        for p in 0..self.planes {
-            let b = self.sbt.member(sb, p);
-            let failed = if m.nand.is_bad(b) {
-                true
-            } else {
-                let (r, e) = m.erase(b, t);
-                end = end.max(e);
-                if r == Err(NandError::EraseFail) {
-                    m.nand.mark_bad(b);
-                    true
-                } else {
-                    false
-                }
-            };
-            if failed && !self.sbt.replace(sb, p) {
-                retired = true;
-            }
-        }
+        let (end, retired) = erase_superblock(m, &mut self.sbt, sb, self.planes, t);
         if retired {
             self.retire(sb);
         } else {

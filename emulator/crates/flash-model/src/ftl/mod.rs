@@ -6,6 +6,7 @@ pub mod hybrid;
 pub mod page;
 
 use crate::media::Media;
+use crate::nand::NandError;
 use crate::persist::Writer;
 use crate::sbt::SbTable;
 
@@ -44,6 +45,34 @@ pub struct FtlStats {
     pub slc_programs: u64,
     pub folds: u64,
     pub fold_programs: u64,
+}
+
+/// Erases every member block of superblock `sb` from `t`, a member that is bad or whose
+/// erase fails (then marked bad) replaced by one of its plane's spares. Returns when the
+/// erases end, and whether the superblock must be retired (a plane had no spare left).
+/// Both personalities reclaim a superblock this way.
+pub(crate) fn erase_superblock(m: &mut Media, sbt: &mut SbTable, sb: u32, planes: u32, t: u64) -> (u64, bool) {
+    let mut end = t;
+    let mut retired = false;
+    for p in 0..planes {
+        let b = sbt.member(sb, p);
+        let failed = if m.nand.is_bad(b) {
+            true
+        } else {
+            let (r, e) = m.erase(b, t);
+            end = end.max(e);
+            if r == Err(NandError::EraseFail) {
+                m.nand.mark_bad(b);
+                true
+            } else {
+                false
+            }
+        };
+        if failed && !sbt.replace(sb, p) {
+            retired = true;
+        }
+    }
+    (end, retired)
 }
 
 pub trait Ftl: Send {

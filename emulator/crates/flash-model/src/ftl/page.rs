@@ -28,10 +28,10 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use super::{Ftl, FtlError, FtlStats, ReadRes, NONE};
+use super::{erase_superblock, Ftl, FtlError, FtlStats, ReadRes, NONE};
 use crate::config::DeviceConfig;
 use crate::media::Media;
-use crate::nand::{NandError, ReadOutcome, PAGE_ERASED};
+use crate::nand::{ReadOutcome, PAGE_ERASED};
 use crate::persist::{Reader, Writer};
 use crate::sbt::SbTable;
 
@@ -690,26 +690,7 @@ impl PageFtl {
     /// and returns it to its free pool (or retires it). Returns when the
     /// erase ends.
     fn release(&mut self, m: &mut Media, victim: u32, d: u64) -> u64 {
-        let mut end = d;
-        let mut retired = false;
-        for p in 0..self.planes {
-            let b = self.sbt.member(victim, p);
-            let failed = if m.nand.is_bad(b) {
-                true
-            } else {
-                let (r, e) = m.erase(b, d);
-                end = end.max(e);
-                if r == Err(NandError::EraseFail) {
-                    m.nand.mark_bad(b);
-                    true
-                } else {
-                    false
-                }
-            };
-            if failed && !self.sbt.replace(victim, p) {
-                retired = true;
-            }
-        }
+        let (end, retired) = erase_superblock(m, &mut self.sbt, victim, self.planes, d);
         self.erases_since_wl += 1;
         if retired {
             self.retire(victim);

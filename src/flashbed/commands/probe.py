@@ -1,5 +1,5 @@
 """`flashbed probe DEVICE [--write-preset FILE]`: arguments checked here, the
-work in lab.py, the text in render.py, the preset in fit.py."""
+work in probe/lab.py, the text in probe/render.py, the preset in probe/fit.py."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import tempfile
 from pathlib import Path
 
 from .. import writeguard
-from ..devices import presets, realdev
+from ..devices import presets
 from ..errors import FlashbedError
 
 
 def add_parser(sub) -> None:
     from ..options import seconds
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
+    p.set_defaults(handler=run)
     p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
                    "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
     p.add_argument("--device", dest="device_opt", metavar="DEVICE", help="the same as DEVICE (with --target: the "
@@ -40,7 +41,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..lab import clock
+    from .. import clock
     args.lab_clock = clock.parse(args.clock)
     if args.max_open < 2:
         raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
@@ -60,60 +61,28 @@ def run(args: argparse.Namespace) -> int:
     if not args.device:
         raise FlashbedError("flashbed probe needs a device: a preset (e.g. lexar-c10-16g@256M), a real device, or "
                             "with --target the board's (--device /dev/mmcblk0p3)")
+    from .. import targets
     if args.target:
-        return _on_board(args)
-    if args.ssh_key or args.ssh_config:
+        target = targets.kind(args.target).for_probe(args)  # checked before the board is reached
+    elif args.ssh_key or args.ssh_config:
         raise FlashbedError(f"--{'ssh-key' if args.ssh_key else 'ssh-config'} is for --target ssh://...: add "
                             f"--target, or drop it")
-    if args.destroy_data_on and not realdev.names_device(args.device):
-        raise FlashbedError(f"--destroy-data-on applies to a real device, and {args.device} is a preset")
-    from ..plan import load_devices  # a preset or a real device, refused as a run refuses it
-    (device,) = load_devices((args.device,), tuple(args.destroy_data_on)).values()
-    return _probe(args, device)
+    else:
+        target = targets.LabTarget()
+    with target:
+        return _probe(args, target, target.probe_device(args.device, tuple(args.destroy_data_on)))
 
 
-def _on_board(args: argparse.Namespace) -> int:
-    """The probe on a board's own device: checked on the board as a run checks it."""
-    from ..lab.board import Board, BoardLab
-    from ..lab.ssh import parse_target
-    from .lab import OnBoard
-    target = parse_target(args.target, args.ssh_key or "", args.ssh_config or "")
-    if not args.device.startswith("/dev/"):
-        raise FlashbedError(f"--target {target.url}: give the board's device with --device /dev/... (e.g. "
-                            f"/dev/mmcblk0p3); presets are probed in the lab, without --target")
-    for path in args.destroy_data_on:  # a typo must not pass for permission
-        if path != args.device:
-            raise FlashbedError(f"--destroy-data-on {path} names no device of this probe on the board "
-                                f"({args.device}): repeat the --device path exactly")
-    board = Board(target).open()
-    try:
-        device = board.load_device(args.device, tuple(args.destroy_data_on))
-        if "fio" in board.identity.get("missing_tools", ()):
-            raise FlashbedError(f"{target.url} has no fio: the probe's rates are fio jobs (Debian: apt install fio)")
-        on = OnBoard(lab=BoardLab(board, args.device), flashbench=board.flashbench(),
-                     tools=board.versions("flashbench", "fio"))
-        if on.flashbench != "flashbench":
-            on.tools["flashbench"] = lab_tool_version() + " (this machine's, copied to the board)"
-        return _probe(args, device, on)
-    finally:
-        board.close()
-
-
-def lab_tool_version() -> str:
-    from .lab import tool_versions
-    return tool_versions()["flashbench"]
-
-
-def _probe(args: argparse.Namespace, device, board=None) -> int:
-    from . import fit, lab, render
+def _probe(args: argparse.Namespace, target, device) -> int:
+    from ..probe import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
     out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))
-    from ..lab import clock
-    runs_on, note = clock.effective(args.lab_clock, "board" if board is not None else device.backend)
+    from .. import clock
+    runs_on, note = clock.effective(args.lab_clock, device.backend)
     if note:
         print(note)
-    result = lab.probe(device, out, max_open=args.max_open, runtime=args.runtime, board=board, clock=runs_on)
+    result = lab.probe(device, out, target.probe_site(device, runs_on), max_open=args.max_open, runtime=args.runtime)
     for name, text in result.raw.items():
         (out / f"flashbench-{name}.txt").write_text(text)
     print(render.text(result))

@@ -14,16 +14,23 @@ run on the real-time kernel (`effective`).
 
 `flashbed run` asks for one of these per cell, or `auto` (its default): each cell in
 virtual time where it can run there, in real time where it cannot (`RealWhy`).
+
+A cell's clock is a Clock from the plan to where it acts: the lab factory picks the
+kernel's flavour by it, the device session serves the device in it. In real time an
+emulated device also has a Pace: its modelled delays waited out, or skipped. Only the
+emulator's own command line says "virtual" as a pace (`emulator_pace`).
 """
 
 from __future__ import annotations
 
 import enum
 
-from ..errors import FlashbedError
+from typing import Any
+
+from .errors import FlashbedError
 
 
-class Clock(str, enum.Enum):
+class Clock(enum.StrEnum):
     REAL = "real"
     VIRTUAL = "virtual"
 
@@ -33,6 +40,14 @@ class Clock(str, enum.Enum):
 
 
 DEFAULT = Clock.REAL
+
+
+class Pace(enum.StrEnum):
+    """An emulated device's pace in real time: its modelled delays waited out, or skipped
+    (its timings then mean nothing; the failure studies' outcomes do not depend on them)."""
+
+    REAL = "real"
+    NONE = "none"
 
 # `flashbed run`'s request: virtual time for each cell that can run in it, real time for
 # the rest (RealWhy); a request's () is real time (runs from before auto kept their ids)
@@ -82,6 +97,24 @@ def effective(clock: Clock, backend: str) -> tuple[Clock, str]:
     return clock, ""
 
 
-def pace(clock: Clock, pace: str) -> str:
-    """The emulator's --pace for a lab clock (virtual time replaces real pacing)."""
-    return "virtual" if clock is Clock.VIRTUAL else pace
+def emulator_pace(clock: Clock, pace: Pace) -> str:
+    """The emulator's --pace for a cell (flashbed-emu's own word, and what a cell records it ran
+    at): virtual time replaces real pacing."""
+    return "virtual" if clock is Clock.VIRTUAL else Pace(pace).value
+
+
+def from_emulator_pace(word: Any) -> tuple[Clock, Pace]:
+    """A cell's clock and pace from the emulator's --pace its result records (emulator_pace's
+    inverse; in virtual time the real-time pace is not recorded: real; nothing recorded: none)."""
+    if word == "virtual":
+        return Clock.VIRTUAL, Pace.REAL
+    return Clock.REAL, Pace(word) if word in tuple(Pace) else Pace.NONE
+
+
+def recorded(value: Any) -> Clock | None:
+    """The clock a result or a file records (its value); None where it records none (runs from
+    before the clock axis) or one this flashbed does not know."""
+    try:
+        return Clock(value) if value else None
+    except ValueError:
+        return None
