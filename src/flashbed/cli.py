@@ -506,6 +506,9 @@ def _run(args: argparse.Namespace) -> int:
     plan = make_plan(req, tuple(args.destroy_data_on), kernels)
     from .execute import check_resume
     check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
+    if any(d.backend == "emulator" for d in plan.devices.values()):
+        from .devices.emulator import check_fuse
+        check_fuse()  # no /dev/fuse or no right to mount: one line, not a failed cell each
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")

@@ -61,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
         raise FlashbedError(f"--destroy-data-on applies to a real device, and {args.device} is a preset")
     from ..plan import load_devices  # a preset or a real device, refused as a run refuses it
     (device,) = load_devices((args.device,), tuple(args.destroy_data_on)).values()
+    if device.backend == "emulator":
+        from ..devices.emulator import check_fuse
+        check_fuse()
     return _probe(args, device)
 
 
