@@ -1,16 +1,21 @@
-"""Issue 27: the two commands on a stock machine. FUSE that cannot be mounted (no
-/dev/fuse, no right to mount), one line before anything runs."""
+"""Issue 27: the two commands on a stock machine. Setup's refusals (a too-old cargo, no
+network), each one line and exit 2 with nothing installed; FUSE that cannot be mounted
+(no /dev/fuse, no right to mount), one line before anything runs."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from flashbed.cli import main
 from flashbed.devices import emulator
+
+REPO = Path(__file__).resolve().parents[2]
+
 
 def status_file(tmp_path: Path, eff: int, bnd: int) -> Path:
     p = tmp_path / "status"
@@ -74,3 +79,58 @@ def test_a_plain_file_device_needs_no_fuse(tmp_path, monkeypatch):
     from flashbed.plan import PlanRequest, make_plan
     plan = make_plan(PlanRequest(fs=("ext4",), devices=("plain-file@512M",), studies=("mkfs",)))
     assert {d.backend for d in plan.devices.values()} == {"file"}
+
+
+# --- setup ----------------------------------------------------------------------------------
+
+def setup_copy(tmp_path: Path) -> Path:
+    """setup.sh and what it reads before installing anything, in a directory of their own."""
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    (root / "emulator").mkdir()
+    shutil.copy(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
+    shutil.copy(REPO / "emulator" / "Cargo.toml", root / "emulator" / "Cargo.toml")
+    return root
+
+
+def fake_tool(bindir: Path, name: str, output: str) -> None:
+    bindir.mkdir(exist_ok=True)
+    p = bindir / name
+    p.write_text(f"#!/bin/sh\necho '{output}'\n")
+    p.chmod(0o755)
+
+
+def rust_version() -> str:
+    for line in (REPO / "emulator" / "Cargo.toml").read_text().splitlines():
+        if line.startswith("rust-version"):
+            return line.split('"')[1]
+    raise AssertionError("emulator/Cargo.toml declares no rust-version")
+
+
+@pytest.mark.skipif(not shutil.which("dpkg-query"), reason="setup is for Debian (dpkg)")
+def test_setup_refuses_a_too_old_cargo_in_one_line_before_installing_anything(tmp_path):
+    root = setup_copy(tmp_path)
+    fake_tool(tmp_path / "bin", "cargo", "cargo 1.63.0")
+    fake_tool(tmp_path / "bin", "rustc", "rustc 1.63.0 (4b91a6ea7 2022-08-08)")
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHON": "/usr/bin/python3"}
+    r = subprocess.run(["sh", str(root / "scripts" / "setup.sh")], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "Rust 1.63.0" in r.stderr and f"Rust {rust_version()} or newer" in r.stderr
+    assert "rustup" in r.stderr, r.stderr
+    assert "installing" not in r.stdout and not (root / ".venv").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="an offline network namespace needs root")
+def test_setup_without_network_says_so_in_one_line(tmp_path):
+    clone = tmp_path / "flashbed"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(clone)], check=True, timeout=120)
+    # this tree's setup, its emulator's lock and manifest (the clone has the last commit's)
+    for f in ("scripts/setup.sh", "emulator/Cargo.toml", "emulator/Cargo.lock", "pyproject.toml"):
+        shutil.copy(REPO / f, clone / f)
+    env = {**os.environ, "CARGO_HOME": str(tmp_path / "cargo")}
+    r = subprocess.run(["unshare", "--net", "sh", "scripts/setup.sh"], cwd=clone, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "cannot reach the package registry" in r.stderr, r.stderr
+    assert "check the network" in r.stderr
