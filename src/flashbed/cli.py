@@ -229,7 +229,10 @@ def _kernel_option(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _dispatch(args)
+        rc = _dispatch(args)
+        # stdout to a pipe is buffered: a reader that is gone (`| head`) shows here, not at exit
+        sys.stdout.flush()
+        return rc
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
