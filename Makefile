@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLASHBED := $(VENV)/bin/flashbed
 
-.PHONY: setup demo smoke test test-unit bench
+.PHONY: setup demo smoke test test-unit bench image
 
 setup:
 	./scripts/setup.sh
@@ -30,6 +30,14 @@ test-unit: $(PY)
 
 $(PY):
 	./scripts/setup.sh
+
+# the container image for every other host (Containerfile; README, Hosts), with podman or docker
+BASE ?= debian:trixie
+image:
+	@engine=$$(command -v podman || command -v docker) \
+	    || { echo "make image: needs podman or docker (apt-get install podman)" >&2; exit 2; }; \
+	echo "$$engine build --build-arg BASE=$(BASE) -t flashbed -f Containerfile ."; \
+	$$engine build --build-arg BASE=$(BASE) -t flashbed -f Containerfile .
 
 bench: setup
 	$(FLASHBED) bench lab --kernel 6.12 --kernel 7.3 --runs 3
