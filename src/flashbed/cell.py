@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import os
 import threading
 import time
 import traceback
@@ -24,7 +25,7 @@ from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          TimedCut,
                          WriteLog, session_has)
-from .results import CellResult
+from .results import CellResult, printable
 from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
@@ -36,9 +37,13 @@ OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or ano
 
 def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root: Path,
               provenance: dict[str, Any]) -> CellResult:
-    """One cell of the run directory `root`, in the lab `labs` gives it."""
-    logs = RunStore(root).logs_dir(spec.key)
-    return run_cell(spec, labs(spec), logs, root / "scratch" / logs.name, provenance, on_boot=on_part)
+    """One cell of the run directory `root`, in the lab `labs` gives it, in a directory of
+    this attempt's own: a killed attempt's files (a crash-state log the guest appends to)
+    never mix into the next one's."""
+    logs = RunStore(root).new_attempt(spec.key)
+    scratch = root / "scratch" / f"{logs.parent.name}.{logs.name}"
+    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part)
+    return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
 
 
 def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
@@ -51,9 +56,12 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
     if pace == "virtual":
         spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
     study = STUDIES[spec.key.study]
-    logs.mkdir(parents=True, exist_ok=True)
     prov = _provenance(spec, lab, provenance, pace)
     try:
+        logs.mkdir(parents=True, exist_ok=True)
+        if any(logs.iterdir()):  # a guest's logs appended to an earlier attempt's would be read as this one's
+            return _error(spec, f"{logs} is not empty: each attempt at a cell needs a directory of its own",
+                          started, prov)
         # the lab opens the device as its boots see it (a replay opens none)
         with lab.open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
             host = CellHost(dev, on_boot, virtual=pace == "virtual")
@@ -76,20 +84,24 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                     on_boot(i + 1, len(steps_per_boot))
                 if not boots[-1].status.as_planned and not study.continue_after_failure:
                     break
+        if _disk_full(logs) and not all(b.ok for b in boots):  # the guest's writes failed, not the filesystem
+            return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
         error = outcome.error or boot_error
+        # what a guest or the user's programs printed may be in them: never a terminal escape
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=outcome.headline if status.ok else f"{status}: {error}"[:200],
-                          error=error, seconds=round(time.monotonic() - started, 3), device_stats=host.phases,
+                          headline=printable(outcome.headline if status.ok else f"{status}: {error}")[:200],
+                          error=printable(error), seconds=round(time.monotonic() - started, 3),
+                          device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
     except FlashbedError as e:
         return _error(spec, str(e), started, prov)
     except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):  # not a bug: say it once, plainly
-            return _error(spec, f"the disk holding {logs} is full", started, prov)
+        if e.errno in (errno.ENOSPC, errno.EDQUOT) or _disk_full(logs):  # not a bug: say it once, plainly
+            return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         return _unexpected(spec, logs, e, started, prov)
     except Exception as e:  # a bug must not lose the run: record it and go on
         return _unexpected(spec, logs, e, started, prov)
@@ -317,9 +329,26 @@ def _cpu_costs(spec: CellSpec):
     return cpuprofile.get(spec.cpu_profile).costs if spec.clock == "virtual" and spec.cpu_profile else None
 
 
-def _error(spec: CellSpec, msg: str, started: float, prov: dict) -> CellResult:
+def _error(spec: CellSpec, msg: str, started: float, prov: dict, disk_full: bool = False) -> CellResult:
     return CellResult(key=spec.key, status=CellStatus.ERROR, error=msg[:1000], headline=f"error: {msg}"[:200],
-                      seconds=round(time.monotonic() - started, 3), provenance=prov)
+                      seconds=round(time.monotonic() - started, 3), provenance=prov,
+                      extra={"disk_full": True} if disk_full else {})
+
+
+DISK_FULL_BELOW = 1 << 20  # bytes free: the run directory's disk is full (the guest's last write failed)
+
+
+def _disk_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < DISK_FULL_BELOW
+
+
+def disk_full(result: CellResult) -> bool:
+    """Whether the cell stopped because the run directory's disk is full: the run stops there."""
+    return bool(result.extra.get("disk_full")) and not result.ok
 
 
 def _budget(steps) -> float:

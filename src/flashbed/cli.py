@@ -6,15 +6,19 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__
 from . import filesystems as fscat
 from .errors import FlashbedError
+from .options import Parser as _Parser
+from .options import one_line, seconds
 
 
 EXIT_CODES = """exit codes:
@@ -24,19 +28,8 @@ EXIT_CODES = """exit codes:
        crash state that did not come out as recorded
   2    bad input or a refusal: nothing was run (one line on stderr says what to do)
   130  interrupted (Ctrl-C): finished cells are kept; the same command resumes
+  143  terminated (SIGTERM): as Ctrl-C
   141  the reader of stdout went away (e.g. `| head`)"""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a bad option in one line (no usage block before it), exit 2."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
-
-
-def one_line(text: str) -> str:
-    """A message as one line: control characters a user typed (a newline in a value) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +59,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="also boot without pinning the lab to one CPU, interleaved, and print the ratio")
     _kernel_option(bb)
     ex = lsub.add_parser("exec", help="run shell commands in one lab boot and print their output")
-    ex.add_argument("--disk", type=Path, action="append", default=[], help="host file for /dev/ubdX")
+    ex.add_argument("--disk", type=Path, action="append", default=[], help="a disk image for /dev/ubdX (its "
+                    "writes go to an overlay unless --destroy-data-on names it), or a block device (only with "
+                    "--destroy-data-on, after the checks of `run`)")
+    ex.add_argument("--destroy-data-on", action="append", default=[], metavar="PATH",
+                    help="let the lab write this --disk itself: repeat its path")
     ex.add_argument("--device", help="a device preset served as runs serve it (e.g. emmc-8g@256M): "
                     "/dev/ubda, or raw NAND through nandsim")
     ex.add_argument("--pace", default="real", choices=["real", "none"], help="emulator clock, with --device")
@@ -75,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                     "catalogue's default; none: no cost)")
     _kernel_option(ex)
     ex.add_argument("--cpus", type=int, default=1, help="guest vCPUs (7.3 only; leases as many host CPUs)")
-    ex.add_argument("--timeout", type=float, default=300)
+    ex.add_argument("--timeout", type=seconds, default=300.0, help="seconds per command (default 300)")
     ex.add_argument("cmd", nargs="+", help="a shell command (each argument is one step)")
 
     sub.add_parser("filesystems", help="list the filesystem catalogue")
@@ -148,7 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--device", action="append", help="preset or preset file (default: every calibrated preset)")
     bp.add_argument("--runs", type=int, default=3, help="measurements per preset; the median is shown (default 3)")
     bp.add_argument("--capacity", default="512M", help="device size for presets given without @SIZE")
-    bp.add_argument("--runtime", type=float, default=10.0, help="seconds per fio job (default 10)")
+    bp.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio job (default 10)")
     bp.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel lab kernel, each "
                     "request completing when the device model says, so the figures do not depend on the host's load")
     bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
@@ -174,7 +171,7 @@ def _parser() -> argparse.ArgumentParser:
     bck.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
     bck.add_argument("--runs", type=int, help="runs per clock, interleaved (medians printed; default 3, "
                      "with --profile 1)")
-    bck.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) per random job")
+    bck.add_argument("--runtime", type=seconds, default=5.0, help="seconds (guest time) per random job")
     bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
     bck.add_argument("--profile", help="instead of the fio jobs: a whole `flashbed run --profile P` on --device in "
                      "each clock, timed as a process (default --runs 1)")
@@ -183,7 +180,7 @@ def _parser() -> argparse.ArgumentParser:
                           "per call, fio 4 KiB QD1 random read with the device's and the CPU's share")
     bcp.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")
     bcp.add_argument("--cpu-profile", action="append", help="profiles (repeatable or comma-separated; default all)")
-    bcp.add_argument("--runtime", type=float, default=5.0, help="seconds (guest time) of the random read")
+    bcp.add_argument("--runtime", type=seconds, default=5.0, help="seconds (guest time) of the random read")
     bcp.add_argument("--calls", type=int, default=100_000, help="getppid calls in the null-syscall loop")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
@@ -212,7 +209,10 @@ def _parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="write report.html, report.md, summary.json for a run (or compare two)")
     rep.add_argument("runs", nargs="+", metavar="RUN")
-    rep.add_argument("--out", type=Path)
+    rep.add_argument("--out", type=Path, help="the report's directory (default: the run's own; for two runs "
+                     "compare-A-vs-B): never inside another run")
+    rep.add_argument("--force", action="store_true", help="replace files of the report's names in --out that "
+                     "flashbed did not write")
     return p
 
 
@@ -226,16 +226,28 @@ def _kernel_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kernel", help="lab kernel NAME[:MODE]: 6.12 or 7.3 (default), e.g. 7.3:ptrace")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: stopped as Ctrl-C stops flashbed (labs killed, finished results kept)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
-        rc = _dispatch(args)
+        rc = _dispatch(_parser().parse_args(argv))
         # stdout to a pipe is buffered: a reader that is gone (`| head`) shows here, not at exit
         sys.stdout.flush()
         return rc
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
+    except Terminated:
+        print("flashbed: terminated (SIGTERM); finished results are kept: the same command resumes", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("flashbed: interrupted; finished results are kept", file=sys.stderr)
         return 130
@@ -245,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -336,8 +351,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                                         f"{', '.join(PROFILES)}")
                 if args.hog:
                     raise FlashbedError("--hog times fio jobs, not a whole profile: drop --hog or --profile")
-                if args.keep and Path(args.keep).exists():
+                if args.keep and os.path.lexists(args.keep):
                     raise FlashbedError(f"--keep {args.keep} exists: name a new directory")
+                if args.keep:
+                    from . import writeguard
+                    writeguard.check(args.keep, "--keep", writeguard.Target.DIR)
             elif args.keep:
                 raise FlashbedError("--keep keeps the runs of --profile: give --profile, or drop --keep")
             dev = presets.load_spec(args.device)
@@ -465,6 +483,8 @@ def _run(args: argparse.Namespace) -> int:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
         req = _stored_request(store)
+        from .userwork import check_resumable
+        check_resumable(req.overrides)
     else:
         overrides = _overrides(args.set)
         studies = _split(args.study, "study")
@@ -498,6 +518,7 @@ def _run(args: argparse.Namespace) -> int:
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
                           clocks=clock.labels(_split(args.clock, "clock")),
                           cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
+        _check_settings_of(args.set, req)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
     old_run = _real_time_run(req, store) if not args.resume and not args.out else ""
@@ -515,7 +536,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.executor == "dask" and any(d.backend == "real" for d in plan.devices.values()):
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
-    store.create()  # a run directory that cannot be made is the one line, not after the notes
+    store.create("--out" if args.out else "the run directory")  # one line, not after the notes
     for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
@@ -548,7 +569,7 @@ def _run_board(args: argparse.Namespace, req, store) -> int:
         check_resume(plan, store)  # a changed request: refused before anything runs
         for line in plan.skipped_lines():
             print(f"flashbed: {line}", file=sys.stderr)
-        store.create()
+        store.create("--out" if args.out else "the run directory")
         # one cell at a time: every cell writes the board's one device
         results = execute(plan, store, BoardLabs(board), LocalExecutor(1))
     finally:
@@ -585,6 +606,19 @@ def _check_studies_of(store, studies: tuple[str, ...]) -> None:
                             f"{', '.join(have) or 'none yet'}")
 
 
+def _check_settings_of(items: list[str], req) -> None:
+    """One line for a --set of a study the run does not have: it would change nothing."""
+    from .profiles import PROFILES
+    if req.profile not in PROFILES:
+        return  # make_plan says so
+    studies = req.studies or tuple(PROFILES[req.profile]["studies"])
+    for item in items:
+        study = item.partition(".")[0]
+        if study not in studies:
+            raise FlashbedError(f"--set {item}: study {study} is not in this run ({', '.join(studies)}): add "
+                                f"--study {study}, or drop the --set")
+
+
 def _real_time_run(req, store) -> str:
     """A line when this command made a run in real time before auto became the default ('' if
     not): that run has another id, so it is left as it is, not finished in virtual time."""
@@ -606,15 +640,9 @@ def _stored_request(store):
     stored = store.manifest().get("request")
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
-    texts = ("profile", "pace", "target")
-    lists = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
-    numbers = ("repeat", "seed", "cpus")
-    ok = isinstance(stored, dict) and set(stored) <= {*texts, *lists, *numbers, "overrides"} and \
-        all(isinstance(stored[k], str) for k in texts if k in stored) and \
-        all(isinstance(stored[k], list) and all(isinstance(x, str) for x in stored[k]) for k in lists if k in stored) \
-        and all(type(stored[k]) is int for k in numbers if k in stored) and \
-        (isinstance(stored.get("overrides", {}), dict) and all(isinstance(v, dict) for v in
-                                                               stored.get("overrides", {}).values()))
+    from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
+    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+        and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
                             f"resumed: start a new run with --out DIR")
@@ -655,11 +683,13 @@ def _build_changes(store, infos) -> list[str]:
 def _report(args: argparse.Namespace) -> int:
     from .report import compare, write_report
     from .store import resolve_run
+    if args.force and args.out is None and len(args.runs) == 1:
+        raise FlashbedError("--force replaces files in --out: a run's own report needs none; drop --force")
     if len(args.runs) == 1:
-        paths = write_report(resolve_run(args.runs[0]).root, args.out)
+        paths = write_report(resolve_run(args.runs[0]).root, args.out, force=args.force)
     elif len(args.runs) == 2:
         a, b = (resolve_run(r).root for r in args.runs)
-        paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"))
+        paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"), force=args.force)
         from .report.comparison import TEXT_NAME
         print((paths.html.parent / TEXT_NAME).read_text(), end="")
     else:
@@ -717,7 +747,12 @@ def _lab(args: argparse.Namespace) -> int:
         names = args.fs or list(fscat.CATALOGUE)
         for n in names:
             fscat.get(n)
-        out = args.out or Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
+        from . import writeguard
+        if args.jobs is not None and args.jobs < 1:
+            raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
+        out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Target.DIR,
+                                                   mark="smoke.json")) if args.out \
+            else Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
         results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
         smoke.print_table(results)
         used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it
@@ -757,8 +792,7 @@ def _lab(args: argparse.Namespace) -> int:
         return 0
     if args.lab_cmd == "exec":
         from .lab import labexec
-        if not 0 < args.timeout < float("inf"):
-            raise FlashbedError(f"--timeout must be a number of seconds above 0, not {args.timeout:g}")
+        disks = labexec.check_disks(args.disk, tuple(args.destroy_data_on))
         choice.check_cpus(args.cpus)
         from . import cpus
         cpus.check_count(args.cpus)  # the host's side, before any build
@@ -775,7 +809,7 @@ def _lab(args: argparse.Namespace) -> int:
             print(f"flashbed: CPU profile {prof.summary()}", file=sys.stderr)
         elif args.cpu_profile:
             print(f"flashbed: {cpuprofile.REAL_TIME_NOTE}", file=sys.stderr)
-        return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=args.disk,
+        return labexec.run(args.cmd, choice.label, cpus=args.cpus, device=args.device, disks=disks,
                            timeout=args.timeout, pace=args.pace, clock=clk, cpu=prof.costs)
     raise AssertionError(args.lab_cmd)
 

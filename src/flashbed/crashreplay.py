@@ -24,15 +24,14 @@ import errno
 import json
 import os
 import shutil
-import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import variants
-from .devices import emulator, presets, realdev
+from . import variants, writeguard
+from .devices import emulator, presets
 from .errors import FlashbedError
 from .lab.guest.protocol import StateFacts
 from .lab.guest.guestlib import read_log
@@ -58,7 +57,7 @@ class Target:
 
     @property
     def logs(self) -> Path:
-        return self.store.logs_dir(self.result.key)
+        return self.store.attempt_dir(self.result)
 
 
 def find(run: str, ref: str) -> Target:
@@ -83,69 +82,22 @@ def find(run: str, ref: str) -> Target:
     return Target(store, r, state, failure)
 
 
-@dataclass(frozen=True)
-class ImageTarget:
-    """Where --image goes, checked: a file (new, or replaced with --force) or a block device
-    the user named with --destroy-data-on."""
-
-    path: Path
-    device: bool = False
-
-
-def _run_dir_of(path: Path) -> Path | None:
-    """The run directory `path` is in or is (the nearest one with a manifest.json), or None."""
-    for d in (path, *path.parents):
-        if (d / "manifest.json").is_file():
-            return d
-    return None
-
-
-def image_target(image: Path, destroy: tuple[str, ...] = (), force: bool = False) -> ImageTarget:
-    """--image checked before anything is written: one line on a path it must not write."""
-    for d in destroy:  # a typo must not pass for permission
-        if not realdev.same_node(d, str(image)):
-            raise FlashbedError(f"--destroy-data-on {d} is not the --image {image}: repeat the --image path exactly")
-    try:
-        st = os.stat(image)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise FlashbedError(f"--image {image}: cannot look at it: {e.strerror}") from None
-    if st is not None and stat.S_ISBLK(st.st_mode):
-        if not destroy:
-            raise FlashbedError(f"--image {image} is a block device: the image would overwrite it; if that is what "
-                                f"you want, add --destroy-data-on {image}")
-        realdev.load(str(image), tuple(destroy))  # not mounted, not held, writable: as `run` checks it
-        return ImageTarget(image, device=True)
-    if destroy:
-        raise FlashbedError(f"--destroy-data-on applies to a block device, and --image {image} is not one")
-    resolved = image.resolve()
-    run_dir = _run_dir_of(resolved if st is not None and stat.S_ISDIR(st.st_mode) else resolved.parent)
-    if run_dir is not None:
-        raise FlashbedError(f"--image {image} is inside run directory {run_dir}, whose files are its results: "
-                            f"give a path outside it")
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise FlashbedError(f"--image {image} is a directory: give a file path, e.g. {image / 'state.img'}")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise FlashbedError(f"--image {image} exists and is not a regular file: give a new file path")
-    if st is not None and not force:
-        raise FlashbedError(f"--image {image} exists: add --force to replace it, or give a new file path")
-    if not resolved.parent.is_dir():
-        raise FlashbedError(f"--image {image}: directory {image.parent} does not exist: create it "
-                            f"(mkdir -p {image.parent}) or give another path")
-    if not os.access(resolved.parent, os.W_OK | os.X_OK):
-        raise FlashbedError(f"--image {image}: cannot write to directory {image.parent}: give another path")
-    return ImageTarget(image)
+def image_target(image: Path, destroy: tuple[str, ...] = (), force: bool = False) -> writeguard.Allowed:
+    """--image checked before anything is read or written (writeguard): one line on a path it
+    must not write."""
+    other = writeguard.unused_destroy(destroy, [image])
+    if other is not None:  # a typo must not pass for permission
+        raise FlashbedError(f"--destroy-data-on {other} is not the --image {image}: repeat the --image path exactly")
+    return writeguard.check(image, "--image", writeguard.Target.FILE, force=force, devices=True, destroy=destroy,
+                            noun="the image")
 
 
 def _full(e: str | OSError) -> bool:
     return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "os error 28" in str(e)
 
 
-def rebuild(t: Target, target: ImageTarget | Path) -> dict[str, Any]:
+def rebuild(t: Target, target: writeguard.Allowed) -> dict[str, Any]:
     """The state's image written to `target`, whole or not at all."""
-    if not isinstance(target, ImageTarget):
-        target = ImageTarget(Path(target))
     log = t.logs / CRASHLOG
     if not log.is_dir():
         raise FlashbedError(f"cell {t.result.key.id} kept no write log ({log} is missing): a cell keeps it only "
@@ -155,12 +107,13 @@ def rebuild(t: Target, target: ImageTarget | Path) -> dict[str, Any]:
             reply = _rebuild_file(t, log, Path(tmp) / "state.img", target.path)
             _copy_to_device(Path(tmp) / "state.img", target.path)
         return reply
-    tmp = target.path.with_name(f".{target.path.name}.tmp{os.getpid()}")
+    tmp = writeguard.temp_path(target)
     try:
-        reply = _rebuild_file(t, log, tmp, target.path)
-        os.replace(tmp, target.path)
-    finally:
+        reply = _rebuild_file(t, log, tmp, Path(target.given))
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        raise
+    writeguard.place(target, tmp)
     return reply
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from . import __version__
 from . import filesystems as fscat
-from .cell import cell_task
+from .cell import cell_task, disk_full
 from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
@@ -137,6 +137,10 @@ def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
 
         def finished(spec: CellSpec, result: CellResult) -> str:
             store.write(result)
+            store.prune_attempts(result)  # the attempts before it: killed, or an error this one replaces
+            if disk_full(result):  # every cell after it would fail the same way: stop, resumable
+                raise FlashbedError(f"{result.error}: free some space, then run the same command again (finished "
+                                    f"cells are kept)")
             return result.headline if result.ok else f"{result.status.upper()} {result.headline}"
 
         if todo:
@@ -156,7 +160,9 @@ def _uninterrupted(fn: Callable[[], None]) -> None:
         fn()
         return
     old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a SIGTERM as well (cli: stopped as Ctrl-C)
     try:
         fn()
     finally:
         signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGTERM, old_term)

@@ -227,12 +227,17 @@ def load_devices(specs: tuple[str, ...], destroy_data_on: tuple[str, ...] = ()) 
     return out
 
 
+REPEAT_MAX = 1000  # repeats of every cell: far beyond any study's need
+
+
 def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: tuple[str, ...] | None = None,
               board: Any = None) -> Plan:
     """The cells of `req`. `kernels`: the lab kernels of a request that names none (run_kernels;
     default: the default kernel). `board`: the connected lab.board.Board of a request with a target."""
     if req.repeat < 1:
         raise FlashbedError(f"--repeat must be at least 1 (got {req.repeat})")
+    if req.repeat > REPEAT_MAX:  # a plan of 10^23 repeats never finished being made
+        raise FlashbedError(f"--repeat must be 1 to {REPEAT_MAX} (got {req.repeat})")
     if req.pace not in PACES:
         raise FlashbedError(f"--pace must be real or none, or auto (none for the studies whose outcomes do not "
                             f"depend on timing, real for the rest; the default), not '{req.pace}'")
@@ -352,7 +357,22 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         left_out = Plan(r, devices, [], skipped=skipped).skipped_lines()
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together"
                             + (f" ({left_out[0]})" if left_out else ""))
+    _no_cells_for(req, cells, na, skipped, devices)
     return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped, real_time)
+
+
+def _no_cells_for(req: PlanRequest, cells: list[CellSpec], na: list, skipped: list, devices: dict) -> None:
+    """One line for a study the user named that no device or filesystem of the run can run (raw
+    NAND for a block study: `--check` on nand-2g-4k was dropped silently). The profile's own
+    studies may leave some out: only named ones are held to it."""
+    have = {c.key.study for c in cells} | {n.study for n in na} | {k.study for k in skipped}
+    for s in req.studies:
+        if s not in have:
+            st = STUDIES[s]
+            what = "--check (study appcheck)" if s == "appcheck" else f"study {s}"
+            raise FlashbedError(f"{what} runs on {' or '.join(m.replace('mtd', 'raw NAND') for m in st.media)} "
+                                f"devices, and none of this run's ({', '.join(devices)}) with its filesystems is "
+                                f"one: add one (e.g. --device emmc-8g@512M), or drop it")
 
 
 def _cell_clock(clk: clock.Clock, choice: Any, dev: Device, study: Any,

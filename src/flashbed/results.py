@@ -20,6 +20,13 @@ from .status import CellStatus
 SCHEMA_VERSION = 1
 
 
+def printable(text: str) -> str:
+    """Text from outside flashbed (a user's check or workload, a guest's output) as one line of
+    printable characters: control characters (a terminal escape, a NUL, a newline) written out
+    as escapes, so it can neither drive the terminal nor break report.md."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True)
 class CellKey:
     device: str  # device label: preset name, with capacity when not the preset's own
@@ -71,7 +78,10 @@ class CellResult:
     # how it was obtained: preset, capacity, kernel release, tool versions
     provenance: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # study-specific raw data (fio JSON excerpts)
-    logs: dict[str, str] = field(default_factory=dict)  # name -> path relative to the run directory
+    logs: dict[str, str] = field(default_factory=dict)  # name -> path (the console log of each boot)
+    # the directory of the attempt that made this result, relative to the run directory (each
+    # attempt has its own: store.new_attempt); "" in runs made before: logs/<cell>
+    attempt_dir: str = ""
     schema: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

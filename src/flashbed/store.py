@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,11 +21,37 @@ from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
 
+ATTEMPT = re.compile(r"attempt-(\d+)")  # an attempt's directory in a cell's logs
+
 # the manifest's fields its readers rely on, and their JSON types (execute.manifest_for writes them)
 MANIFEST_FIELDS: dict[str, type] = {
     "schema": int, "run_id": str, "created": str, "profile": str, "request": dict, "repeats": int, "kernel": dict,
     "kernels": dict, "cpus": int, "skipped": list, "tools": dict, "devices": dict, "presets": dict,
     "filesystems": list, "read_only": list, "not_applicable": list, "host": dict, "cells": int}
+
+
+# a stored request's fields and their JSON types (plan.PlanRequest as asdict writes it)
+REQUEST_TEXTS = ("profile", "pace", "target")
+REQUEST_LISTS = ("fs", "devices", "studies", "kernels", "clocks", "cpu_profiles")
+REQUEST_NUMBERS = ("repeat", "seed", "cpus")
+
+
+def request_problem(req: dict) -> str:
+    """What is wrong with a manifest's stored request ('' if nothing): every reader (the report,
+    the results, a resume) relies on its fields' types."""
+    for k in REQUEST_TEXTS:
+        if k in req and not isinstance(req[k], str):
+            return f"{k} is not text"
+    for k in REQUEST_LISTS:
+        if k in req and not (isinstance(req[k], list) and all(isinstance(x, str) for x in req[k])):
+            return f"{k} is not a list of names"
+    for k in REQUEST_NUMBERS:
+        if k in req and type(req[k]) is not int:
+            return f"{k} is not a whole number"
+    over = req.get("overrides", {})
+    if not (isinstance(over, dict) and all(isinstance(v, dict) for v in over.values())):
+        return "overrides are not settings per study"
+    return ""
 
 
 @dataclass
@@ -39,13 +67,53 @@ class RunStore:
         return self.root / "cells"
 
     def logs_dir(self, key: CellKey) -> Path:
+        """The cell's directory of logs: each attempt at the cell has its own directory in it
+        (new_attempt); a run made before attempts had their own kept its files here."""
         return self.root / "logs" / key.file_name.removesuffix(".json")
+
+    def new_attempt(self, key: CellKey) -> Path:
+        """A new, empty directory for one attempt at the cell, `logs/<cell>/attempt-N`. An
+        attempt a kill cut short left its files in its own directory, where no later attempt
+        reads or appends to them; mkdir fails on a number another process took, so two
+        attempts never share one (a Dask worker may still run a dead client's)."""
+        cell = self.logs_dir(key)
+        cell.mkdir(parents=True, exist_ok=True)
+        taken = [int(m.group(1)) for p in cell.iterdir() if (m := ATTEMPT.fullmatch(p.name))]
+        n = max(taken, default=0) + 1
+        while True:
+            try:
+                (cell / f"attempt-{n}").mkdir()
+                return cell / f"attempt-{n}"
+            except FileExistsError:
+                n += 1
+
+    def attempt_dir(self, result: CellResult) -> Path:
+        """Where the attempt that made `result` kept its files."""
+        return self.root / result.attempt_dir if result.attempt_dir else self.logs_dir(result.key)
+
+    def prune_attempts(self, result: CellResult) -> None:
+        """Everything in the cell's logs but the attempt of its result: attempts that were
+        killed, or whose error the result replaces (their write logs can be large)."""
+        keep = self.attempt_dir(result)
+        cell = self.logs_dir(result.key)
+        if keep == cell or not cell.is_dir():
+            return
+        for p in cell.iterdir():
+            if p != keep:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
 
-    def create(self) -> None:
-        """Make the run directory, or say in one line why it cannot be made."""
+    def create(self, option: str = "the run directory") -> None:
+        """Make the run directory, or say in one line why it cannot be made: writeguard decides
+        where a run may be (a new or empty directory, or this run; never inside another run,
+        never a directory of files that is not a run)."""
+        from . import writeguard
+        writeguard.check(self.root, option, writeguard.Target.RUN)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -84,6 +152,10 @@ class RunStore:
             if man.get(key) is not None and (not isinstance(man[key], kind) or isinstance(man[key], bool)):
                 raise FlashbedError(f"{self.manifest_path}: field {key} is not a {kind.__name__}: this run directory "
                                     f"is damaged; start a new run with --out DIR")
+        bad = request_problem(man.get("request") or {})
+        if bad:
+            raise FlashbedError(f"{self.manifest_path}: its request's {bad}: this run directory is damaged; start a "
+                                f"new run with --out DIR")
         return man
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

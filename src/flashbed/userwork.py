@@ -71,12 +71,14 @@ FIO_REFUSED = {
     "iomem": "a memory-mapped file can live outside the filesystem",
 }
 _LINE = re.compile(r"^(?:\[(?P<section>[^\]]+)\]|(?P<key>[A-Za-z0-9_]+)\s*(?:=\s*(?P<value>.*))?)$")
+# fio's own expansions in a file name (filename_format): the job's name and numbers, not the environment
+FIO_KEYWORDS = re.compile(r"\$(jobname|jobnum|filenum|clientuid)\b")
 
 
 def fio_problems(text: str) -> list[str]:
     """What in a fio job file escapes the filesystem under test or is not fio syntax (one line each)."""
     out: list[str] = []
-    sections = 0
+    sections = jobs = 0
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line[0] in "#;":
@@ -90,6 +92,12 @@ def fio_problems(text: str) -> list[str]:
             continue
         if mt["section"]:
             sections += 1
+            name = mt["section"].strip()
+            if name != "global":
+                jobs += 1
+                if "/" in name:
+                    out.append(f"line {n}: job name [{name}]: fio names a job's files after it (with no "
+                               f"filename=), so it must not hold a /")
             continue
         if not sections:
             out.append(f"line {n}: option '{mt['key']}' before any [section]")
@@ -104,12 +112,13 @@ def fio_problems(text: str) -> list[str]:
                        f"use one of {', '.join(sorted(FIO_ENGINES))}")
         elif key in FIO_PATHS or key.endswith("_log") and value:
             for part in value.split(":"):
-                if part.startswith("/") or ".." in Path(part).parts or "$" in part:
+                if part.startswith("/") or ".." in Path(part).parts or "$" in FIO_KEYWORDS.sub("", part):
                     out.append(f"line {n}: {key}={value} leaves the filesystem under test: name files "
-                               f"relative to it (no leading /, no .., no $)")
+                               f"relative to it (no leading /, no .., no $ but fio's $jobname, $jobnum, "
+                               f"$filenum)")
                     break
-    if not sections and not out:
-        out.append("it has no [job] section")
+    if not jobs and not out:
+        out.append("it has no [job] section" + (" (only [global])" if sections else ""))
     return out
 
 
@@ -129,7 +138,9 @@ def load(path_text: str, option: str, *, fio_allowed: bool = True) -> UserFile:
     """The file given to `option` (--workload, --check), checked; one clear line if it cannot run."""
     path = Path(path_text).expanduser()
     if not path.is_file():
-        raise FlashbedError(f"{option} {path_text}: no such file")
+        why = ("no such file" if not os.path.lexists(path) else "is a directory: give a file" if path.is_dir()
+               else "is not a regular file: give a file" if path.exists() else "is a broken symbolic link")
+        raise FlashbedError(f"{option} {path_text}: {why}")
     path = path.resolve()
     if fio_allowed and path.suffix == ".fio":
         try:
@@ -147,6 +158,14 @@ def load(path_text: str, option: str, *, fio_allowed: bool = True) -> UserFile:
     if not os.access(path, os.X_OK):
         what = "a fio job file (.fio) or an executable script" if fio_allowed else "an executable"
         raise FlashbedError(f"{option} {path_text} is not executable: chmod +x it (it must be {what})")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError as e:
+        raise FlashbedError(f"{option} {path_text}: cannot read it ({e.strerror})") from None
+    if not (head.startswith(b"#!") or head == b"\x7fELF"):  # what the lab's kernel can execute
+        raise FlashbedError(f"{option} {path_text} is neither a script (its first line #!/bin/sh or the like) nor "
+                            f"a program (ELF): the lab could not run it")
     return UserFile(str(path), Kind.SCRIPT, digest(path))
 
 
@@ -159,6 +178,26 @@ def overrides(workload: UserFile, check: UserFile | None) -> dict[str, dict[str,
     elif workload.kind is Kind.FIO:
         out["appcheck"] = dict(w)  # crash states with fio's own verification (studies/appcheck.py)
     return out
+
+
+def check_resumable(overrides: dict[str, dict]) -> None:
+    """One line if a run's workload or check file (its request's overrides) is gone or changed
+    since the run started: a resume needs the files its id was made of (else every cell would
+    fail on its own, one after another)."""
+    for values in overrides.values():
+        for key, dkey, option in (("file", "digest", "--workload"), ("check", "check_digest", "--check")):
+            path, want = values.get(key), values.get(dkey)
+            if not path or not want:
+                continue
+            try:
+                have = digest(Path(path))
+            except OSError as e:
+                raise FlashbedError(f"this run's {option} {path} cannot be read ({e.strerror}): restore it to "
+                                    f"resume the run") from None
+            if have != want:
+                raise FlashbedError(f"this run's {option} {path} changed since the run started (content hash "
+                                    f"{want}): restore it to resume, or run the command again without --resume "
+                                    f"for a new run of the new content")
 
 
 def stage(path: str, want: str, dest: Path) -> Path:

@@ -58,7 +58,8 @@ def test_the_studies_run_on_the_board_and_the_report_names_its_kernel_and_device
     assert len(cells) == 15 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
     assert all(c["provenance"]["kernel"] == os.uname().release for c in cells)
     # the power cut of the mount study: the filesystem shut down without its log, then the boot killed
-    cut = tmp_path / "run" / "logs" / f"{dev['name']}__ext4__mount__fill0__r0" / "boot0" / "console.log"
+    # (each attempt at a cell has its own directory: logs/<cell>/attempt-N)
+    cut = tmp_path / "run" / "logs" / f"{dev['name']}__ext4__mount__fill0__r0" / "attempt-1" / "boot0" / "console.log"
     assert "shut down" in cut.read_text()
     report = (tmp_path / "run" / "report.md").read_text() if (tmp_path / "run" / "report.md").exists() else \
         "\n".join(p.read_text() for p in (tmp_path / "run").rglob("*.md"))
@@ -148,7 +149,7 @@ def test_powercut_on_the_board_through_its_power_command(tmp_path):
     # each cut classified as the lab's are; ext4 replays its journal after a cut of its log flush
     assert all(i["class"] in ("clean", "recovered") for i in its), [(i["class"], i["why"]) for i in its]
     assert all(i.get("acks_after_cut") == 0 and i["acks"] for i in its), its
-    logs = tmp_path / "run" / "logs" / next((tmp_path / "run" / "logs").iterdir()).name
+    logs = tmp_path / "run" / "logs" / next((tmp_path / "run" / "logs").iterdir()).name / "attempt-1"
     assert "power was cut" not in sshd_log
     console = (logs / "boot0" / "console.log").read_text()
     assert "shut down" in console or "agent exit" not in console

@@ -99,6 +99,27 @@ def test_a_check_over_its_limit_is_recorded_and_the_next_state_checked(kernel, t
     assert all("did not finish within 2 s" in f["why"] for f in res.extra["failures"])
 
 
+def test_a_busy_check_is_bounded_in_wall_clock_time_in_virtual_time(tt_kernel, tmp_path):
+    """Issue 28: a check that only computes stops the guest's clock in virtual time, so no
+    guest-side limit fires; the lab bounds it on the host's clock and says so."""
+    import dataclasses
+    import time
+    busy = tmp_path / "busy.sh"
+    busy.write_text("#!/bin/sh\nwhile :; do :; done\n")
+    busy.chmod(0o755)
+    cell = dataclasses.replace(spec("appcheck", "sqlite-logger.sh", str(busy), max_states=3, check_limit=3.0),
+                               clock="virtual")
+    t = time.monotonic()
+    res = run(tt_kernel, tmp_path / "run", cell)
+    took = time.monotonic() - t
+    assert res.status == "ok", res.error
+    (f,) = res.extra["failures"]
+    assert f["class"] == PowerCutClass.HANG
+    assert "your check ran past its limit of 3 s of wall-clock time" in f["why"], f["why"]
+    assert "states after it not checked" in res.headline
+    assert took < 120, took  # not the crash-state watchdog's quarter of an hour
+
+
 def test_a_fio_job_gets_crash_states_with_fio_s_own_verification(kernel, tmp_path):
     """The camera job without a check: every crash state recovers, and those after fio's end (and a
     sync) were acknowledged pass fio's read-back of every write it completed; the earlier ones say

@@ -225,7 +225,9 @@ def test_a_device_with_nothing_after_the_at_is_refused(tmp_path, capsys):
 def test_an_empty_list_item_is_not_every_default(argv, option, tmp_path, capsys):
     base = {"fs": ["--fs", "ext4"], "study": ["--study", "mkfs"], "device": ["--device", PLAIN], "kernel": []}
     rest = [a for o, v in base.items() if o != option for a in v]
-    refused(capsys, ["run", *rest, *argv], f"--{option} '{argv[1]}' has an empty item", tmp_path)
+    # a value empty as a whole is the parser's refusal of every empty value (issue 28), an empty item this one
+    words = f"--{option} '': an empty value: give one" if not argv[1] else f"--{option} '{argv[1]}' has an empty item"
+    refused(capsys, ["run", *rest, *argv], words, tmp_path)
 
 
 def test_two_devices_with_one_label_are_refused(tmp_path, capsys):
@@ -367,7 +369,8 @@ def test_lab_exec_refuses_a_timeout_that_is_not_positive(timeout, capsys):
 
 
 @pytest.mark.parametrize("content,command", [
-    *((c, cmd) for c in (b"", b"garbage{", b"[]", b"\xff\xfe", b'{"request": 5}', b'{"devices": []}')
+    *((c, cmd) for c in (b"", b"garbage{", b"[]", b"\xff\xfe", b'{"request": 5}', b'{"devices": []}',
+                         b'{"request": {"fs": 5}}', b'{"request": {"studies": [1]}}')  # issue 28, 14
       for cmd in (["results"], ["report"], ["run", "--resume"])),
     (b'{"request": {"bogus": 1}}', ["run", "--resume"]), (b'{"request": {"repeat": "x"}}', ["run", "--resume"])])
 def test_a_damaged_manifest_is_one_line(a_run, content, command, capsys):
@@ -502,3 +505,63 @@ def test_more_nandsim_faults_than_the_lab_kernels_command_line_holds_are_refused
     err = refused(capsys, ["run", "--fs", "yaffs2", "--study", "badblocks", "--device", "nand-2g-4k@128M",
                            "--set", "badblocks.nand_bad=200"], "badblocks.nand_bad", tmp_path)
     assert "64" in err
+
+
+# --- issue 28, 23. SIGTERM stops flashbed as Ctrl-C does, with its line -------------------------
+
+def test_sigterm_is_one_line_and_exit_143(monkeypatch, capsys):
+    import os
+    import signal
+    import time
+
+    from flashbed import cli
+    stopped = []
+
+    def long_work(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:  # what the executors catch to kill the labs
+            stopped.append(True)
+            raise
+        return 0
+
+    monkeypatch.setattr(cli, "_dispatch", long_work)
+    assert main(["studies"]) == 143
+    one_line(capsys, "flashbed: terminated (SIGTERM); finished results are kept: the same command resumes")
+    assert stopped == [True] and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_check_on_raw_nand_is_refused_not_dropped(tmp_path, capsys):
+    """Issue 28, 11: --check on a raw-NAND preset ran the workload and dropped the check silently."""
+    w = tmp_path / "w.sh"
+    w.write_text("#!/bin/sh\necho a=1\n")
+    w.chmod(0o755)
+    refused(capsys, ["run", "--workload", str(w), "--check", str(w), "--fs", "ubifs", "--device", "nand-2g-4k@128M"],
+            "--check (study appcheck) runs on block devices, and none of this run's (nand-2g-4k@128M)", tmp_path)
+
+
+@pytest.mark.parametrize("argv", [
+    ["probe", "plain-file@64M", "--runtime", "nan"], ["bench", "presets", "--runtime", "inf"],
+    ["bench", "clock", "--runtime", "nan"], ["bench", "cpu", "--runtime=-inf"],
+    ["lab", "exec", "--timeout", "nan", "--", "true"],
+])
+def test_nan_and_inf_are_no_duration(argv, capsys):
+    """Issue 28, 15: nan and inf passed --runtime (probe, bench presets, bench clock)."""
+    assert main(argv) == 2
+    one_line(capsys, "must be a number of seconds above 0 (and finite)")
+
+
+def test_a_kernel_cache_that_cannot_be_written_is_one_line(monkeypatch, tmp_path):
+    """A lab kernel not built, in a cache this user cannot write: one line, not an OSError's traceback
+    (the sandboxed fuzz runs every command so, with the lab off)."""
+    from flashbed.lab import kernel
+    monkeypatch.setenv("FLASHBED_CACHE", "/proc/flashbed-no-cache")
+    with pytest.raises(FlashbedError, match="is not built, and its cache .* cannot be written"):
+        kernel.ensure_kernel()
+
+
+def test_an_absurd_repeat_is_refused_before_the_plan(tmp_path, capsys):
+    """Found by the sandboxed fuzz (issue 28): --repeat=10^23 made the plan forever."""
+    refused(capsys, ["run", "--fs", "ext4", "--study", "mkfs", "--device", PLAIN, "--repeat",
+                     "99999999999999999999999"], "--repeat must be 1 to 1000", tmp_path)

@@ -125,7 +125,7 @@ def test_virtual_time_on_nandsim_runs_in_real_time_and_says_so():
     (["run", "--clock", "auto,virtual", "--study", "mkfs"], "--clock auto,virtual: auto already picks real or "
                                                             "virtual per cell: give it alone"),
     (["run", "--clock", "real", "--clock", "auto", "--study", "mkfs"], "--clock real,auto: auto already picks"),
-    (["run", "--clock", "", "--study", "mkfs"], "--clock '' has an empty item"),
+    (["run", "--clock", "", "--study", "mkfs"], "--clock '': an empty value: give one"),
     (["run", "--clock", "virtual", "--kernel", "6.12", "--study", "mkfs"], "lab kernel 6.12 has no virtual-time"),
     (["run", "--clock", "virtual", "--cpus", "2", "--study", "mkfs"], "--clock virtual runs one vCPU"),
 ])

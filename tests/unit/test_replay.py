@@ -39,7 +39,7 @@ def comparable(cell: dict) -> dict:
         if isinstance(x, list):
             return [strip(v) for v in x]
         return x
-    return strip({k: v for k, v in cell.items() if k not in ("seconds", "provenance", "logs")})
+    return strip({k: v for k, v in cell.items() if k not in ("seconds", "provenance", "logs", "attempt_dir")})
 
 
 def test_every_study_has_a_recording():

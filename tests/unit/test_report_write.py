@@ -141,10 +141,17 @@ def test_out_dir(tmp_path):
     paths = write_report(run, out)
     assert paths.html == out / "report.html" and paths.html.exists() and paths.summary.exists()
     assert not (run / "report.html").exists()
-    # stale figures of an earlier report are removed
+    # a figure an earlier report wrote (its index lists it) and this one does not is removed;
+    # a file the report did not write stays (issue 28: it deleted every *.svg it had not written)
+    import json
+    from flashbed.report.output import INDEX
+    index = json.loads((out / INDEX).read_text())
+    (out / INDEX).write_text(json.dumps({"files": index["files"] + ["report-figures/fig-old.svg"]}))
     (out / "report-figures" / "fig-old.svg").write_text("<svg/>")
+    (out / "report-figures" / "mine.svg").write_text("<svg/>")
     write_report(run, out)
     assert not (out / "report-figures" / "fig-old.svg").exists()
+    assert (out / "report-figures" / "mine.svg").read_text() == "<svg/>"
 
 
 def test_errors(tmp_path):

@@ -23,7 +23,7 @@ def test_a_target_is_user_host_and_port(text, user, host, port):
     (["--ssh-key", "/etc/hostname"], "--ssh-key is for --target ssh://...: add --target, or drop it"),
     (["--power-cmd", "relay {action}"], "--power-cmd is for --target ssh://...: add --target, or drop it"),
     (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", "relay 3"], "--power-cmd 'relay 3' has no {action}"),
-    (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", " "], "--power-cmd is empty"),
+    (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", " "], "--power-cmd ' ': an empty value: give one"),
 ])
 def test_bad_target_options_are_one_line(argv, words, capsys, tmp_path):
     assert main(["run", "--fs", "ext4", "--study", "mkfs", "--device", "/dev/mmcblk0p3", "--out",
@@ -46,3 +46,37 @@ def test_bad_probe_target_options_are_one_line(argv, words, capsys, tmp_path):
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and words in err and "Traceback" not in err
     assert not (tmp_path / "probe").exists()
+
+
+@pytest.mark.parametrize("text", ["ssh://-V", "ssh://-oProxyCommand=touch@host", "ssh://root@-V"])
+def test_a_target_never_reaches_ssh_as_an_option(text):
+    """Issue 28, 16: --target ssh://-V reached ssh as its option."""
+    with pytest.raises(FlashbedError, match="name does not start with '-'"):
+        parse_target(text)
+
+
+def test_ctrl_c_while_connecting_leaves_no_control_directory(monkeypatch):
+    """Issue 28, 17: Ctrl-C while connecting to a board left /tmp/flashbed-ssh-*."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from flashbed.lab import ssh
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp(**kw):
+        made.append(Path(real_mkdtemp(**kw)))
+        return str(made[-1])
+
+    def interrupted(*a, **kw):
+        if "-N" in a[0]:
+            raise KeyboardInterrupt
+        return subprocess.CompletedProcess(a[0], 255, "", "")
+
+    monkeypatch.setattr(ssh.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr(ssh.subprocess, "run", interrupted)
+    conn = ssh.Ssh(ssh.SshTarget("root", "192.0.2.1"))
+    with pytest.raises(KeyboardInterrupt):
+        conn.start()
+    assert made and not made[0].exists()

@@ -374,3 +374,86 @@ def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
     # before fio's end was acknowledged its state does not apply: the state is held to its recovery only
     assert check("other=1") == (0, "fio verify: not run (before fio's end was acknowledged, its write state "
                                    "does not apply)")
+
+
+# --- issue 28, 6 and 18: what the workload checks let through, and what they refused --------
+
+@pytest.mark.parametrize("job,words", [
+    ("[../../tmp/escape]\nrw=write\nsize=1M\n", "job name [../../tmp/escape]: fio names a job's files after it"),
+    ("[a/b]\nrw=write\n", "must not hold a /"),
+    ("[global]\nrw=write\nsize=1M\n", "it has no [job] section (only [global])"),
+    ("[j]\nfilename=$HOME/x\n", "leaves the filesystem under test"),
+])
+def test_fio_jobs_that_leave_the_filesystem_or_do_nothing_are_refused(job, words):
+    problems = userwork.fio_problems(job)
+    assert problems and words in problems[0], problems
+
+
+def test_fios_own_file_name_keywords_pass():
+    assert userwork.fio_problems("[cam]\nrw=write\nnumjobs=2\nfilename_format=$jobname.$jobnum.$filenum\n"
+                                 "filename=clip-$jobnum.bin\n") == []
+
+
+def test_an_executable_that_is_neither_a_script_nor_a_program_is_refused(tmp_path):
+    junk = tmp_path / "junk"
+    junk.write_bytes(bytes(range(7, 200)))
+    junk.chmod(0o755)
+    with pytest.raises(FlashbedError, match="is neither a script .* nor a program"):
+        userwork.load(str(junk), "--workload")
+
+
+@pytest.mark.parametrize("what,words", [("dir", "is a directory: give a file"),
+                                        ("/dev/null", "is not a regular file"), ("none", "no such file")])
+def test_a_path_that_is_no_file_says_what_it_is(tmp_path, what, words):
+    path = {"dir": str(tmp_path), "/dev/null": "/dev/null", "none": str(tmp_path / "none.sh")}[what]
+    with pytest.raises(FlashbedError, match=words):
+        userwork.load(path, "--workload")
+
+
+def test_a_workload_printing_thousands_of_metrics_keeps_the_first_few(tmp_path):
+    """Issue 28, 10: 2 000 key=value lines kept `run` in the report for over 10 minutes, 20 000
+    took 5.6 GB: the cell keeps the first MAX_FIGURES and says how many it left out."""
+    from flashbed.lab.target import BootResult, StepResult
+    from flashbed.studies.workload import MAX_FIGURES, SCRIPT_OUT
+    study, spec = _aged_spec(fill=0)
+    (tmp_path / SCRIPT_OUT).write_text("".join(f"k{i}={i}ms\n" for i in range(2000)))
+    step = StepResult(name="workload", cmd="x", status="ok", rc=0, seconds=1.0, stdout="", stderr="")
+    out = study.parse(spec, [BootResult("done", [step], 1.0, 2.0, "console.log", 0, "test")], tmp_path)
+    keys = {m.metric for m in out.measurements if m.metric.startswith("k")}
+    assert keys == {f"k{i}" for i in range(MAX_FIGURES)}
+    assert f"{2000 - MAX_FIGURES} more key=value metrics not kept" in out.headline
+    assert len(out.extra["ranked"]) <= MAX_FIGURES + 2
+
+
+def test_a_checks_escapes_and_nul_bytes_never_reach_the_screen_or_the_report(tmp_path):
+    """Issue 28, 22: terminal escapes and NUL bytes a check printed reached the screen and report.md."""
+    from flashbed.lab.guest.protocol import StateFacts
+    from flashbed.studies import STUDIES
+    from tests.unit.test_powercut_classify import facts
+    bad = "\x1b[2J\x1b]0;pwned\x07lost\x00 rows"
+    f = facts(verify={"n_loss": 1, "loss": [f"the check failed (exit 1): {bad}"],
+                      "check": {"status": "failed", "rc": 1, "out": bad, "seconds": 0.1}})
+    r = STUDIES["appcheck"]._record(StateFacts(id="9", kind="cut", acked=3, damaged=0, facts=f), "ext4")
+    for text in (r["why"], r["check"]["out"]):
+        assert text.isprintable() and "\x1b" not in text and "\x00" not in text and "lost\\x00 rows" in text
+
+
+def test_resume_after_the_workload_was_deleted_or_edited_is_one_line(tmp_path, capsys):
+    """Issue 28, 21: --resume after the workload file was deleted failed cell by cell."""
+    import json
+    w = _script(tmp_path, "w.sh", "echo a=1\n")
+    uf = userwork.load(str(w), "--workload")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"schema": 1, "run_id": "run", "request": {
+        "profile": "quick", "fs": ["ext4"], "devices": ["emmc-8g@512M"], "studies": ["workload"], "repeat": 1,
+        "seed": 1, "pace": "auto", "overrides": {"workload": {"file": uf.path, "digest": uf.digest,
+                                                              "kind": "script"}}}}))
+    w.write_text("#!/bin/sh\necho edited\n")
+    assert main(["run", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"this run's --workload {uf.path} changed since the run started" in err
+    w.unlink()
+    assert main(["run", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be read (No such file or directory): restore it" in err

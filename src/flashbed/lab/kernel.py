@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import FlashbedError
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 from ..progress import format_duration
 from . import debsource
 
@@ -395,16 +395,23 @@ def ensure_kernel(name: str | None = None, log: Log = _stderr, time_travel: bool
     version = source_version(spec)
     key = cache_key(version, spec)
     out = kernel_root() / key
-    out.mkdir(parents=True, exist_ok=True)
-    # one builder at a time per key; a second caller waits and then finds it built
-    with open(out / ".lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
-        info_path = out / "info.json"
-        if info_path.exists():
-            info = KernelInfo.load(info_path)
-            if Path(info.path).exists():
-                return _with_mode(info, choice)
+    built = _built(out)
+    if built is not None:  # read as it is (a cache this user cannot write serves too)
+        return _with_mode(built, choice)
+    with build_lock(out, f"lab kernel {choice.label}"):
+        built = _built(out)
+        if built is not None:
+            return _with_mode(built, choice)
         return _with_mode(_build(spec, version, key, out, log), choice)
+
+
+def _built(out: Path) -> KernelInfo | None:
+    info_path = out / "info.json"
+    if info_path.exists():
+        info = KernelInfo.load(info_path)
+        if Path(info.path).exists():
+            return info
+    return None
 
 
 def _run(cmd: list[str], cwd: Path, log_file: Path, what: str) -> None:

@@ -8,12 +8,15 @@ time-travel flavour of the kernel with the emulator in virtual time.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from .. import writeguard
 from ..errors import FlashbedError
 from .clock import Clock, effective
 from .clock import pace as clock_pace
@@ -22,10 +25,49 @@ from .target import BlockDevice, BootSpec, CpuCosts, Step
 from .uml import boot
 
 
-def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, disks: list[Path] | None = None,
-        timeout: float = 300, pace: str = "real", out=sys.stdout, err=sys.stderr,
-        clock: Clock = Clock.REAL, cpu: CpuCosts | None = None) -> int:
-    """`cpu`: in virtual time, the guest CPU's cost per event (ignored in real time)."""
+def check_disks(disks: list[Path], destroy: tuple[str, ...]) -> list[writeguard.Allowed]:
+    """--disk, each decided by writeguard before anything boots: a block device only when
+    --destroy-data-on names it and it passes the real-device checks; a file is written in place
+    only when --destroy-data-on names it (else the lab's writes go to an overlay)."""
+    other = writeguard.unused_destroy(destroy, [str(d) for d in disks])
+    if other is not None:  # a typo must not pass for permission
+        raise FlashbedError(f"--destroy-data-on {other} names no --disk: repeat the --disk path exactly")
+    return [writeguard.check(d, "--disk", writeguard.Target.DISK, devices=True, destroy=destroy,
+                             noun="the lab's writes") for d in disks]
+
+
+@contextlib.contextmanager
+def _lab_disks(allowed: list[writeguard.Allowed], run_dir: Path, err) -> Iterator[tuple[BlockDevice, ...]]:
+    """The lab's disks: a device held exclusively while the lab runs (nothing mounts it meanwhile)
+    and opened O_DIRECT, a file named by --destroy-data-on written in place, any other file
+    behind a copy-on-write overlay in the boot's own directory."""
+    held = []
+    try:
+        out = []
+        for i, a in enumerate(allowed):
+            if a.device:
+                held.append(os.open(a.path, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC))
+                out.append(BlockDevice(a.path, direct=True))
+            elif a.in_place:
+                out.append(BlockDevice(a.path))
+            else:
+                print(f"flashbed: --disk {a.given}: the lab's writes go to an overlay, the file stays as it is (add "
+                      f"--destroy-data-on {a.given} to let the lab write it)", file=err)
+                out.append(BlockDevice(a.path, overlay=run_dir / f"disk{i}.cow"))
+        yield tuple(out)
+    except OSError as e:
+        raise FlashbedError(f"--disk: cannot hold the device exclusively: {e.strerror} (mounted or in use?)") \
+            from None
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
+        disks: list[writeguard.Allowed] | None = None, timeout: float = 300, pace: str = "real", out=sys.stdout,
+        err=sys.stderr, clock: Clock = Clock.REAL, cpu: CpuCosts | None = None) -> int:
+    """`disks`: as check_disks allowed them. `cpu`: in virtual time, the guest CPU's cost per
+    event (ignored in real time)."""
     if device is not None:
         from ..devices import presets
         backend = presets.load_spec(device).backend
@@ -39,8 +81,8 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None, 
     cpu = cpu if clock.time_travel else None
     pace = clock_pace(clock, pace)
     steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
-    extra = tuple(BlockDevice(d) for d in disks or ())
-    with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp, \
+            _lab_disks(list(disks or ()), Path(tmp), err) as extra:
         run_dir = Path(tmp)
         budget = timeout * len(steps) + 60
         if device is None:

@@ -43,6 +43,9 @@ def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
     m = URL.fullmatch(text.strip())
     if not m:
         raise FlashbedError(f"--target {text}: give ssh://USER@HOST or ssh://USER@HOST:PORT (e.g. ssh://root@192.168.7.2)")
+    for part, what in ((m.group("user") or "", "user"), (m.group("host"), "host")):
+        if part.startswith("-"):  # ssh would read it as one of its options (ssh://-V, ssh://-oProxyCommand=...)
+            raise FlashbedError(f"--target {text}: a {what} name does not start with '-': give ssh://USER@HOST")
     port = int(m.group("port") or 22)
     if not 0 < port < 65536:
         raise FlashbedError(f"--target {text}: port {port} is not a TCP port (1-65535)")
@@ -78,17 +81,20 @@ class Ssh:
         booting refuses connections); one line if it cannot."""
         self._dir = Path(tempfile.mkdtemp(prefix="flashbed-ssh-"))
         deadline = time.monotonic() + wait
-        while True:
-            r = subprocess.run([*self.args()[:1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N", "-f",
-                                *self.args()[1:]], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                               timeout=CONNECT_TIMEOUT + 30)
-            if r.returncode == 0:
-                return
-            why = _why(r.stderr)
-            if time.monotonic() > deadline or not _retryable(r.stderr):
-                self.close()
-                raise FlashbedError(f"cannot reach {self.target.url}: {why}")
-            time.sleep(2)
+        try:
+            while True:
+                r = subprocess.run([*self.args()[:1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N",
+                                    "-f", *self.args()[1:]], capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL, timeout=CONNECT_TIMEOUT + 30)
+                if r.returncode == 0:
+                    return
+                why = _why(r.stderr)
+                if time.monotonic() > deadline or not _retryable(r.stderr):
+                    raise FlashbedError(f"cannot reach {self.target.url}: {why}")
+                time.sleep(2)
+        except BaseException:  # Ctrl-C while connecting too: no control directory left in /tmp
+            self.close()
+            raise
 
     def reconnect(self, wait: float) -> None:
         """A new master after the board went away (its power cut): retried until it answers
@@ -98,10 +104,14 @@ class Ssh:
 
     def close(self) -> None:
         if self._dir is not None:
-            subprocess.run([*self.args()[:1], "-O", "exit", *self.args()[1:]], capture_output=True,
-                           stdin=subprocess.DEVNULL, timeout=30)
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+            try:
+                subprocess.run([*self.args()[:1], "-O", "exit", *self.args()[1:]], capture_output=True,
+                               stdin=subprocess.DEVNULL, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                pass  # no master to stop
+            finally:
+                shutil.rmtree(self._dir, ignore_errors=True)
+                self._dir = None
 
     def run(self, cmd: str, timeout: float = 120, input: bytes | None = None,
             check: bool = True) -> subprocess.CompletedProcess:

@@ -113,6 +113,9 @@ class BlockDevice:
     # served by the emulator in virtual time: requests complete when its model says,
     # told through the `clock` file beside it (ubd 'v', lab patch 0006)
     model_clock: bool = False
+    # a copy-on-write file that takes the guest's writes: `path` is then only read (ubd's COW,
+    # the overlay made on first use), so a disk the user did not let flashbed write stays as it was
+    overlay: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ overall timeout, kills a hung lab and keeps its console log.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -21,7 +23,8 @@ from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus
 from .dirwatch import DirWatch
-from .guest.protocol import HostAnswer, HostCall, steps_file
+from .guest.guestlib import WALL_FILE
+from .guest.protocol import Call, HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
 from .target import (AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult, Stopping,
                      on_stop, stopping)
@@ -87,7 +90,8 @@ def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str
     for i, d in enumerate(spec.disks):
         flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "") \
             + ("v" if d.model_clock else "")
-        args.append(f"ubd{i}{flags}={d.path.resolve()}")
+        args.append(f"ubd{i}{flags}={d.overlay.resolve()},{d.path.resolve()}" if d.overlay is not None
+                    else f"ubd{i}{flags}={d.path.resolve()}")
     args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
     # everything after "--" is the init's argv
     args += ["--", str(INIT)]
@@ -163,19 +167,25 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
 
         def pump() -> None:
             assert proc.stdout is not None
-            for raw in proc.stdout:
+            writing = True
+            for raw in proc.stdout:  # read to the end whatever happens: a lab whose output is not read stops
                 line = raw.decode("utf-8", "replace")
                 if not ready_at and line.startswith("FLASHBED-AGENT READY"):
                     ready_at.append(time.monotonic())
                 elif line.startswith("FLASHBED-AGENT DONE"):
                     done_at.append(time.monotonic())
-                console.write(line)
-                console.flush()
+                if writing:
+                    try:
+                        console.write(line)
+                        console.flush()
+                    except OSError:  # a full disk: the cell says so (cell.run_cell), the lab goes on
+                        writing = False
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         stop_calls = threading.Event()
-        caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls),
+        limits = WallLimits(run_dir)
+        caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls, limits),
                                   daemon=True)
         caller.start()
         timed_out = killed = False
@@ -184,6 +194,9 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
             while proc.poll() is None:
                 if kill is not None and kill.is_set():
                     killed = True
+                    _kill(proc)
+                elif limits.hit is not None:  # a program over its wall-clock limit (virtual time)
+                    timed_out = True
                     _kill(proc)
                 elif time.monotonic() > deadline or (done_at and time.monotonic() > done_at[0] + HALT_GRACE):
                     # past the deadline, or the agent finished but the kernel cannot
@@ -201,12 +214,62 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
             stop_calls.set()
             caller.join(timeout=5)
             reader.join(timeout=5)
+            limits.close()
     total = time.monotonic() - started
-    return _collect(spec, kernel, proc.returncode, timed_out, killed, total,
-                    ready_at[0] - started if ready_at else None, console_path)
+    res = _collect(spec, kernel, proc.returncode, timed_out, killed, total,
+                   ready_at[0] - started if ready_at else None, console_path)
+    return dataclasses.replace(res, error=limits.reason()) if limits.hit is not None and not killed else res
 
 
-def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event) -> None:
+class WallLimits:
+    """The wall-clock limits the guest asked for (Call.WALL_LIMIT: in virtual time a program
+    that only computes stops the guest's clock, so its own limits never fire), by key. The
+    first to run out kills the lab; what it was is written to the run directory (WALL_FILE)
+    and becomes the boot's error."""
+
+    GRACE = 1.0  # s past a limit: the guest's call round trip
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.hit: dict | None = None
+        self._timers: dict[str, threading.Timer] = {}
+        self._lock = threading.Lock()
+
+    def handle(self, args: dict) -> dict:
+        key, what, seconds = str(args.get("key", "")), str(args.get("what", "a program")), float(args["seconds"])
+        with self._lock:
+            old = self._timers.pop(key, None)
+            if old is not None:
+                old.cancel()
+            if seconds > 0:
+                t = threading.Timer(seconds + self.GRACE, self._expire, (what, seconds))
+                t.daemon = True
+                self._timers[key] = t
+                t.start()
+        return {}
+
+    def _expire(self, what: str, seconds: float) -> None:
+        with self._lock:
+            if self.hit is not None:
+                return
+            self.hit = {"what": what, "seconds": seconds, "host_wall": time.time()}
+        with contextlib.suppress(OSError):
+            (self.run_dir / WALL_FILE).write_text(json.dumps(self.hit))
+
+    def reason(self) -> str:
+        h = self.hit or {}
+        return (f"{h.get('what')} ran past its limit of {h.get('seconds', 0):g} s of wall-clock time (the lab was "
+                f"killed: in virtual time the guest's clock stands still while a program only computes)")
+
+    def close(self) -> None:
+        with self._lock:
+            for t in self._timers.values():
+                t.cancel()
+            self._timers.clear()
+
+
+def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event,
+                      limits: WallLimits | None = None) -> None:
     answered: set[str] = set()
     watch = DirWatch.open(calls)  # None: poll every 5 ms
     names: list[str] | None = None  # the names that arrived; None: look at the whole directory
@@ -221,9 +284,12 @@ def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.
             answered.add(req.name)
             try:
                 call = HostCall.from_json(json.loads(req.read_text()))
-                if handler is None:
+                if call.call == Call.WALL_LIMIT and limits is not None:  # the lab's own, whatever the handler
+                    answer = HostAnswer(ok=True, data=limits.handle(call.args))
+                elif handler is None:
                     raise FlashbedError(f"no host handler for '{call.call}'")
-                answer = HostAnswer(ok=True, data=handler(call.call, call.args))
+                else:
+                    answer = HostAnswer(ok=True, data=handler(call.call, call.args))
             except Exception as e:  # the guest gets the error; the cell decides
                 answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
             tmp = req.with_suffix(".resp.tmp")

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import tempfile
 from pathlib import Path
 
+from .. import writeguard
 from ..devices import presets, realdev
 from ..errors import FlashbedError
 
 
 def add_parser(sub) -> None:
+    from ..options import seconds
     p = sub.add_parser("probe", help="measure a device with flashbench and fio in the lab; optionally write a preset")
     p.add_argument("device", nargs="?", help="preset name or preset file, optionally @SIZE (e.g. "
                    "lexar-c10-16g@256M), or a real block device (/dev/sdX, /dev/mmcblkN): the probe writes all of it")
@@ -25,9 +28,12 @@ def add_parser(sub) -> None:
     p.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                    help="allow probing a real device that carries data (a filesystem or partition table): "
                    "repeat its path")
-    p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured")
-    p.add_argument("--out", type=Path, help="directory for raw outputs and probe.json (default: runs/probe-...)")
-    p.add_argument("--runtime", type=float, default=10.0, help="seconds per fio rate job (default 10)")
+    p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured "
+                   "(a new .toml file; never inside a run directory)")
+    p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file")
+    p.add_argument("--out", type=Path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
+                   "wrote before (default: runs/probe-...)")
+    p.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio rate job (default 10)")
     p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")
     p.add_argument("--clock", default="real", help="real (default) or virtual: an emulated device's requests "
                    "then take the model's time whatever the host's load, and the random jobs count requests")
@@ -36,16 +42,18 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..lab import clock
     args.lab_clock = clock.parse(args.clock)
-    if args.runtime <= 0:
-        raise FlashbedError("--runtime must be positive")
     if args.max_open < 2:
         raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
+    args.preset_to = None
     if args.write_preset is not None:
         if args.write_preset.suffix != ".toml":
             raise FlashbedError(f"--write-preset {args.write_preset}: a preset file ends in .toml")
-        if not args.write_preset.parent.is_dir():
-            raise FlashbedError(f"--write-preset {args.write_preset}: directory {args.write_preset.parent} "
-                                "does not exist")
+        args.preset_to = writeguard.check(args.write_preset, "--write-preset", writeguard.Target.FILE,
+                                          force=args.force)
+    elif args.force:
+        raise FlashbedError("--force lets --write-preset replace a file: give --write-preset FILE, or drop --force")
+    if args.out is not None:
+        writeguard.check(args.out, "--out", writeguard.Target.DIR, mark="probe.json")
     if args.device and args.device_opt:
         raise FlashbedError(f"give the device once: {args.device} or --device {args.device_opt}")
     args.device = args.device or args.device_opt
@@ -103,7 +111,7 @@ def _probe(args: argparse.Namespace, device, board=None) -> int:
     from . import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))
     from ..lab import clock
     runs_on, note = clock.effective(args.lab_clock, "board" if board is not None else device.backend)
     if note:
@@ -113,8 +121,11 @@ def _probe(args: argparse.Namespace, device, board=None) -> int:
         (out / f"flashbench-{name}.txt").write_text(text)
     print(render.text(result))
     print(f"raw outputs and probe.json: {out}")
-    if args.write_preset is not None:
-        args.write_preset.write_text(fit.preset_toml(result, device, args.write_preset.stem))
-        presets.load_spec(str(args.write_preset))  # the written preset must load
+    if args.preset_to is not None:
+        text = fit.preset_toml(result, device, args.write_preset.stem)
+        with tempfile.TemporaryDirectory(prefix="flashbed-preset-") as tmp:  # the preset must load before it is written
+            (Path(tmp) / args.write_preset.name).write_text(text)
+            presets.load_spec(str(Path(tmp) / args.write_preset.name))
+        writeguard.write_file(args.preset_to, text)
         print(f"preset: {args.write_preset} (use --device {args.write_preset})")
     return 0

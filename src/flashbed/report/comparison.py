@@ -25,7 +25,7 @@ from . import recommend as R
 from . import catalog, units
 from .doc import Cell, Column, Document, ListBlock, Paragraph, Section, Table
 from .load import RunData, Stat, load_run
-from .output import ReportPaths, write_outputs, write_text
+from .output import ReportPaths, write_outputs
 from .text import table_text
 from .provenance import fs_families, relevant_tools, tools_text
 from .summary import SUMMARY_SCHEMA, r6, run_info
@@ -556,9 +556,7 @@ def comparison_text(doc: Document) -> str:
     return doc.title + "\n" + "".join("\n" + table_text(tables[t]) for t in TEXT_TABLES if t in tables)
 
 
-def compare_runs(run_a: Path, run_b: Path, out_dir: Path) -> ReportPaths:
+def compare_runs(run_a: Path, run_b: Path, out_dir: Path, force: bool = False) -> ReportPaths:
     a, b = load_run(run_a), load_run(run_b)
     doc, summary = build_comparison(a, b)
-    paths = write_outputs(doc, summary, out_dir)
-    write_text(Path(out_dir) / TEXT_NAME, comparison_text(doc))
-    return paths
+    return write_outputs(doc, summary, out_dir, extra={TEXT_NAME: comparison_text(doc)}, force=force)

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FlashbedError
+from ..results import printable
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
 from ..status import PowerCutClass
 from ..userwork import Kind, stage
@@ -73,11 +74,11 @@ class AppCheck(CrashStates):
 
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)")
-        digest: str = param("", help="its content hash (set by --workload)")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
-        check: str = param("", help="the check (set by --check FILE)")
-        check_digest: str = param("", help="its content hash (set by --check)")
+        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
+        digest: str = param("", help="its content hash (set by --workload)", set_by="--workload FILE")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
+        check: str = param("", help="the check (set by --check FILE)", set_by="--check FILE")
+        check_digest: str = param("", help="its content hash (set by --check)", set_by="--check FILE")
         workload: str = param(Workload.USER, choices=(Workload.USER,))
         mode: str = param("async", choices=("sync", "async"), help="mount mode of the workload")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload")
@@ -133,7 +134,9 @@ class AppCheck(CrashStates):
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]
-        r["check"] = verify.get("check")
+        r["why"] = printable(r["why"])  # the check's own words: never a terminal escape in the results
+        check = verify.get("check")
+        r["check"] = {**check, "out": printable(str(check.get("out", "")))} if isinstance(check, dict) else check
         return r
 
 

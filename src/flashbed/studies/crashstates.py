@@ -57,7 +57,7 @@ from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
 from ..lab.target import TOOLS, BootResult, Step
-from ..lab.guest.guestlib import read_log
+from ..lab.guest.guestlib import WALL_FILE, read_log
 from ..status import BootStatus, CellStatus, PowerCutClass
 from ..variants import FsVariant
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
@@ -193,11 +193,14 @@ class CrashStates(Study):
                                                                    BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
             st, crashed = states[len(records)], res.status is BootStatus.CRASH
+            # a program over its wall-clock limit (virtual time: lab/uml.py's WallLimits) says which
+            over = (run_dir / WALL_FILE).is_file()
             records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
                             "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
                             "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
-                            "why": ("the lab kernel died" if crashed else "the lab stopped answering")
-                            + " while checking it", "console": res.console_log})
+                            "why": res.error if over else ("the lab kernel died" if crashed else
+                                                           "the lab stopped answering") + " while checking it",
+                            "console": res.console_log})
             stopped = f"state {st['id']}: {records[-1]['why']}"
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)

@@ -25,15 +25,17 @@ from ..errors import FlashbedError
 
 def param(default: Any, *, unit: str = "", choices: tuple = (), help: str = "", per_case: str = "",
           low: float | None = None, high: float | None = None, above: float | None = None,
-          pattern: str = "", form: str = "") -> Any:
+          pattern: str = "", form: str = "", set_by: str = "") -> Any:
     """A parameter field: its default, unit ("bytes" makes it a size: 256M), allowed values.
     A number's range: `low` <= value <= `high` (either may be None: unbounded), or `above`
     < value. A word without choices may take a `pattern` (a regular expression the whole
     value matches), described to the user as `form`. `per_case` names the list field a
-    case takes it from (the study's cases() sets it)."""
+    case takes it from (the study's cases() sets it). `set_by`: the option that alone sets it
+    (e.g. --workload: a file and its content hash, checked together), never --set."""
     return dataclasses.field(default=default, metadata={"unit": unit, "choices": tuple(choices), "help": help,
                                                         "per_case": per_case, "low": low, "high": high,
-                                                        "above": above, "pattern": pattern, "form": form})
+                                                        "above": above, "pattern": pattern, "form": form,
+                                                        "set_by": set_by})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +241,10 @@ def setting(study: str, key: str, text: str) -> Any:
     from . import STUDIES
     if study not in STUDIES:
         raise FlashbedError(f"--set for unknown study '{study}': choose from {', '.join(STUDIES)}")
+    field = next((f for f in dataclasses.fields(STUDIES[study].Params) if f.name == key), None)
+    if field is not None and field.metadata.get("set_by"):
+        raise FlashbedError(f"--set {study}.{key} is not a setting: {field.metadata['set_by']} sets it (with the "
+                            f"checks it needs); use {field.metadata['set_by']}")
     v = getattr(STUDIES[study].params_at_edge({key: text}), key)
     if isinstance(v, tuple):
         return list(v) if "," in text or len(v) != 1 else v[0]

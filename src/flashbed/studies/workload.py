@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .. import lifetime as life
 from ..errors import FlashbedError
+from ..results import printable
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, stage
 from . import fio as fiojson
@@ -52,6 +53,9 @@ BETTER = re.compile(r"^\s*better:([A-Za-z_][\w.:/-]{0,63})\s*=\s*(higher|lower)\
 TIME_UNITS = frozenset({"ns", "us", "µs", "ms", "s", "sec", "min", "h"})
 SMALL_REQUEST = 64 << 10  # bytes: a fio job of smaller requests is ranked on its IOPS, else its MB/s
 METRIC = re.compile(r"^\s*([A-Za-z_][\w.:/-]{0,63})\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S{0,12})\s*$")
+# figures kept of one workload run: its first key=value metrics, or fio jobs (a script printing
+# thousands of key=value lines kept `run` in the report for minutes and took gigabytes)
+MAX_FIGURES = 32
 # /sys/block/<dev>/stat fields, from 0 (Documentation/block/stat.rst): write requests, sectors
 # written, discard requests, flush requests
 W_IOS, W_SECTORS, D_IOS, F_IOS = 4, 6, 11, 15
@@ -175,9 +179,10 @@ class Workload(Study):
 
     @dataclass(frozen=True)
     class Params:
-        file: str = param("", help="the workload (set by --workload FILE)")
-        digest: str = param("", help="its content hash (set by --workload; part of the run id)")
-        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind))
+        file: str = param("", help="the workload (set by --workload FILE)", set_by="--workload FILE")
+        digest: str = param("", help="its content hash (set by --workload; part of the run id)",
+                            set_by="--workload FILE")
+        kind: str = param(Kind.SCRIPT.value, choices=tuple(k.value for k in Kind), set_by="--workload FILE")
         timeout: float = param(1800.0, unit="s", above=0, help="limit of the workload (each pass)")
         fill: int = param(0, low=0, high=95, help="precondition: fill the filesystem to this % with a file population and "
                                   "churn it first (--age FILL; 0: a blank device)")
@@ -272,7 +277,11 @@ class Workload(Study):
                                error="fio left no JSON output")
             jobs = {}
             paced = rate_limited(out)
-            for job in out.get("jobs", []):
+            every = out.get("jobs", [])
+            if len(every) > MAX_FIGURES:
+                extra["dropped"] = f"{len(every) - MAX_FIGURES} more fio jobs not kept (figures of the first " \
+                                   f"{MAX_FIGURES}; group_reporting gives one for all)"
+            for job in every[:MAX_FIGURES]:
                 figs = fiojson.job_figures(job)
                 jobs[job["jobname"]] = figs
                 jc = f"{case}:{job['jobname']}"
@@ -286,6 +295,10 @@ class Workload(Study):
         else:
             text = _read(run_dir / SCRIPT_OUT)
             found, declared = metrics(text), declared_better(text)
+            if len(found) > MAX_FIGURES:
+                extra["dropped"] = f"{len(found) - MAX_FIGURES} more key=value metrics not kept (the first " \
+                                   f"{MAX_FIGURES} are)"
+                found = dict(list(found.items())[:MAX_FIGURES])
             for k, (val, unit) in found.items():
                 meas += m(case, k, val, unit)
             extra["metrics"] = {k: v for k, (v, _) in found.items()}
@@ -320,6 +333,8 @@ class Workload(Study):
             head += f", {blk['flushes']:.0f} flushes"
         if lt is not None and lt.years != float("inf"):
             head += f"; {lt.years:.1f} years at WAF {lt.waf:.2f}" + ("" if lt.steady else " (not converged)")
+        if extra.get("dropped"):
+            head += f"; {extra['dropped']}"
         return Outcome(meas, head, extra=extra)
 
     def lifetime(self, spec: CellSpec, phases: dict[str, dict]) -> "life.Lifetime | None":
@@ -377,7 +392,7 @@ def _read(path: Path) -> str:
 
 def _tail(path: Path) -> str:
     lines = _read(path).strip().splitlines()
-    return lines[-1][:200] if lines else ""
+    return printable(lines[-1])[:200] if lines else ""
 
 
 def _stdout(res: BootResult, name: str) -> str:

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..errors import FlashbedError
 from ..lab import debsource
-from ..paths import cache_dir
+from ..paths import build_lock, cache_dir
 
 HERE = Path(__file__).resolve().parent
 CSRC = HERE / "csrc"
@@ -92,9 +92,9 @@ def cached_daemon(spec: SourceSpec = SOURCE) -> Path | None:
 def ensure_daemon(spec: SourceSpec = SOURCE, log: Log = _stderr) -> Path:
     """The daemon's path, building it first if needed (one builder per key)."""
     out = build_root() / cache_key(spec)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / ".lock", "w") as lockf:
-        fcntl.flock(lockf, fcntl.LOCK_EX)
+    if (out / BINARY).exists():  # read as it is (a cache this user cannot write serves too)
+        return out / BINARY
+    with build_lock(out, "the YAFFS2 daemon"):
         binary = out / BINARY
         if binary.exists():
             return binary

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.uml import BootSpec, Step
+from ..lab.target import BootSpec, Step
 from ..studies.base import TOOL
 from . import guest
 from .build import ensure_daemon
@@ -63,8 +63,9 @@ def steps() -> list[Step]:
 
 
 def measure(out: Path, kernel_name: str | None = None) -> dict:
+    from .. import writeguard
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="fusecost.json"))
     kernel = ensure_kernel(kernel_name)
-    out.mkdir(parents=True, exist_ok=True)
     res = UmlLab(kernel).boot(BootSpec(run_dir=out, steps=tuple(steps()), timeout=3600))
     failed = next((s for s in res.steps if not s.status.ok), None)
     if failed is not None or not res.ok:
@@ -84,11 +85,13 @@ def measure(out: Path, kernel_name: str | None = None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m flashbed.yaffs2.fusecost")
-    ap.add_argument("--out", type=Path, default=Path("fusecost"))
+    from ..options import Parser
+    ap = Parser(prog="python3 -m flashbed.yaffs2.fusecost")
+    ap.add_argument("--out", type=Path, default=Path("fusecost"), help="a new or empty directory, or one this "
+                    "command wrote before (default: fusecost)")
     ap.add_argument("--kernel", default=None)
-    a = ap.parse_args(argv)
     try:
+        a = ap.parse_args(argv)
         s = measure(a.out, a.kernel)
     except FlashbedError as e:
         print(f"flashbed: error: {e}", file=sys.stderr)

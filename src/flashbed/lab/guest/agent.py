@@ -83,16 +83,18 @@ def step_path() -> str:
     return f"{VIRTUAL_BIN}:{path}"
 
 
-def run_step(step: Step, run_dir: str, layout: dict[str, str]) -> dict:
+def run_step(step: Step, run_dir: str, layout: dict[str, str], seq: int = 0) -> dict:
     env = dict(os.environ)
     env.update({"FLASHBED_RUN": run_dir, "PATH": step_path(), "HOME": "/root",
                 "LC_ALL": "C.UTF-8"})
     env.update(layout)  # the lab's layout: FLASHBED_DEV, FLASHBED_TOOLS
     env.update({k: str(v) for k, v in step.env.items()})
-    started = now()
-    before = guestlib.cpu_counts()
-    status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
-    after = guestlib.cpu_counts()
+    # the limit's host calls stay outside what the step measures (its guest time and CPU charge)
+    with guestlib.wall_limit(run_dir, f"w{seq:04d}", f"step '{step.name}'", float(step.timeout)):
+        started = now()
+        before = guestlib.cpu_counts()
+        status, rc, out, err, elapsed = guestlib.run_shell(step.cmd, float(step.timeout), cwd=run_dir, env=env)
+        after = guestlib.cpu_counts()
     rec = {
         "name": step.name,
         "cmd": step.cmd,
@@ -121,7 +123,7 @@ def main() -> int:
         write_json_atomic(result_path, result)
         for seq, step in enumerate(steps):
             print(f"FLASHBED-AGENT STEP {step.name}", flush=True)
-            rec = host_call(step, run_dir, seq) if step.host else run_step(step, run_dir, layout)
+            rec = host_call(step, run_dir, seq) if step.host else run_step(step, run_dir, layout, seq)
             result["steps"].append(rec)
             write_json_atomic(result_path, result)
             ended = AgentStatus.after(StepStatus(rec["status"]), step.may_fail)

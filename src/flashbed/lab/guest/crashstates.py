@@ -32,13 +32,13 @@ import sys
 
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences
-    from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
+    from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
     from .protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
-    from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell
+    from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
     from protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
@@ -133,7 +133,8 @@ def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
     """The user's workload in `d`; `$FLASHBED_ACK LABEL...` marks an acknowledgement (ack.py).
     Its output goes to the run directory; a workload that fails or overruns stops the cell."""
     ack = f"/usr/bin/python3 -S -I {ACK} {os.path.expandvars(w.log)}"
-    r = run_shell(w.command, w.timeout, cwd=d, env=user_env(d, FLASHBED_ACK=ack))
+    with wall_limit(run_dir(), "uwork", "your workload", w.timeout):
+        r = run_shell(w.command, w.timeout, cwd=d, env=user_env(d, FLASHBED_ACK=ack))
     status, rc, so, se, secs = r
     with open(os.path.join(run_dir(), WORK_OUT), "wb") as f:
         f.write(so + se)
@@ -150,8 +151,9 @@ def user_check(w: CrashWorkSpec, d: str, recs: list[dict]) -> dict:
     acked = os.path.join(run_dir(), ACKED)
     with open(acked, "w") as f:
         f.writelines(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
-    status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
-                                         env=user_env(d, FLASHBED_ACKED=acked))
+    with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
+        status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
+                                             env=user_env(d, FLASHBED_ACKED=acked))
     lines = (so + se).decode("utf-8", "replace").strip().splitlines()
     last = lines[-1][:200] if lines else ""
     v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6)},

@@ -11,6 +11,7 @@ directory off sys.path, so each puts it back before importing this.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
@@ -23,9 +24,9 @@ import time
 import threading
 
 if __package__:  # on the host, as flashbed.lab.guest.guestlib
-    from .protocol import DirectMount, HostAnswer, HostCall, StepStatus
+    from .protocol import Call, DirectMount, HostAnswer, HostCall, StepStatus
 else:  # in the guest, from this directory
-    from protocol import DirectMount, HostAnswer, HostCall, StepStatus
+    from protocol import Call, DirectMount, HostAnswer, HostCall, StepStatus
 
 BLOCK = 4096
 # what a device writes atomically: a crash can leave any mix of the sectors of a
@@ -87,11 +88,18 @@ def limit(timeout: float) -> float | None:
 def write_json_atomic(path: str, data: dict, indent: int | None = None) -> None:
     """Written to a temporary name, synced, renamed: a reader never sees half a file."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=indent)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=indent)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)  # a full disk must not leave half a file beside the results
+        except OSError:
+            pass
+        raise
 
 
 _SFR = None
@@ -185,6 +193,32 @@ def call_host(run_dir: str, name: str, call: HostCall, timeout: float, keep: boo
             except OSError:
                 pass
     return answer
+
+
+WALL_FILE = "wall-limit.json"  # the lab's note of the limit it killed the lab for (uml.py)
+
+
+@contextlib.contextmanager
+def wall_limit(run: str, key: str, what: str, seconds: float):
+    """`what` (a step, the user's check) bounded by `seconds` of the host's wall-clock time in
+    virtual time, where the guest's clock stands still while a program only computes (a busy
+    loop: no guest-side limit ever fires); over it, the lab is killed and says why. In real time
+    the guest's own limit (run_shell) holds, and this asks nothing of the host."""
+    if not virtual_time() or not seconds or seconds == float("inf"):
+        yield
+        return
+    _WALL_CALLS.append(None)
+    name = f"{key}-{len(_WALL_CALLS):06d}"  # each request's name once: the host answers a name once
+    call_host(run, f"{name}a", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": float(seconds)}),
+              60.0, keep=False)
+    try:
+        yield
+    finally:
+        call_host(run, f"{name}b", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": 0}), 60.0,
+                  keep=False)
+
+
+_WALL_CALLS: list[None] = []
 
 
 def read_log(path: str) -> list[dict]:

@@ -135,6 +135,10 @@ class Call(StrEnum):
     CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
     CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live"; watchdog: s until the lab is
     # killed unless it asks for another state: a kernel stuck on this one)
+    # in virtual time a program that only computes stops the guest's clock, so no guest-side limit
+    # fires: the lab bounds it in wall-clock time instead (args: key, what, seconds; 0 lifts the
+    # key's limit). Answered by the lab itself (uml.py), whatever the cell's host handler
+    WALL_LIMIT = "wall-limit"
 
 
 # --- messages ---------------------------------------------------------------------------

@@ -1,0 +1,267 @@
+"""What flashbed may write: one decision per path a user can name, made before anything is
+written, after symlinks are resolved.
+
+Every command's outputs go through `check`: run directories (`run --out`), reports (`report
+--out`), crash-state images (`crashstate replay --image`), presets (`probe --write-preset`),
+the probe's and the smoke test's output directories, a kept bench run (`bench clock --keep`)
+and the lab's disks (`lab exec --disk`). The rules, in this order:
+
+  - a character device never; a block device only where the command writes devices (an
+    image, a lab disk), when --destroy-data-on names the resolved device, and when the
+    real-device checks pass (devices/realdev.py: not mounted, not the host's root, boot or
+    swap, not held by device-mapper, md or LVM, writable);
+  - never a new file under /dev, /proc or /sys;
+  - never inside a run directory other than the command's own (its results, another run's
+    report);
+  - a file written whole (an image, a preset): new, or an existing regular file with --force;
+  - a directory filled with the command's own files: new or empty; a run directory: new,
+    empty, or a flashbed run (its manifest): a directory that is not a run never becomes one;
+  - a report's directory: the run's own, or any other (report/output.py writes only the
+    files it owns there, and refuses to replace a file of the same name it did not write);
+  - a lab disk (a file or device the lab writes in place): it must exist; a file not named by
+    --destroy-data-on is not written (the lab gets a copy-on-write overlay of it).
+
+The result names the resolved path: the writer writes there (a symlink swapped in afterwards
+changes nothing) and `write_file` never replaces a file it was not allowed to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from .errors import FlashbedError
+
+PSEUDO_ROOTS = ("/dev", "/proc", "/sys")  # the kernel's own trees: flashbed makes nothing there
+RUN_MARK = "manifest.json"  # what makes a directory a flashbed run (store.RunStore)
+OWN_FILES = frozenset({".lock"})  # what a run directory may hold before its manifest is written
+
+
+class Target(Enum):
+    """What the command writes at the path."""
+
+    FILE = "file"  # a file written whole, tmp + rename: an image, a preset
+    DIR = "directory"  # a directory filled with the command's own files
+    RUN = "run directory"
+    REPORT = "report directory"
+    DISK = "disk"  # a file or block device the lab writes in place
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """A path the command may write, as decided: where to write (resolved) and how."""
+
+    given: str  # as the user gave it (for messages)
+    path: Path  # resolved
+    exists: bool
+    device: bool = False  # a block device (checked, named by --destroy-data-on)
+    replace: bool = False  # an existing file the user let flashbed replace (--force)
+    in_place: bool = True  # a lab disk the lab may write itself (else an overlay takes its writes)
+
+
+def _refuse(option: str, given: str, why: str) -> FlashbedError:
+    """`why` goes on from the path: "is ...", "exists ...", or ": ..." for anything else."""
+    return FlashbedError(f"{option} {given}{'' if why.startswith(':') else ' '}{why}")
+
+
+def run_dir_of(path: Path) -> Path | None:
+    """The flashbed run directory `path` is in or is (the nearest with a manifest), or None."""
+    for d in (path, *path.parents):
+        with contextlib.suppress(OSError):
+            if (d / RUN_MARK).is_file():
+                return d
+    return None
+
+
+def _under_pseudo(real: Path) -> str | None:
+    for root in PSEUDO_ROOTS:
+        if real == Path(root) or Path(root) in real.parents:
+            return root
+    return None
+
+
+def _nearest_existing(real: Path) -> Path:
+    for d in (real, *real.parents):
+        if os.path.lexists(d):
+            return d
+    return Path("/")
+
+
+def names(destroy: tuple[str, ...], path: str | Path) -> bool:
+    """Whether a --destroy-data-on entry names `path` (the same node once resolved)."""
+    return any(os.path.realpath(d) == os.path.realpath(path) for d in destroy)
+
+
+def check(path: str | Path, option: str, target: Target, *, force: bool = False, devices: bool = False,
+          destroy: tuple[str, ...] = (), own_run: Path | None = None, noun: str = "", mark: str = "") -> Allowed:
+    """May this command write `path` (given to `option`) as `target`? One line if not.
+
+    `devices`: the command writes block devices here (with --destroy-data-on `destroy`);
+    `own_run`: the run directory the command works on (a report's run); `noun`: what
+    would land on a device (e.g. "the image"); `mark`: the file by which a directory this
+    command filled before is known (it may fill it again: its own files)."""
+    given = str(path)
+    if not given.strip():
+        raise FlashbedError(f"{option} is empty: give a path, or leave {option} out for the default")
+    real = Path(os.path.realpath(os.path.expanduser(given)))
+    shown = given if str(real) == os.path.abspath(given) else f"{given} (that is {real})"
+    try:
+        st: os.stat_result | None = os.stat(real)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise _refuse(option, shown, f": cannot look at it: {e.strerror}") from None
+    if st is not None and stat.S_ISCHR(st.st_mode):
+        raise _refuse(option, shown, "is a character device: flashbed writes none; give a file path")
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        return _device(given, shown, real, option, target, devices, destroy, noun or f"the {target.value}")
+    if destroy and target is not Target.DISK:
+        raise _refuse(option, shown, "is not a block device, and --destroy-data-on is for one: drop it")
+    pseudo = _under_pseudo(real)
+    if pseudo is not None and (st is None or target is not Target.DISK):
+        raise _refuse(option, shown, f"is under {pseudo}, the kernel's own tree: flashbed makes nothing there; "
+                      f"give a path in a directory of yours")
+    run = run_dir_of(real if st is not None and stat.S_ISDIR(st.st_mode) else real.parent)
+    if target is Target.RUN and run == real:
+        run = run_dir_of(real.parent)  # the run itself: resumed; only a run around it is another's
+    if run is not None and run != own_run:
+        raise _refuse(option, shown, f"is inside run directory {run}, whose files are that run's results: give "
+                      f"a path outside it")
+    if target is Target.DISK:
+        return _disk(given, shown, real, option, st, destroy)
+    if st is not None and target is Target.FILE:
+        if stat.S_ISDIR(st.st_mode):
+            raise _refuse(option, shown, f"is a directory: give a file path, e.g. {Path(given) / 'out'}")
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(option, shown, "exists and is not a regular file: give a new file path")
+        if not force:
+            raise _refuse(option, shown, "exists: add --force to replace it, or give a new file path")
+    elif st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise _refuse(option, shown, f"exists and is not a directory: cannot write the {target.value}'s files "
+                          f"into it; give a directory")
+        if target in (Target.DIR, Target.RUN) and not _empty_or_ours(real, target, mark):
+            what = ("is not a flashbed run (no manifest.json) and holds files: give a new or empty directory"
+                    if target is Target.RUN else "holds files: give a new or empty directory")
+            raise _refuse(option, shown, what)
+    parent = real.parent if target is Target.FILE or st is None else real
+    base = _nearest_existing(parent)
+    if not base.is_dir():
+        raise _refuse(option, shown, f": {base} is not a directory: give another path")
+    if target is Target.FILE and base != parent:
+        raise _refuse(option, shown, f": directory {Path(given).parent} does not exist: create it (mkdir -p "
+                      f"{Path(given).parent}) or give another path")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise _refuse(option, shown, f": cannot write to {base}: give a path you can write")
+    return Allowed(given, real, exists=st is not None, replace=st is not None and target is Target.FILE)
+
+
+def _empty_or_ours(d: Path, target: Target, mark: str = "") -> bool:
+    try:
+        entries = {p.name for p in d.iterdir()}
+    except OSError:
+        return False
+    if target is Target.RUN:
+        return RUN_MARK in entries or entries <= OWN_FILES
+    return not entries or (bool(mark) and (d / mark).is_file())
+
+
+def _device(given: str, shown: str, real: Path, option: str, target: Target, devices: bool,
+            destroy: tuple[str, ...], noun: str) -> Allowed:
+    if not devices or target not in (Target.FILE, Target.DISK):
+        raise _refuse(option, shown, f"is a block device: flashbed writes a {target.value} here, never a device; "
+                      f"give a {'file' if target is Target.FILE else 'directory'} path")
+    if not names(destroy, real):
+        raise _refuse(option, shown, f"is a block device: {noun} would overwrite it; if that is what you want, "
+                      f"add --destroy-data-on {given}")
+    from .devices import realdev
+    realdev.load(str(real), (str(real),))  # not mounted, not the host's, not held, writable: as `run` checks it
+    return Allowed(given, real, exists=True, device=True)
+
+
+def _disk(given: str, shown: str, real: Path, option: str, st: os.stat_result | None,
+          destroy: tuple[str, ...]) -> Allowed:
+    if st is None:
+        raise _refuse(option, shown, ": no such file: give an existing disk image (or a block device)")
+    if not stat.S_ISREG(st.st_mode):
+        raise _refuse(option, shown, "is not a regular file or a block device: give a disk image")
+    return Allowed(given, real, exists=True, in_place=names(destroy, real))
+
+
+def unused_destroy(destroy: tuple[str, ...], written: list[str | Path]) -> str | None:
+    """A --destroy-data-on entry that names nothing the command writes (a typo must not pass for
+    permission), or None."""
+    for d in destroy:
+        if not any(os.path.realpath(d) == os.path.realpath(w) for w in written):
+            return d
+    return None
+
+
+def make_dir(allowed: Allowed) -> Path:
+    """The allowed directory, made (with its parents) if it is new."""
+    try:
+        allowed.path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise FlashbedError(f"cannot create {allowed.given}: {e.strerror or e}: give a directory you can write") \
+            from None
+    return allowed.path
+
+
+def temp_path(allowed: Allowed) -> Path:
+    """Where a file is written before `place` puts it at the allowed path (beside it)."""
+    return allowed.path.with_name(f".{allowed.path.name}.tmp{os.getpid()}")
+
+
+def place(allowed: Allowed, tmp: Path) -> None:
+    """A whole file written at `tmp` renamed to the allowed path: never over a file that
+    appeared since the check unless the user let it be replaced. `tmp` is gone afterwards."""
+    try:
+        if allowed.replace:
+            os.replace(tmp, allowed.path)
+        else:
+            _no_clobber(tmp, allowed.path)
+    except FileExistsError:
+        raise FlashbedError(f"{allowed.given} appeared while flashbed worked: nothing was written over it; "
+                            f"give a new path, or --force") from None
+    except OSError as e:
+        raise FlashbedError(f"cannot write {allowed.given}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _no_clobber(tmp: Path, path: Path) -> None:
+    """`tmp` renamed to `path` only if nothing is there: a hard link fails on an existing name;
+    where a filesystem has no hard links (FAT), a rename after a last look."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise FileExistsError(errno.EEXIST, "exists", str(path)) from None
+        os.rename(tmp, path)
+
+
+def write_file(allowed: Allowed, data: bytes | str) -> None:
+    """The allowed file written whole (a temporary file beside it, then `place`)."""
+    raw = data.encode() if isinstance(data, str) else data
+    tmp = temp_path(allowed)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise FlashbedError(f"cannot write {allowed.given}: {e.strerror or e}") from None
+    place(allowed, tmp)

@@ -1,0 +1,273 @@
+"""Issue 28: one write guard. Every path a command writes is decided once, symlinks resolved
+(writeguard.py): the destructive inputs of the issue are refused in one line and leave a
+canary loop device (an ext4 on it) and the user's files as they were. No lab boots here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flashbed import writeguard
+from flashbed.cli import main
+from flashbed.errors import FlashbedError
+from flashbed.paths import repo_root
+from tests.fixtures.report import make_runs as gen
+
+
+def one_line(capsys, words: str) -> str:
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert words in err, err
+    return err
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under `root` by its content (symlinks are the canaries' stand-ins: not followed)."""
+    return {str(p.relative_to(root)): digest(p) for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.fixture
+def canary(tmp_path):
+    """A loop device holding an ext4 (root and losetup needed), released afterwards."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None or shutil.which("mkfs.ext4") is None:
+        pytest.skip("needs root, losetup and mkfs.ext4")
+    img = tmp_path / "canary.img"
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True)
+    r = subprocess.run(["losetup", "-f", "--show", str(img)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"no loop device: {r.stderr.strip()}")
+    node = r.stdout.strip()
+    try:
+        yield Path(node)
+    finally:
+        subprocess.run(["umount", node], capture_output=True)
+        subprocess.run(["losetup", "-d", node], check=True)
+
+
+@pytest.fixture
+def mounted(canary, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    subprocess.run(["mount", str(canary), str(mnt)], check=True)
+    yield canary
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.fixture
+def a_run(tmp_path):
+    return gen.write_run(tmp_path / "runs" / "one", [gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.5, "s")])])
+
+
+# --- the guard itself ---------------------------------------------------------------------
+
+def test_a_symlink_is_decided_by_what_it_points_to(tmp_path, canary):
+    link = tmp_path / "blk.toml"
+    link.symlink_to(canary)
+    with pytest.raises(FlashbedError, match=rf"blk.toml \(that is {canary}\) is a block device: flashbed writes a "
+                                            r"file here, never a device"):
+        writeguard.check(link, "--write-preset", writeguard.Target.FILE)
+    # where devices may be written, only when --destroy-data-on names the device itself
+    with pytest.raises(FlashbedError, match=f"add --destroy-data-on {link}"):
+        writeguard.check(link, "--image", writeguard.Target.FILE, devices=True)
+    assert writeguard.check(link, "--image", writeguard.Target.FILE, devices=True, destroy=(str(canary),)).device
+
+
+def test_a_mounted_device_is_refused_even_when_named(mounted):
+    with pytest.raises(FlashbedError, match="is mounted at"):
+        writeguard.check(mounted, "--disk", writeguard.Target.DISK, devices=True, destroy=(str(mounted),))
+
+
+@pytest.mark.parametrize("path", ["/dev/mmcblk9", "/dev/shm/../flashbed-x", "/proc/x", "/sys/kernel/x"])
+def test_never_a_new_file_under_the_kernels_trees(path):
+    with pytest.raises(FlashbedError, match="the kernel's own tree: flashbed makes nothing there"):
+        writeguard.check(path, "--image", writeguard.Target.FILE, devices=True)
+    assert not os.path.lexists(path)
+
+
+def test_a_character_device_never(tmp_path):
+    with pytest.raises(FlashbedError, match="is a character device"):
+        writeguard.check("/dev/null", "--image", writeguard.Target.FILE, devices=True, destroy=("/dev/null",))
+
+
+def test_an_existing_file_only_with_force_and_never_inside_a_run(tmp_path, a_run):
+    mine = tmp_path / "mine.toml"
+    mine.write_text("x")
+    with pytest.raises(FlashbedError, match="exists: add --force"):
+        writeguard.check(mine, "--write-preset", writeguard.Target.FILE)
+    assert writeguard.check(mine, "--write-preset", writeguard.Target.FILE, force=True).replace
+    for inside in (a_run / "p.toml", a_run / "cells" / "x.toml", a_run / "logs" / "new" / "deeper"):
+        with pytest.raises(FlashbedError, match=f"is inside run directory {a_run}"):
+            writeguard.check(inside, "--out", writeguard.Target.DIR)
+
+
+def test_a_directory_that_is_not_a_run_never_becomes_one(tmp_path, a_run):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.txt").write_text("mine")
+    with pytest.raises(FlashbedError, match="is not a flashbed run"):
+        writeguard.check(docs, "--out", writeguard.Target.RUN)
+    assert writeguard.check(a_run, "--out", writeguard.Target.RUN).exists  # a run: resumed
+    with pytest.raises(FlashbedError, match="is inside run directory"):  # but never a run inside a run
+        writeguard.check(a_run / "inner", "--out", writeguard.Target.RUN)
+    assert not writeguard.check(tmp_path / "new", "--out", writeguard.Target.RUN).exists
+
+
+def test_write_file_never_replaces_a_file_that_appeared_since_the_check(tmp_path):
+    target = tmp_path / "p.toml"
+    allowed = writeguard.check(target, "--write-preset", writeguard.Target.FILE)
+    target.write_text("someone else's")
+    with pytest.raises(FlashbedError, match="appeared while flashbed worked"):
+        writeguard.write_file(allowed, "preset")
+    assert target.read_text() == "someone else's" and [p.name for p in tmp_path.iterdir()] == ["p.toml"]
+
+
+# --- the issue's destructive commands ---------------------------------------------------------
+
+def test_lab_exec_disk_refuses_a_device_not_named(canary, tmp_path, capsys):
+    before = digest(canary)
+    assert main(["lab", "exec", "--disk", str(canary), "--", "dd if=/dev/zero of=/dev/ubdb bs=1M count=1"]) == 2
+    one_line(capsys, f"--disk {canary} is a block device: the lab's writes would overwrite it; if that is what you "
+                     f"want, add --destroy-data-on {canary}")
+    assert main(["lab", "exec", "--disk", str(canary), "--destroy-data-on", "/dev/sdz", "--", "true"]) == 2
+    one_line(capsys, "--destroy-data-on /dev/sdz names no --disk")
+    assert digest(canary) == before
+
+
+def test_lab_exec_disk_refuses_a_mounted_device_even_when_named(mounted, capsys):
+    assert main(["lab", "exec", "--disk", str(mounted), "--destroy-data-on", str(mounted), "--", "true"]) == 2
+    one_line(capsys, f"{mounted} is mounted at")
+
+
+def test_write_preset_through_a_symlink_to_a_device_is_refused_before_the_probe(canary, tmp_path, capsys,
+                                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("blk.toml").symlink_to(canary)
+    before = digest(canary)
+    assert main(["probe", "plain-file@64M", "--write-preset", "blk.toml"]) == 2
+    one_line(capsys, f"--write-preset blk.toml (that is {canary}) is a block device")
+    assert digest(canary) == before and not Path("runs").exists()
+
+
+@pytest.mark.parametrize("where", ["mine", "shipped", "run"])
+def test_write_preset_never_replaces_a_file_without_force_nor_writes_into_a_run(where, tmp_path, a_run, capsys,
+                                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = {"mine": tmp_path / "mine.toml", "shipped": repo_root() / "presets" / "emmc-8g.toml",
+            "run": a_run / "p.toml"}[where]
+    if where == "mine":
+        path.write_text("# my part\n")
+    before = digest(path) if path.exists() else None
+    assert main(["probe", "plain-file@64M", "--write-preset", str(path)]) == 2
+    one_line(capsys, "is inside run directory" if where == "run" else "exists: add --force to replace it")
+    assert (digest(path) if path.exists() else None) == before and not list(Path("runs").glob("probe-*"))
+
+
+def test_report_out_leaves_the_users_files_and_other_runs_alone(tmp_path, a_run, capsys):
+    docs = tmp_path / "mydocs"
+    (docs / "report-figures").mkdir(parents=True)
+    for name in ("report.md", "report.html", "summary.json", "report-figures/chart.svg"):
+        (docs / name).write_text(f"my {name}")
+    other = gen.write_run(tmp_path / "runs" / "other", [gen.cell("f2fs", "mkfs", [("empty", "mkfs", 0.4, "s")])])
+    main(["report", str(other)])
+    capsys.readouterr()
+    mine, theirs = tree(docs), tree(other)
+    assert main(["report", str(a_run), "--out", str(docs)]) == 2
+    one_line(capsys, "report.html is there and flashbed did not write it (nor 2 more of the report files): give "
+                     "another directory, or --force")
+    assert main(["report", str(a_run), "--out", str(other)]) == 2
+    one_line(capsys, f"--out {other} is inside run directory {other}")
+    assert main(["report", str(a_run), str(other), "--out", str(other / "cmp")]) == 2
+    one_line(capsys, "is inside run directory")
+    assert tree(docs) == mine and tree(other) == theirs
+    # with --force the report's own names are replaced; nothing else is touched or deleted
+    assert main(["report", str(a_run), "--out", str(docs), "--force"]) == 0
+    capsys.readouterr()
+    assert (docs / "report-figures" / "chart.svg").read_text() == "my report-figures/chart.svg"
+    assert json.loads((docs / "summary.json").read_text())["run"]["run_id"] == "one"
+
+
+def test_run_and_probe_out_never_take_a_directory_that_is_not_theirs(tmp_path, a_run, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "thesis.tex").write_text("years of work")
+    argv = ["run", "--fs", "ext4", "--study", "mkfs", "--device", "plain-file@512M", "--no-report"]
+    assert main([*argv, "--out", str(docs)]) == 2
+    one_line(capsys, f"--out {docs} is not a flashbed run (no manifest.json) and holds files")
+    assert main([*argv, "--out", str(a_run / "sub")]) == 2
+    one_line(capsys, f"is inside run directory {a_run}")
+    assert main(["probe", "plain-file@64M", "--out", str(a_run)]) == 2
+    one_line(capsys, f"--out {a_run} is inside run directory {a_run}")
+    assert main(["probe", "plain-file@64M", "--out", "/proc/x"]) == 2
+    one_line(capsys, "--out /proc/x is under /proc")
+    assert main(["lab", "smoke", "--out", str(docs / "thesis.tex")]) == 2
+    one_line(capsys, "exists and is not a directory")
+    assert sorted(p.name for p in docs.iterdir()) == ["thesis.tex"]
+
+
+def test_replay_image_on_a_missing_device_makes_no_file_in_dev(tmp_path, capsys):
+    assert main(["crashstate", "replay", str(tmp_path), "x:1", "--image", "/dev/mmcblk9"]) == 2
+    one_line(capsys, "--image /dev/mmcblk9 is under /dev")
+    assert not os.path.lexists("/dev/mmcblk9")
+
+
+def test_a_block_node_made_for_a_test_is_still_a_device(tmp_path):
+    node = tmp_path / "blk"
+    os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 251))
+    with pytest.raises(FlashbedError, match="is a block device: flashbed writes a report directory here"):
+        writeguard.check(node, "--out", writeguard.Target.REPORT)
+
+
+def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
+    out = tmp_path / "probe"
+    out.mkdir()
+    (out / "probe.json").write_text("{}")
+    (out / "flashbench-a.txt").write_text("")
+    assert writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json").exists
+    with pytest.raises(FlashbedError, match="holds files"):
+        writeguard.check(out, "--out", writeguard.Target.DIR, mark="smoke.json")
+
+
+def test_the_readmes_fuse_cost_command_starts(capsys):
+    """Issue 28, 24: `python3 -m flashbed.yaffs2.fusecost`, cited in the README, crashed on import."""
+    from flashbed.yaffs2 import fusecost
+    assert fusecost.main(["--out", "/proc/x"]) == 2
+    one_line(capsys, "--out /proc/x is under /proc")
+
+
+def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeypatch):
+    import errno
+
+    def no_links(*a):
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    allowed = writeguard.check(tmp_path / "p.toml", "--write-preset", writeguard.Target.FILE)
+    writeguard.write_file(allowed, "preset")
+    assert (tmp_path / "p.toml").read_text() == "preset" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["report", "{run}", "--force"], "--force replaces files in --out: a run's own report needs none"),
+    (["probe", "plain-file@64M", "--force"], "--force lets --write-preset replace a file: give --write-preset FILE"),
+    (["lab", "exec", "--destroy-data-on", "/dev/sdz", "--", "true"], "--destroy-data-on /dev/sdz names no --disk"),
+])
+def test_the_new_options_alone_are_one_line(argv, words, a_run, capsys):
+    assert main([a.replace("{run}", str(a_run)) for a in argv]) == 2
+    one_line(capsys, words)
