@@ -71,15 +71,17 @@ REQUESTS = [
     PlanRequest(fs=("ext4", "vfat"), devices=("plain-file@256M",), studies=("caps",), pace="none"),
     # crash states need the emulator's write log (the replay needs no emulator); the sabotage
     # makes failures, so parse() reads some of every kind
+    # (real time, as they were recorded before the auto clock: the recording lab has the plain kernel)
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("crashstates",), overrides={
-        "crashstates": {"ops": 12, "exhaustive": 1, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none"),
+        "crashstates": {"ops": 12, "exhaustive": 1, "sequences": 2, "subsets": 2, "sabotage": True}}, pace="none",
+        clocks=()),
     # your own workload: the SQLite logger after aging, in a short lifetime phase (a plain file: the
     # replay has no device counters, so the lifetime is tested apart); your check over the logger's
     # unsafe control, on the emulator's write log
     PlanRequest(fs=("ext4",), devices=("plain-file@256M",), studies=("workload",), overrides={
         "workload": {**_USER["workload"], "fill": 30, "churn": 1, "passes": 2}}, pace="none"),
     PlanRequest(fs=("ext4",), devices=("emmc-8g@64M",), studies=("appcheck",), overrides={
-        "appcheck": {**_USER["appcheck"], "subsets": 1, "tears": 1}}, pace="none"),
+        "appcheck": {**_USER["appcheck"], "subsets": 1, "tears": 1}}, pace="none", clocks=()),
 ]
 
 

@@ -18,10 +18,11 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import variants
-from .errors import FlashbedError
+from . import executors, variants
+from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
-from .lab.guest.protocol import Call
+from .lab.guest.guestlib import read_log
+from .lab.guest.protocol import UNDAMAGED, Call
 from .lab.target import (BootResult, BootSpec, Clock, DeviceSession, DeviceStats, Lab, LabFactory, PowerSwitch,
                          TimedCut,
                          WriteLog, session_has)
@@ -30,6 +31,8 @@ from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec, boot_dir
+from .studies.crashplan import VerifierInput, plan_checks, to_check
+from .crashshare import Claims, Helpers, Share, lab_end
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
@@ -39,15 +42,18 @@ def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root:
               provenance: dict[str, Any]) -> CellResult:
     """One cell of the run directory `root`, in the lab `labs` gives it, in a directory of
     this attempt's own: a killed attempt's files (a crash-state log the guest appends to)
-    never mix into the next one's."""
+    never mix into the next one's. Where the executor has cores to spare, other labs may
+    help check its crash states (crashshare.py)."""
     logs = RunStore(root).new_attempt(spec.key)
     scratch = root / "scratch" / f"{logs.parent.name}.{logs.name}"
-    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part)
+    helpers = Helpers(executors.spawner(), labs, spec, root / "scratch" / f"{logs.parent.name}.{logs.name}-helpers")
+    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part, helpers=helpers)
     return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
 
 
 def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
-             provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None) -> CellResult:
+             provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None,
+             helpers: Helpers | None = None) -> CellResult:
     """Never raises: an infrastructure failure becomes status 'error'."""
     started = time.monotonic()
     # virtual time replaces the emulator's pacing (lab/clock.py); a filesystem made in it is
@@ -64,7 +70,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                           started, prov)
         # the lab opens the device as its boots see it (a replay opens none)
         with lab.open_session(spec.device, scratch, seed=spec.seed, pace=pace) as dev:
-            host = CellHost(dev, on_boot, virtual=pace == "virtual")
+            host = CellHost(dev, on_boot, virtual=pace == "virtual", helpers=helpers)
             steps_per_boot = study.boots(spec, logs)
             boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
@@ -84,16 +90,17 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                     on_boot(i + 1, len(steps_per_boot))
                 if not boots[-1].status.as_planned and not study.continue_after_failure:
                     break
+            host.settle(boots[-1] if boots else None)  # labs that helped check its crash states end
         if _disk_full(logs) and not all(b.ok for b in boots):  # the guest's writes failed, not the filesystem
             return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         outcome = study.parse(spec, boots, logs)
         # an iteration study counts a hung or crashed boot among its results
         status, boot_error = CellStatus.derive(outcome.status, [] if study.continue_after_failure else boots)
-        error = outcome.error or boot_error
+        error = printable(no_traceback(outcome.error or boot_error))  # the traceback stays in the logs
         # what a guest or the user's programs printed may be in them: never a terminal escape
         return CellResult(key=spec.key, status=status, measurements=outcome.measurements,
-                          headline=printable(outcome.headline if status.ok else f"{status}: {error}")[:200],
-                          error=printable(error), seconds=round(time.monotonic() - started, 3),
+                          headline=printable(no_traceback(outcome.headline) if status.ok else f"{status}: {error}")[:200],
+                          error=error, seconds=round(time.monotonic() - started, 3),
                           device_stats=host.phases,
                           provenance=prov, extra=outcome.extra,
                           logs={f"console{i}": str(Path(b.console_log)) for i, b in enumerate(boots)})
@@ -132,7 +139,8 @@ class CellHost:
     """The host's side of one cell's guest calls (lab.target.HostHandler): one handler per
     Call, over the cell's device session and what it can do (its capabilities)."""
 
-    def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, virtual: bool = False):
+    def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, virtual: bool = False,
+                 helpers: Helpers | None = None):
         self.dev = dev
         self.virtual = virtual  # virtual time: a phase lasts the device's own time, not the host's
         self.on_part = on_part
@@ -146,11 +154,17 @@ class CellHost:
         self._watch: tuple[threading.Thread, threading.Event] | None = None  # an armed cut's watcher
         self._landed: dict | None = None  # what an armed cut did (virtual time), until the lab is gone
         self._states = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
+        self.helpers = helpers  # where other labs may help check this cell's crash states
+        self.share: Share | None = None  # the crash states' claims and helpers (crash_states)
+        self.claims: Claims | None = None  # whence crash_next takes states (a helper's host is given one)
+        self.current_state: dict | None = None  # the crash state last handed to the guest
+        self.taking: list[float] = []  # wall-clock times of the first and the last crash_next (the lab's checking)
         self._handlers: dict[str, Callable[[dict], Any]] = {
             Call.RESET_STATS: self.reset_stats, Call.STATS: self.stats,
             Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,
             Call.LOG_START: self.log_start, Call.LOG_MARK: self.log_mark,
-            Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch}
+            Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch,
+            Call.CRASH_NEXT: self.crash_next}
 
     def __call__(self, call: str, args: dict) -> Any:
         handler = self._handlers.get(call)
@@ -291,25 +305,74 @@ class CellHost:
 
     def crash_states(self, args: dict) -> Any:
         listing = self._log().crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
-                                           seed=int(args["seed"]), marks=bool(args.get("marks")))
+                                           seed=int(args["seed"]), marks=bool(args.get("marks")),
+                                           images=bool(args.get("images")))
         log = self.run_dir / CRASHLOG
         listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
+        todo = len(listing["states"])
+        if args.get("verifier"):  # the study says what its verifier reads: plan the checks (crashplan.py)
+            records = read_log(str(self.run_dir / Path(str(args["log"])).name))
+            plan = plan_checks(listing["states"], records, VerifierInput(args["verifier"]),
+                               dedup=bool(args.get("dedup", True)), max_states=int(args.get("max_states") or 0),
+                               seed=int(args["seed"]))
+            listing["plan"] = plan.to_json()
+            todo = plan.checked
         (self.run_dir / Path(str(args["out"])).name).write_text(json.dumps(listing))
-        self._states = [0, len(listing["states"])]
+        self._states = [0, todo]
+        if self.on_part is not None and todo:  # said with the expected time once the first states are checked
+            plan = listing.get("plan") or {}
+            self.on_part(0, todo, "crash states",
+                         note=f"{len(listing['states'])} crash states found"
+                         + (f", {plan['distinct']} distinct" if plan else "") + f", {todo} to check")
+        # the states go to the guest one claim at a time (crash_next); labs with cores to spare may help
+        self.share = Share(self.run_dir, to_check(listing["states"]), self.helpers,
+                           float(args.get("watchdog") or 600.0))
+        self.claims = self.share.claims
+        self._checked_file = Path(str(args.get("checked") or "checked.jsonl")).name
         return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
 
     def crash_switch(self, args: dict) -> Any:
         reply = self._log().crash_switch(str(args["state"]))
-        self._states[0] += 1
-        if self.on_part is not None and self._states[1]:
-            self.on_part(self._states[0], self._states[1], "crash states")
+        twin = str(args["state"]).endswith(UNDAMAGED)  # a failed state's twin: no state of the listing
+        self._states[0] += not twin
+        self._served(self._states[0], args, progress=not twin)
+        return reply
+
+    def crash_next(self, args: dict) -> Any:
+        """The next state no lab has taken, served (or {"done": true}); a state the device
+        cannot serve is the guest's to record as such."""
+        if self.claims is None:
+            raise FlashbedError("no crash states were listed in this cell: nothing to take")
+        self.taking[1:] = [time.monotonic()]
+        if len(self.taking) == 1:
+            self.taking.insert(0, self.taking[0])
+        st = self.current_state = self.claims.take()
+        if st is None:
+            return {"done": True}
+        try:
+            reply = self._log().crash_switch(str(st["id"]))
+        except FlashbedError as e:
+            return {"state": st, "error": str(e)}
+        finally:
+            self._served(self.claims.cursor, args)
+        return {**reply, "state": st}  # the switch's answer, and which state it is
+
+    def _served(self, done: int, args: dict, progress: bool = True) -> None:
+        """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""
+        if progress and self.on_part is not None and self._states[1]:
+            self.on_part(min(done, self._states[1]), self._states[1], "crash states")
         if args.get("watchdog"):
             # a lab stuck on this state (its kernel, not one command) is killed if it
             # asks for no other state in time: the study counts a hang
             for t in self._timers:
                 t.cancel()
             self._after(float(args["watchdog"]), self.kill.set)
-        return reply
+
+    def settle(self, last: BootResult | None) -> None:
+        """After the cell's boots: helpers of its crash states finish (crashshare.Share.settle)."""
+        if self.share is None or last is None:
+            return
+        self.share.settle(lab_end(last, self, self.share.claims, self.run_dir / self._checked_file))
 
 
 def guest_cpu(start: Any, end: Any) -> dict[str, float]:

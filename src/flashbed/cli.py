@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import __version__
 from . import filesystems as fscat
-from .errors import FlashbedError
+from .errors import FlashbedError, no_traceback
 from .options import Parser as _Parser
 from .options import one_line, seconds
 
@@ -133,6 +133,10 @@ def _parser() -> argparse.ArgumentParser:
                    "completing when its model says. Auto: virtual time for every cell that can run in it; real "
                    "time, one line per reason, for nandsim and real devices, a kernel without a virtual-time "
                    "flavour (6.12), more than one vCPU, and the cpu study; a board keeps its own time")
+    r.add_argument("--robust", nargs="?", type=int, const=-1, metavar="DRAWS",  # -1: the default draws
+                   help="also run each use case's decisive studies on variants of the twin across its preset's "
+                   "assumptions (each at the ends of its range, and DRAWS joint draws; default 8); the report says "
+                   "whether each answer holds")
     r.add_argument("--cpu-profile", action="append", help="in virtual time, the guest CPU's cost per syscall, "
                    "page fault and context switch: a profile of lab/cpuprofiles.toml (none, cortex-a8 (default), "
                    "cortex-a72, rpi4; repeatable or comma-separated: cells of each); ignored in real time")
@@ -185,9 +189,14 @@ def _parser() -> argparse.ArgumentParser:
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
-    bcs.add_argument("--workload", default="powercut", choices=["powercut", "sequences"])
+    bcs.add_argument("--workload", default="powercut",
+                     help="powercut, sequences, or your workload script (as `run --workload` takes it)")
+    bcs.add_argument("--check", help="with your workload: your check (a trivial check runs beside it)")
     bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
     bcs.add_argument("--pace", default="none", choices=["none", "real"])
+    bcs.add_argument("--clock", default="real", choices=["real", "virtual"],
+                     help="the lab's clock (virtual: the time-travel kernel, as `run` gives crash-state cells)")
+    bcs.add_argument("--no-dedup", action="store_true", help="check every state, not each distinct one once")
     bcs.add_argument("--seed", type=int, default=1)
 
     cs = sub.add_parser("crashstate", help="a crash state of a run's crashstates cells")
@@ -336,7 +345,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             from .bench import crashstates
             if args.ops < 1:
                 raise FlashbedError("--ops must be at least 1")
-            crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed)
+            crashstates.bench(args.device, list(_split([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed,
+                              check=args.check, dedup=not args.no_dedup, clock=args.clock)
             return 0
         if args.bench_cmd == "clock":
             from .bench import clock as clock_bench
@@ -478,7 +488,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                              "cpus", "target", "clock", "cpu_profile", "workload", "check", "age", "daily_writes")
-                 if getattr(args, o) is not None]
+                 if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
         if given or args.set:
             raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
         store = resolve_run(args.resume)
@@ -502,6 +512,7 @@ def _run(args: argparse.Namespace) -> int:
             for s in looping:
                 overrides.setdefault(s, {})["iterations"] = args.iterations
         from .devices.presets import absolute_spec
+        from .robust import draws as robust_draws
         target = ""
         if args.target:
             from .lab.ssh import parse_target
@@ -517,7 +528,8 @@ def _run(args: argparse.Namespace) -> int:
                           kernels=kernel.labels(_split(args.kernel, "kernel")),
                           cpus=args.cpus if args.cpus is not None else 1, target=target,
                           clocks=clock.labels(_split(args.clock, "clock")),
-                          cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")))
+                          cpu_profiles=cpuprofile.labels(_split(args.cpu_profile, "cpu-profile")),
+                          robust=robust_draws() if args.robust == -1 else args.robust)
         _check_settings_of(args.set, req)
         store = RunStore(args.out or Path("runs") / req.run_id())
     # this command's run from before auto was the default clock, left as it is (said with the notes below)
@@ -537,7 +549,7 @@ def _run(args: argparse.Namespace) -> int:
         raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                             "local executor")
     store.create("--out" if args.out else "the run directory")  # one line, not after the notes
-    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan):
+    for line in [n for n in (note, old_run) if n] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
         print(f"flashbed: {line}", file=sys.stderr)
     flavours = sorted({c.clock == "virtual" for c in plan.cells})  # False: real time, True: virtual
     infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
@@ -590,6 +602,11 @@ def _finish(args: argparse.Namespace, store, results) -> int:
             pass
     # a step that broke (failed) or flashbed/the lab did (error): not a measured outcome
     bad = [r for r in results if r.status in (CellStatus.FAILED, CellStatus.ERROR)]
+    if results and not any(r.ok for r in results):  # no evidence: the report recommends nothing
+        first = no_traceback(results[0].error or results[0].headline or "")[:200]
+        print(f"flashbed: no cell of this run finished ({len(results)} cells; the first {results[0].status}: "
+              f"{first}): nothing is recommended", file=sys.stderr)
+        return 1
     return 1 if bad else 0
 
 
@@ -641,7 +658,8 @@ def _stored_request(store):
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
     from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, request_problem
-    ok = isinstance(stored, dict) and set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides"} \
+    ok = isinstance(stored, dict) and \
+        set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides", "robust"} \
         and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "
@@ -686,7 +704,13 @@ def _report(args: argparse.Namespace) -> int:
     if args.force and args.out is None and len(args.runs) == 1:
         raise FlashbedError("--force replaces files in --out: a run's own report needs none; drop --force")
     if len(args.runs) == 1:
-        paths = write_report(resolve_run(args.runs[0]).root, args.out, force=args.force)
+        store = resolve_run(args.runs[0])
+        paths = write_report(store.root, args.out, force=args.force)
+        if not any(r.ok for r in store.results()):  # no evidence: the report recommends nothing
+            print(f"report: {paths.html}")
+            print(f"flashbed: no cell of run {store.root.name} finished: its report recommends nothing",
+                  file=sys.stderr)
+            return 1
     elif len(args.runs) == 2:
         a, b = (resolve_run(r).root for r in args.runs)
         paths = compare(a, b, args.out or Path(f"compare-{a.name}-vs-{b.name}"), force=args.force)

@@ -9,12 +9,14 @@ mounted, not in use, writable).
 
 STATE is `CELL:ID` as the run's results list it (the cell's id, the state's id:
 its log position and damage choice), or the state's ID alone when one crash-state
-cell of the run has it. The image is what the device held in that state; units a
+cell of the run has it; `ID+u` names its undamaged twin (the same cut without its
+flash damage). The image is what the device held in that state; units a
 torn program damaged are zeroes in it (they read as EIO on the served device):
 the reply lists their byte ranges. With --check the lab boots on a copy of the
 image (dm-dust maps the damaged ranges bad, so they read as EIO again), recovers
 and verifies it exactly as the cell did, and says whether the outcome is the one
-recorded.
+recorded; a damaged state's undamaged twin is rebuilt into a temporary file and
+checked too, which says whose loss it was (the device's, or the filesystem's).
 """
 
 from __future__ import annotations
@@ -33,16 +35,18 @@ from typing import Any
 from . import variants, writeguard
 from .devices import emulator, presets
 from .errors import FlashbedError
-from .lab.guest.protocol import StateFacts
+from .lab.guest.protocol import UNDAMAGED, StateFacts
 from .lab.guest.guestlib import read_log
 from .lab.target import BlockDevice, BootSpec, Step
 from .results import CellResult
 from .store import RunStore, resolve_run
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec
-from .studies.crashstates import CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, CrashStates, evidence_text, state_ref
+from .studies.crashstates import (CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, CrashStates, attribute, cause_text,
+                                  evidence_text, state_ref)
 
 STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
+from .status import PowerCutClass
 from .studies.powercut import case_variant, shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
@@ -59,6 +63,15 @@ class Target:
     def logs(self) -> Path:
         return self.store.attempt_dir(self.result)
 
+    @property
+    def base(self) -> str:
+        """The listed state this one is (itself, or the state an undamaged twin ID+u is of)."""
+        return self.state.removesuffix(UNDAMAGED)
+
+    @property
+    def is_twin(self) -> bool:
+        return self.state != self.base
+
 
 def find(run: str, ref: str) -> Target:
     """The cell and state `ref` names in run `run` (one clear line if none)."""
@@ -67,7 +80,8 @@ def find(run: str, ref: str) -> Target:
     cell_id, sep, state = ref.rpartition(":")
     if not sep:
         state = ref
-        having = [r for r in cells if any(f["state"] == state for f in r.extra.get("failures", []))]
+        base = state.removesuffix(UNDAMAGED)
+        having = [r for r in cells if any(f["state"] == base for f in r.extra.get("failures", []))]
         if len(having) != 1:
             where = ", ".join(state_ref(r.key.id, state) for r in having) or "none of its crash-state cells"
             raise FlashbedError(f"state {state} of run {store.root.name} is failed in {where}: give it as CELL:{state}"
@@ -78,7 +92,7 @@ def find(run: str, ref: str) -> Target:
         raise FlashbedError(f"run {store.root.name} has no crash-state cell {cell_id}: `flashbed results "
                             f"{store.root.name}` lists its failures with their commands")
     r = match[0]
-    failure = next((f for f in r.extra.get("failures", []) if f["state"] == state), None)
+    failure = next((f for f in r.extra.get("failures", []) if f["state"] == state.removesuffix(UNDAMAGED)), None)
     return Target(store, r, state, failure)
 
 
@@ -166,14 +180,20 @@ def _on(rs: dict, dev: str, under: str) -> dict:
 
 def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> tuple[str, str]:
     """Boot the lab on a copy of the image and recover it as the cell did: (class, why)."""
+    return check_record(t, image, damaged)[0:2]
+
+
+def check_record(t: Target, image: Path, damaged: list[list[int]]) -> tuple[str, str, dict]:
+    """Boot the lab on a copy of the image and recover it as the cell did: (class, why, its record)."""
     from .lab.kernel import ensure_kernel
     from .lab.labs import UmlLab
     study = STUDIES[t.result.key.study]
     spec = cell_spec(t.result)
     v = case_variant(spec.variant, spec.params.mode)
     listed = {s["id"]: s for s in json.loads((t.logs / STATES_FILE).read_text())["states"]}
-    if t.state not in listed:
-        raise FlashbedError(f"state {t.state} is not among the {len(listed)} states cell {t.result.key.id} listed")
+    if t.base not in listed:
+        raise FlashbedError(f"state {t.base} is not among the {len(listed)} states cell {t.result.key.id} listed")
+    listed[t.state] = {**listed[t.base], "id": t.state} | ({"damaged": 0} if t.is_twin else {})
     work = study.work_spec(spec, v)
     c = study.check_spec(spec, v, work)
     under = v.device_path()
@@ -188,8 +208,10 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
         for staged in STAGED_FILES:  # appcheck: the user's check (and workload) as the cell staged them
             if (t.logs / staged).is_file():
                 shutil.copy2(t.logs / staged, run_dir / staged)
-        (run_dir / STATES_FILE).write_text(json.dumps({"states": [listed[t.state]]}))
-        c = dataclasses.replace(c, serve=False)
+        # this state itself, even when the cell shared another's verdict with it or left it out of a sample
+        alone = {k: v for k, v in listed[t.state].items() if k not in ("same", "out")}
+        (run_dir / STATES_FILE).write_text(json.dumps({"states": [alone]}))
+        c = dataclasses.replace(c, serve=False, claim=False)
         res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
                                                                                   timeout=3600),),
                                                     disks=(BlockDevice(disk),), timeout=3700))
@@ -199,7 +221,21 @@ def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> t
             raise FlashbedError(f"the lab did not check the image: {res.status} "
                                 f"{(s.stderr if s else res.error).strip()[-300:]}")
     rec = study._record(facts[0], spec.variant.base.fstype)
-    return rec["class"], rec["why"]
+    return rec["class"], rec["why"], rec
+
+
+TWIN_IMAGE = "twin.img"
+
+
+def check_twin(t: Target, out) -> dict:
+    """The state's undamaged twin rebuilt into a temporary file and checked in the lab: its record."""
+    twin = dataclasses.replace(t, state=t.base + UNDAMAGED)
+    with tempfile.TemporaryDirectory(prefix="flashbed-twin-") as tmp:
+        img = Path(tmp) / TWIN_IMAGE
+        rebuild(twin, image_target(img))  # a new file in a directory of our own
+        print(f"its undamaged twin {twin.state} (the same cut without the flash damage): checking it in the lab",
+              file=out)
+        return check_record(twin, img, [])[2]
 
 
 def replay(run: str, ref: str, image: Path, lab_check: bool, out=None, destroy_data_on: tuple[str, ...] = (),
@@ -214,10 +250,15 @@ def replay(run: str, ref: str, image: Path, lab_check: bool, out=None, destroy_d
     print(f"{image}: crash state {t.state} of {t.result.key.id} ({reply.get('kind')}: cut after log record "
           f"{reply.get('pos')}, {reply.get('acked')} records acknowledged, {reply.get('kept')} of "
           f"{reply.get('volatile')} volatile writes kept, {len(damaged)} damaged units)", file=out)
-    if f:
+    if f and t.is_twin:
+        print(f"the undamaged twin of {t.base}, whose recorded outcome is {f['class']} ({f.get('why', '')})"
+              + (f"; {cause_text(f)}" if cause_text(f) else ""), file=out)
+    elif f:
         print(f"recorded outcome: {f['class']} ({f.get('why', '')})", file=out)
         if evidence_text(f):
             print(f"the write log: {evidence_text(f)}", file=out)
+        if cause_text(f):
+            print(f"whose loss: {cause_text(f)}", file=out)
     else:
         print("recorded outcome: none (this state did not fail, or the cell listed only the first failures)",
               file=out)
@@ -228,11 +269,24 @@ def replay(run: str, ref: str, image: Path, lab_check: bool, out=None, destroy_d
           f"that loop device (a journal replay writes to the image: use a copy to keep it as it was)"
           + (", or run this command with --check (the lab, with the damaged ranges as EIO)" if damaged else ""),
           file=out)
+    if damaged and not lab_check:
+        print(f"whose loss it is: its undamaged twin, `flashbed crashstate replay {run} "
+              f"{state_ref(t.result.key.id, t.base + UNDAMAGED)} --image FILE --check`, or this command with --check",
+              file=out)
     if not lab_check:
         return 0
-    cls, why = check(t, image, damaged, out)
+    cls, why, rec = check_record(t, image, damaged)
+    if t.is_twin:
+        print(f"replayed in the lab: {cls} ({why})", file=out)
+        return 0
     same = f is not None and cls == f["class"]
     print(f"replayed in the lab: {cls} ({why})" + ("" if f is None else
                                                    " — the same outcome" if same else
                                                    f" — NOT the recorded {f['class']}"), file=out)
+    rec["damaged"] = len(damaged)
+    tw = check_twin(t, out) if damaged and not PowerCutClass(cls).good else None
+    cause = attribute(rec, tw)
+    if cause is not None:
+        print(f"whose loss, replayed: {cause}" + (f" (its undamaged twin: {tw['class']})" if tw else
+                                                  " (no flash damage in this state)"), file=out)
     return 0 if (same or f is None) else 1

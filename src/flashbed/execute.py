@@ -133,7 +133,8 @@ def execute(plan: Plan, store: RunStore, labs: LabFactory, executor: Executor,
         done = len(plan.cells) - len(todo)
         print(f"run {run_id}: {len(plan.cells)} cells, {done} already finished, {len(todo)} to run; "
               f"results in {store.root}", file=stream, flush=True)
-        progress = Progress(len(todo), "cells", stream=stream)
+        # cells of a study take alike: the ETA weighs the cells left by what their study's took
+        progress = Progress(len(todo), "cells", stream=stream, kinds={c.key.id: c.key.study for c in todo})
 
         def finished(spec: CellSpec, result: CellResult) -> str:
             store.write(result)

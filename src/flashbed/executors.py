@@ -5,16 +5,26 @@ lab smoke` filesystems.
 An executor calls `task(item, on_part)` for every item and hands each result
 to `on_result(item, result)` in this process, one at a time, which returns the
 progress line to print: the caller alone writes its results. `on_part(done,
-total)` reports progress inside an item (a power-cut cell's boots) where the
-executor can pass it back (locally); on Dask it is None.
+total, what, note)` reports progress inside an item in its own unit (a power-cut
+cell's boots, a crash-state cell's states) where the executor can pass it back
+(locally); on Dask it is None.
+
+An item may offer more work while it runs (a crash-state cell offers helpers that check
+some of its states: crashshare.py) through `spawner()`: locally the pool's own, which runs
+such work only on a slot no item waits for; on a Dask worker the cluster's, at a lower
+priority than the items. Offered work that has not started by the time its item no longer
+wants it is cancelled.
 """
 
 from __future__ import annotations
 
+import collections
+import contextvars
 import os
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from .errors import FlashbedError
 from .progress import Progress
@@ -25,6 +35,96 @@ OnPart = Callable[[int, int], None]
 Task = Callable[[T, OnPart | None], R]
 
 WORKER_WAIT = 60.0  # seconds a new Dask cluster gets to show a worker
+POLL = 0.5  # s between looks for offered work while items run (local pool)
+HELPER_PRIORITY = -10  # offered work on Dask: after every item the scheduler holds
+
+
+class Offered(Protocol):
+    def cancel(self) -> Any:
+        """Do not start it (one already started runs to its end)."""
+        ...
+
+
+class Spawner(Protocol):
+    """Where an item running on an executor offers more work (crashshare.py)."""
+
+    def capacity(self) -> int:
+        """How many pieces of work could run beside the item at most."""
+        ...
+
+    def spawn(self, fn: Callable[[], Any], name: str) -> Offered:
+        ...
+
+
+_spawner: contextvars.ContextVar["Spawner | None"] = contextvars.ContextVar("flashbed_spawner", default=None)
+
+
+def spawner() -> Spawner | None:
+    """The spawner of the executor running this item: the local pool's, or on a Dask worker
+    the cluster's; None elsewhere (a cell run alone, a benchmark)."""
+    local = _spawner.get()
+    if local is not None:
+        return local
+    try:
+        from distributed import get_client, get_worker
+        get_worker()
+    except (ImportError, ValueError):
+        return None
+    return _DaskSpawner(get_client())
+
+
+class _Queued:
+    """Work offered to the local pool, waiting for a free slot."""
+
+    def __init__(self, fn: Callable[[], Any], name: str):
+        self.fn, self.name, self.cancelled = fn, name, False
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+class _LocalSpawner:
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self._queue: collections.deque[_Queued] = collections.deque()
+        self._lock = threading.Lock()
+
+    def capacity(self) -> int:
+        return self.jobs - 1
+
+    def spawn(self, fn: Callable[[], Any], name: str) -> _Queued:
+        q = _Queued(fn, name)
+        with self._lock:
+            self._queue.append(q)
+        return q
+
+    def next(self) -> _Queued | None:
+        with self._lock:
+            while self._queue:
+                q = self._queue.popleft()
+                if not q.cancelled:
+                    return q
+        return None
+
+
+class _DaskSpawner:
+    def __init__(self, client: Any):
+        self.client = client
+
+    def capacity(self) -> int:
+        return max(0, sum(self.client.nthreads().values()) - 1)
+
+    def spawn(self, fn: Callable[[], Any], name: str) -> Any:
+        return self.client.submit(fn, pure=False, priority=HELPER_PRIORITY, key=f"flashbed-{name}")
+
+
+def _with_spawner(sp: Spawner, fn: Callable[..., R], *args: Any) -> R:
+    token = _spawner.set(sp)
+    try:
+        return fn(*args)
+    finally:
+        _spawner.reset(token)
 
 
 class Executor(Protocol):
@@ -43,18 +143,29 @@ class LocalExecutor:
     def run(self, task: Task, items: Sequence[T], name: Callable[[T], str],
             on_result: Callable[[T, R], str], progress: Progress) -> None:
         pending = list(items)
-        running: dict[Future, T] = {}
+        progress.slots = self.jobs
+        running: dict[Future, Any] = {}  # an item, or offered work (_Queued)
+        offers = _LocalSpawner(self.jobs)
         pool = ThreadPoolExecutor(max_workers=self.jobs)
         try:
             while pending or running:
-                while pending and len(running) < self.jobs:
-                    item = pending.pop(0)
-                    progress.start(name(item))
-                    on_part = (lambda done, total, what="boots", n=name(item): progress.part(n, done, total, what))
-                    running[pool.submit(task, item, on_part)] = item
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                while len(running) < self.jobs:
+                    if pending:  # items first: offered work takes only slots no item waits for
+                        item = pending.pop(0)
+                        progress.start(name(item))
+                        on_part = (lambda done, total, what="boots", note="", n=name(item):
+                                   progress.part(n, done, total, what, note))
+                        running[pool.submit(_with_spawner, offers, task, item, on_part)] = item
+                    elif (extra := offers.next()) is not None:
+                        running[pool.submit(extra.fn)] = extra
+                    else:
+                        break
+                finished, _ = wait(running, timeout=POLL, return_when=FIRST_COMPLETED)
                 for f in finished:
                     item = running.pop(f)
+                    if isinstance(item, _Queued):
+                        f.exception()  # it records its own end; its item reads that
+                        continue
                     progress.finish(name(item), on_result(item, f.result()))
         except KeyboardInterrupt:
             from .lab.target import kill_all
@@ -90,6 +201,7 @@ class DaskExecutor:
             except TimeoutError:
                 raise FlashbedError(f"the Dask scheduler at {self.scheduler} has no workers after "
                                     f"{WORKER_WAIT:.0f}s: start `dask worker {self.scheduler}`") from None
+            progress.slots = max(1, sum(client.nthreads().values()))
             futures = {}
             for item in items:
                 # pure=False: a rerun of the same item is real work, not a cached value

@@ -8,7 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import cpus, profiles, variants
+from . import cpus, profiles, robust, variants
 from .devices import presets, realdev
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
@@ -54,6 +54,10 @@ class PlanRequest:
     # guest CPU cost profiles of virtual time (lab/cpuprofile.py), cells of each; (): the
     # catalogue's default, which is not part of the identity (the manifest names it)
     cpu_profiles: tuple[str, ...] = ()
+    # the robust pass (robust.py): the decisive studies also on variants of each emulated twin,
+    # its assumptions at their ends and this many joint draws; None: no robust pass (then not part
+    # of the identity)
+    robust: int | None = None
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -66,7 +70,7 @@ class PlanRequest:
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
                            kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
                            clocks=_clocks(self.clocks, self.target),
-                           cpu_profiles=tuple(self.cpu_profiles))
+                           cpu_profiles=tuple(self.cpu_profiles), robust=self.robust)
 
     def cell_pace(self, study: str) -> str:
         """The emulator's clock for the cells of `study` (of a resolved request) in real time; a
@@ -81,7 +85,7 @@ class PlanRequest:
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
         for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ()),
-                              ("cpu_profiles", ())):
+                              ("cpu_profiles", ()), ("robust", None)):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -168,6 +172,7 @@ class Plan:
     kernels: tuple[str, ...] = (kernel.DEFAULT_KERNEL,)  # the labels of the lab kernels the cells run on
     skipped: list[Skipped] = field(default_factory=list)
     real_time: list[RealTime] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line each, said before the run (the robust pass)
 
     def skipped_lines(self) -> list[str]:
         """One line per study, kernel and reason: what the plan leaves out."""
@@ -243,6 +248,9 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
                             f"depend on timing, real for the rest; the default), not '{req.pace}'")
     if req.cpus < 1:
         raise FlashbedError(f"--cpus must be at least 1 (got {req.cpus})")
+    if req.robust is not None and req.robust < 0:
+        raise FlashbedError(f"--robust DRAWS: the joint draws must be 0 or more (got {req.robust}); --robust alone "
+                            f"draws {robust.DRAWS}")
     r = req.resolved()
     if board is not None:
         choices: list[Any] = [_OnBoard(board)]
@@ -272,6 +280,13 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
     params_all = study_params(r.profile, r.overrides)
     devices = load_devices(r.devices, destroy_data_on) if board is None else \
         {d.label: d for d in (board.load_device(n, destroy_data_on) for n in r.devices)}
+    rerun: tuple[str, ...] = ()
+    notes: list[str] = []
+    if r.robust is not None:
+        robust.check(devices, r.studies)
+        devices = robust.expand(devices, r.robust, r.seed)
+        rerun = robust.rerun_studies(r.studies)
+        notes = robust.notes(devices, rerun)
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
     for spec in r.fs if board is not None else ():
         if parsed[spec][0].media == "mtd":
@@ -293,7 +308,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
             placed = True
             for sname in r.studies:
                 study = STUDIES[sname]
-                if v.media not in study.media:
+                if v.media not in study.media or (dev.variant and sname not in rerun):
                     continue
                 if study.power_switch and not session_has(session_class(dev), PowerSwitch) and board is not None:
                     raise FlashbedError(f"study {sname} cuts the device's power: give the board's power switch with "
@@ -358,7 +373,7 @@ def make_plan(req: PlanRequest, destroy_data_on: tuple[str, ...] = (), kernels: 
         raise FlashbedError("the selection gives no cells: check --fs, --device and --study go together"
                             + (f" ({left_out[0]})" if left_out else ""))
     _no_cells_for(req, cells, na, skipped, devices)
-    return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped, real_time)
+    return Plan(r, devices, cells, na, tuple(c.label for c in choices), skipped, real_time, notes)
 
 
 def _no_cells_for(req: PlanRequest, cells: list[CellSpec], na: list, skipped: list, devices: dict) -> None:

@@ -1,10 +1,25 @@
-"""Progress lines for long work: done/total, current item, elapsed, ETA."""
+"""Progress lines for long work: done/total, current item, elapsed, ETA.
+
+The ETA weighs items by their expected work, not by their count: a crash-state cell of 4 000
+states is not one cell's worth of a mkfs cell. An item that reports its progress in its own
+unit (`part`: crash states, boots, passes) is projected from its own rate in that unit; an
+item not started (or not yet reporting) is expected to take what the finished items of its
+kind took (its study; failing that, what a running one of its kind is projected to take);
+the remaining work is shared by the run's slots (labs at once), and no sooner than the
+longest running item's own end. Without any measure yet, the ETA is "?".
+"""
 
 from __future__ import annotations
 
+import statistics
 import sys
 import threading
 import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+RATE_AFTER = 8  # units done (or RATE_SECONDS) before an item's own rate is trusted
+RATE_SECONDS = 15.0
 
 
 def format_duration(seconds: float) -> str:
@@ -18,27 +33,92 @@ def format_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m"
 
 
+@dataclass
+class _Units:
+    """A running item's progress in its own unit, from its first report on."""
+
+    what: str
+    total: int
+    done: int
+    first_done: int
+    first_at: float
+    note: str = ""  # said once its rate is known (e.g. how many crash states were found)
+    said: bool = False
+
+    def rate(self, now: float) -> float | None:
+        """Units per second since the first report, once enough of them passed."""
+        n, dt = self.done - self.first_done, now - self.first_at
+        if n <= 0 or dt <= 0 or (n < RATE_AFTER and dt < RATE_SECONDS):
+            return None
+        return n / dt
+
+    def left(self, now: float) -> float | None:
+        r = self.rate(now)
+        return None if r is None else max(0, self.total - self.done) / r
+
+
 class Progress:
     """Counts finished items and prints one line per event on stderr."""
 
-    def __init__(self, total: int, what: str = "cells", stream=None, every: float = 30.0):
+    def __init__(self, total: int, what: str = "cells", stream=None, every: float = 30.0,
+                 kinds: dict[str, str] | None = None, slots: int = 1):
         self.total = total
         self.done = 0
         self.what = what
         self.started = time.monotonic()
         self.stream = stream or sys.stderr
         self.every = every  # seconds between progress lines from inside one item
+        self.kinds = dict(kinds or {})  # item -> its kind (a cell's study): items of a kind take alike
+        self.slots = max(1, slots)  # items at once (the executor says)
         self._part: dict[str, float] = {}  # running item -> fraction done
         self._said: dict[str, float] = {}
+        self._began: dict[str, float] = {}  # running item -> when it started
+        self._units: dict[str, _Units] = {}  # running item -> its progress in its own unit
+        self._finished: set[str] = set()
+        self._took: dict[str, list[float]] = defaultdict(list)  # kind -> seconds its finished items took
         self._lock = threading.Lock()
 
+    def _kind(self, name: str) -> str:
+        return self.kinds.get(name, "")
+
+    def _expected(self, name: str, now: float) -> float | None:
+        """What an item of this one's kind takes: the finished ones' median, else the projected
+        total of a running one of its kind."""
+        took = self._took.get(self._kind(name))
+        if took:
+            return statistics.median(took)
+        for other, began in self._began.items():
+            u = self._units.get(other)
+            if other != name and self._kind(other) == self._kind(name) and u is not None:
+                left = u.left(now)
+                if left is not None:
+                    return now - began + left
+        return None
+
+    def _left(self, name: str, now: float) -> float | None:
+        """A running item's remaining seconds: its own rate, else its kind's expectation."""
+        u = self._units.get(name)
+        if u is not None and (left := u.left(now)) is not None:
+            return left
+        expected = self._expected(name, now)
+        elapsed = now - self._began[name]
+        if expected is not None and expected > elapsed:
+            return expected - elapsed
+        frac = self._part.get(name, 0.0)
+        return elapsed / frac * (1 - frac) if frac > 0 else None
+
     def eta(self) -> float | None:
-        # finished items plus the finished part of running ones (a long
-        # power-cut cell reports its boots)
+        now = time.monotonic()
+        running = [self._left(n, now) for n in self._began]
+        waiting = [self._expected(n, now) for n in self.kinds if n not in self._began and n not in self._finished]
+        if self.kinds and None not in running and None not in waiting:
+            work = sum(running) + sum(waiting)  # type: ignore[arg-type]
+            return max(max(running, default=0.0), work / self.slots)  # type: ignore[type-var]
+        # unknown kinds of work: finished items plus the finished part of running ones, alike
         done = self.done + sum(self._part.values())
         if done <= 0:
             return None
-        elapsed = time.monotonic() - self.started
+        elapsed = now - self.started
         return elapsed / done * (self.total - done)
 
     def line(self, current: str = "") -> str:
@@ -49,21 +129,44 @@ class Progress:
         return f"[{self.done}/{self.total} {self.what}] elapsed {format_duration(elapsed)} ETA {eta_s}{cur}"
 
     def start(self, current: str) -> None:
+        with self._lock:
+            self._began[current] = time.monotonic()
         print(self.line(f"running {current}"), file=self.stream, flush=True)
 
     def finish(self, current: str, headline: str) -> None:
         with self._lock:
+            began = self._began.pop(current, None)
+            if began is not None:
+                self._took[self._kind(current)].append(time.monotonic() - began)
+            self._finished.add(current)
             self._part.pop(current, None)
             self._said.pop(current, None)
+            self._units.pop(current, None)
             self.done += 1
             print(self.line(f"{current}: {headline}"), file=self.stream, flush=True)
 
-    def part(self, current: str, done: int, total: int, what: str = "boots") -> None:
-        """Item `current` is `done` of `total` through; a line at most every `every` s."""
+    def part(self, current: str, done: int, total: int, what: str = "boots", note: str = "") -> None:
+        """Item `current` is `done` of `total` `what` through; a line at most every `every` s.
+        A `note` (what the item found, e.g. its crash states) is said once, with the item's
+        expected time as soon as its own rate is known."""
         with self._lock:
             now = time.monotonic()
             self._said.setdefault(current, now)  # the start line was just printed
             self._part[current] = min(1.0, done / total) if total else 0.0
-            if now - self._said[current] >= self.every and done < total:
+            u = self._units.get(current)
+            if u is None or u.what != what or u.total != total:
+                u = self._units[current] = _Units(what, total, done, done, now, note or (u.note if u else ""))
+            u.done = done
+            if note:
+                u.note = note
+            if u.note and not u.said and (left := u.left(now)) is not None:
+                u.said = True
+                per = (now - u.first_at) / max(1, u.done - u.first_done)
+                print(self.line(f"{current}: {u.note}; {per:.2f} s each so far: expected "
+                                f"{format_duration(left)} more for it"), file=self.stream, flush=True)
+            elif now - self._said[current] >= self.every and done < total:
                 self._said[current] = now
-                print(self.line(f"{current}: {done}/{total} {what}"), file=self.stream, flush=True)
+                left = u.left(now)
+                print(self.line(f"{current}: {done}/{total} {what}"
+                                + (f" (its own ETA {format_duration(left)})" if left is not None else "")),
+                      file=self.stream, flush=True)

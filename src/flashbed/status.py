@@ -136,6 +136,21 @@ class PowerCutClass(StrEnum):
         return self is not PowerCutClass.ERROR
 
 
+class LossCause(StrEnum):
+    """Whose loss a failed crash state is (studies/crashstates.attribute), from the write log and
+    the state's undamaged twin (the same cut without its flash damage)."""
+
+    FILESYSTEM = "filesystem"  # no flash damage in the state: the filesystem lost what the device kept
+    DEVICE = "device"  # the cut damaged durable data (torn program, paired pages) and the twin survived
+    BOTH = "both"  # damaged, and its undamaged twin failed too: the filesystem would have lost it anyway
+    UNKNOWN = "unknown"  # damaged, and its twin could not be checked (the lab stopped on the state)
+
+    @property
+    def filesystems(self) -> bool:
+        """The filesystem broke a promise here (what rules it out): alone, or beside the device."""
+        return self in (LossCause.FILESYSTEM, LossCause.BOTH)
+
+
 class MountState(StrEnum):
     """The first mount after a power cut."""
 

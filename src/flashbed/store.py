@@ -51,6 +51,8 @@ def request_problem(req: dict) -> str:
     over = req.get("overrides", {})
     if not (isinstance(over, dict) and all(isinstance(v, dict) for v in over.values())):
         return "overrides are not settings per study"
+    if req.get("robust") is not None and type(req["robust"]) is not int:
+        return "robust is not a whole number of draws"
     return ""
 
 

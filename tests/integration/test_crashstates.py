@@ -91,6 +91,9 @@ def test_an_fsync_claimed_but_never_made_is_caught(kernel, tmp_path):
     assert counts(res)["class:data-loss"] > 0, res.headline
     name = f"f{skipped:05d}"
     assert any(name in f["why"] for f in res.extra["failures"]), res.extra["failures"][:3]
+    # the device kept everything it was told to (paired pages protected): every loss is the filesystem's
+    assert {f["cause"] for f in res.extra["failures"]} == {"filesystem"}
+    assert counts(res)["fs_data_loss"] == counts(res)["class:data-loss"]
 
 
 def test_a_failed_state_replays_on_the_hosts_loop_device_and_in_the_lab(nobarrier, tmp_path):
@@ -161,3 +164,17 @@ def test_flash_damage_reads_as_eio_and_replays_the_same_with_dm_dust(kernel, tmp
     text = out.read_text()
     assert rc == 0 and "the same outcome" in text, text
     assert "damaged byte ranges" in text
+    # whose loss: ext4 keeps every promise; what a torn program under flushed data loses is the device's
+    # (its undamaged twin, checked in the same boot, recovered), and the replay finds the same
+    assert {f["cause"] for f in damaged} <= {"device", "both", "unknown"} and any(f["cause"] == "device" for f in damaged)
+    assert all(f["cause"] == "filesystem" for f in res.extra["failures"] if not f["damaged"])
+    c = counts(res)
+    assert c["cause:device"] > 0 and c["damaged_states"] >= c["cause:device"] and c["damage_survived"] < 100
+    dev = next(f for f in damaged if f["cause"] == "device" and "EIO" in f["why"])
+    assert dev["damage"]["flushed_bytes"] > 0 and dev["twin"]["class"] in ("clean", "recovered"), dev
+    out2 = tmp_path / "out2.txt"
+    with open(out2, "w") as o:
+        crashreplay.replay(str(store.root), f"{res.key.id}:{dev['state']}", tmp_path / "d.img", lab_check=True,
+                           out=o)
+    text = out2.read_text()
+    assert "whose loss: the device's loss" in text and "whose loss, replayed: device" in text, text

@@ -185,3 +185,82 @@ def test_torn_upper_pages_damage_flushed_data_without_protection(spec_for, tmp_p
     assert (tmp_path / "torn.img").read_bytes()[off:off + length] == bytes(length)
     os.close(fd)
     emu.stop()
+
+
+def test_states_differing_in_one_block_the_check_reads_are_never_merged(spec_for, tmp_path):
+    """The dedup's soundness on the real file: states whose images differ only in the block a
+    check would read keep their own verdicts; states holding the same bytes (the same block
+    written again) share one, and only while the verifier's input is the same too."""
+    from flashbed.studies.crashplan import VerifierInput, plan_checks
+    emu = Emulator(spec_for("ideal", 64 * MiB)).start()
+    emu.log_start(tmp_path / "log")
+    fd = os.open(emu.device_path, os.O_RDWR)
+    for u in range(8):  # the "filesystem" around the record the check reads (unit 5)
+        os.pwrite(fd, block(u, 1), u * UNIT)
+    os.fsync(fd)
+    m0 = emu.log_mark("begin")
+    pos = []
+    for ver in (2, 3, 2):  # unit 5 only: version 2's bytes, 3's, then 2's again
+        os.pwrite(fd, block(5, ver), 5 * UNIT)
+        os.fsync(fd)
+        pos.append(emu.log_mark(f"ack {ver}"))
+    emu.log_stop()
+    listing = emu.crash_states(subsets=0, tears=0, images=True)
+    flushes = [s for s in listing.states if s.kind is CrashKind.FLUSH]
+    assert len(flushes) == 3 and listing.images == 3  # unit 5 holding version 1 (a cut before the first), 2 or 3
+    a, b, c = flushes
+    assert a.image != b.image, "unit 5 differs: never one image"
+    assert a.image == c.image, "the same bytes written again: one image"
+    seen = {}
+    for s in flushes:
+        emu.crash_switch(s.id)
+        seen[s.id] = read_unit(fd, 5)
+    assert seen[a.id] == seen[c.id] == (5, 2) and seen[b.id] == (5, 3)
+    os.close(fd)
+    emu.stop()
+
+    states = [{"id": s.id, "kind": s.kind.value, "acked": s.acked, "image": s.image} for s in flushes]
+    # the verifier reads the log up to each state: a and c were acknowledged at different
+    # points, so even their equal images keep their own verdicts
+    records = [{"e": "begin", "m": m0}, *({"e": "ack", "m": p} for p in pos)]
+    plan = plan_checks(states, records, VerifierInput.RECORDS)
+    assert plan.distinct == 3 and not any("same" in s for s in states)
+    # a check that reads nothing of the log (no acknowledgements between them) shares c's with a
+    plan = plan_checks(states, [{"e": "begin", "m": m0}], VerifierInput.ACKS)
+    assert plan.distinct == 2 and states[2]["same"] == a.id and "same" not in states[1]
+
+
+def test_a_second_emulator_serves_a_kept_logs_states_as_the_first(spec_for, tmp_path):
+    """What a helper lab sees (serve --crash-log): the same bytes in every state as the
+    emulator that recorded the log."""
+    import dataclasses
+    emu = Emulator(spec_for("emmc-8g", 64 * MiB)).start()
+    log = emu.log_start(tmp_path / "log")
+    fd = os.open(emu.device_path, os.O_RDWR)
+    for k in range(12):
+        os.pwrite(fd, block(k % 5, k + 1), (k % 5) * UNIT)
+        if k % 3 == 2:
+            os.fsync(fd)
+    emu.log_mark("workload")
+    os.pwrite(fd, block(9, 99), 9 * UNIT)
+    os.fsync(fd)
+    emu.log_stop()
+    listing = emu.crash_states(subsets=4, tears=2, after=0)
+    first = {}
+    for s in listing.states:
+        emu.crash_switch(s.id)
+        first[s.id] = os.pread(fd, 16 * UNIT, 0)
+    os.close(fd)
+    spec = spec_for("emmc-8g", 64 * MiB)
+    other = Emulator(dataclasses.replace(spec, state_dir=tmp_path / "st2", mount_dir=tmp_path / "mnt2",
+                                         control=tmp_path / "c2.sock", crash_log=log)).start()
+    fd = os.open(other.device_path, os.O_RDWR)
+    for s in listing.states:
+        other.crash_switch(s.id)
+        assert os.pread(fd, 16 * UNIT, 0) == first[s.id], s.id
+    os.close(fd)
+    other.stop()
+    emu.stop()
+    with pytest.raises(EmulatorError, match="the log was not stopped|crashlog.events"):
+        Emulator(dataclasses.replace(spec, state_dir=tmp_path / "st3", mount_dir=tmp_path / "mnt3",
+                                     control=tmp_path / "c3.sock", crash_log=tmp_path / "nolog")).start()

@@ -73,7 +73,9 @@ def test_synchronous_full_survives_every_state_and_off_loses_committed_rows(kern
     full = run(kernel, tmp_path / "full", spec("appcheck", "sqlite-logger.sh", "sqlite-check.sh", max_states=80))
     c = counts(full)
     assert full.status == "ok", full.error
-    assert c["iterations"] == c["states"] or c["iterations"] == 80
+    # max_states is a seeded sample of the distinct states (issue 30): every flush state, the others in proportion
+    assert c["checked"] <= c["distinct"] <= c["states"] and c["iterations"] <= c["states"]
+    assert c["checked"] < c["states"] and "max_states 80" in full.extra["coverage"], full.extra["coverage"]
     assert c["failures"] == 0, full.extra["failures"][:3]
     assert full.extra["work"]["acks"] == 9  # the schema and eight commits
 
@@ -95,7 +97,8 @@ def test_a_check_over_its_limit_is_recorded_and_the_next_state_checked(kernel, t
                                              check_limit=2.0))
     c = counts(res)
     assert res.status == "ok", res.error
-    assert c["iterations"] == 2 and c["class:hang"] == 2
+    # every state the sample checked hung, and those sharing their verdicts with them (issue 30)
+    assert c["checked"] >= 2 and c["class:hang"] == c["iterations"] >= c["checked"]
     assert all("did not finish within 2 s" in f["why"] for f in res.extra["failures"])
 
 
@@ -113,7 +116,7 @@ def test_a_busy_check_is_bounded_in_wall_clock_time_in_virtual_time(tt_kernel, t
     res = run(tt_kernel, tmp_path / "run", cell)
     took = time.monotonic() - t
     assert res.status == "ok", res.error
-    (f,) = res.extra["failures"]
+    (f,) = [x for x in res.extra["failures"] if not x.get("same")]  # the state it hung on; others share it
     assert f["class"] == PowerCutClass.HANG
     assert "your check ran past its limit of 3 s of wall-clock time" in f["why"], f["why"]
     assert "states after it not checked" in res.headline

@@ -53,6 +53,7 @@ def test_set_block_sizes_reach_the_cases_as_given():
     "powercut.iterations=0", "bigfile.size=0", "bandwidth.runtime=-5", "crashstates.step_timeout=nan",
     "crashstates.step_timeout=inf", "mount.fills=200", "mount.fills=0,-1", "boot.text=101", "corruption.tail=0",
     "bandwidth.bs=bogus", "bandwidth.bs=4k,", "bandwidth.bs=", "mixed.scale_bs=0k", "powercut.max_bytes=0",
+    "crashstates.max_states=-1", "crashstates.dedup=maybe",
 ])
 def test_set_values_out_of_range_or_form_are_refused_before_anything_runs(tmp_path, setting, capsys):
     out_dir = tmp_path / "run"

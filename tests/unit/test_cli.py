@@ -21,6 +21,10 @@ from flashbed.errors import FlashbedError
     (["bench", "clock", "--profile", "quick", "--runs", "0"], "--runs must be at least 1"),
     (["bench", "clock", "--profile", "quick", "--keep", "/"], "--keep / exists: name a new directory"),
     (["bench", "clock", "--keep", "kept"], "--keep keeps the runs of --profile"),
+    (["bench", "crashstates", "--check", "examples/sqlite-check.sh"], "--check goes with a user workload"),
+    (["bench", "crashstates", "--workload", "no-such-workload.sh"], "--workload no-such-workload.sh: no such file"),
+    (["bench", "crashstates", "--workload", "examples/sqlite-logger.sh", "--check", "nocheck.sh"],
+     "--check nocheck.sh: no such file"),
 ])
 def test_bad_input_is_one_line_and_nonzero(argv, words, capsys):
     assert main(argv) == 2

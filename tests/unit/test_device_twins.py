@@ -169,6 +169,12 @@ def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp
     if collapse:
         assert twin.info["open_aus"] == 2
     assert "probed" in text and "2026-01-01" in text and "not observable" in text
+    # what the probe measured is marked so (no range); what it cannot see is assumed within a range
+    f = twin.footing
+    assert {m.param.path for m in f.measured} >= {"nand.page_size", "nand.pages_per_block", "ftl.host_mb_s"}
+    assert ("ftl.open_aus" in {m.param.path for m in f.measured}) == bool(collapse)
+    assert {a.param.path for a in f.assumptions} >= {"nand.planes", "ftl.cache", "nand.timing.bus_mb_s"}
+    assert {x.key for x in f.fitted} >= {"nand.timing.program_us[1]", "ftl.read_overhead_us"}
     # the lab's own time is left out: 600 - 100 - tR 60 - 16 KiB at 100 MB/s - 4 KiB at 40 MB/s
     assert "read_overhead_us = 174 " in text
     # a log-block card's spread writes are merges: mean (3 IOPS) far past the
@@ -248,12 +254,16 @@ def test_bench_in_virtual_time_runs_no_ceiling_and_says_its_clock(monkeypatch, t
     monkeypatch.setattr(bench, "measure", fake_measure)
     monkeypatch.setattr(bench, "ensure_kernel", lambda time_travel=False: type("K", (), {"release": "tt" if time_travel else "rt"})())
     monkeypatch.setattr(bench.presets, "load_spec", lambda spec: dev)
+    # the model alone (flashbed-emu jobs), printed beside the lab's figures in virtual time
+    monkeypatch.setattr(bench, "model_rates", lambda device, runtime: {
+        "seq_read_mb_s": 10.0, "seq_write_mb_s": 5.0, "rand_read_4k_iops": 101.0, "rand_write_4k_iops": 50.0})
     out = io.StringIO()
     bench.run(["x@1G"], runs=2, stream=out, clock=Clock.VIRTUAL)
     # no ceiling on `ideal` (a device taking no time never lets a timed job end in virtual time)
     assert seen == [(dev.label, Clock.VIRTUAL)] * 2
     text = out.getvalue()
     assert "kernel tt, virtual time" in text and "lab ceiling" not in text and "lab-bound" not in text
+    assert "the model alone (flashbed-emu jobs, no lab): " in text and "random read 4 KiB QD1 101.0 (x1.010" in text
     seen.clear()
     bench.run(["x@1G"], runs=1, stream=(out := io.StringIO()))
     assert seen == [(dev.label, Clock.REAL)] * 2 and "lab ceiling" in out.getvalue() and "real time" in out.getvalue()

@@ -105,6 +105,20 @@ def test_crash_states_become_typed_data(emu_with):
     assert second.kind is CrashKind.FLUSH
 
 
+def test_image_classes_are_asked_for_and_read_back(emu_with):
+    listed = {**LISTING, "images": 1, "states": [{**s, "image": 0} for s in LISTING["states"]]}
+    emu, fake = emu_with({"crash-states": listed})
+    listing = emu.crash_states(images=True)
+    assert fake.requests[0]["images"] is True
+    assert listing.images == 1 and [s.image for s in listing.states] == [0, 0]
+
+
+def test_image_classes_are_not_asked_for_by_default(emu_with):
+    emu, fake = emu_with({"crash-states": LISTING})
+    assert [s.image for s in emu.crash_states().states] == [None, None]  # not asked: not known
+    assert "images" not in fake.requests[0]
+
+
 def test_switch_and_image_pass_the_state_id(emu_with, tmp_path):
     emu, fake = emu_with({
         "crash-switch": {"ok": True, "state": "12+k3", "switch_ns": 900},

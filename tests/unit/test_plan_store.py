@@ -120,3 +120,26 @@ def test_studies_that_write_are_not_applicable_to_a_read_only_filesystem():
                                                ("read", "4M", 0)]
     with pytest.raises(FlashbedError, match="erofs: read-only, and every study asked for writes .* boot"):
         make_plan(PlanRequest(fs=("erofs",), devices=(PLAIN,), studies=("bigfile", "powercut")))
+
+
+def test_a_cell_run_again_starts_from_an_empty_log_directory(tmp_path):
+    """An interrupted or errored cell is run again on resume: what the earlier attempt left in its
+    log directory (a crash-state check appends to checked.jsonl) must not be read as the new one's:
+    each attempt has a directory of its own (store.new_attempt)."""
+    from flashbed.cell import cell_task
+    from flashbed.plan import PlanRequest, make_plan
+    from flashbed.store import RunStore
+    spec = make_plan(PlanRequest(fs=("ext4",), devices=("plain-file@512M",), studies=("mkfs",))).cells[0]
+    earlier = RunStore(tmp_path).new_attempt(spec.key)
+    (earlier / "checked.jsonl").write_text('{"state": "f0001"}\n')
+
+    class NoLab:  # the lab fails at once: the cell is an error, in a log directory of its own
+        release = "none"
+
+        def open_session(self, *a, **kw):
+            raise RuntimeError("no lab here")
+
+    result = cell_task(spec, None, labs=lambda s: NoLab(), root=tmp_path, provenance={})
+    assert result.status == "error" and "no lab here" in result.error
+    logs = tmp_path / result.attempt_dir
+    assert logs != earlier and logs.is_dir() and not (logs / "checked.jsonl").exists()

@@ -42,8 +42,9 @@ def test_packaged_weights_mark_what_decides_each_use_case():
     w = W.load_weights()
     decisive = {u.id: {(c.study, c.metric) for c in u.criteria if c.decisive} for u in w.use_cases}
     assert decisive == {"boot": {("boot", "busy_seconds"), ("boot", "used")},
-                        "rootfs": {("crashstates", "survived")}, "logging": {("crashstates", "survived")},
-                        "database": {("crashstates", "survived")},
+                        "rootfs": {("crashstates", "undamaged_survived")},
+                        "logging": {("crashstates", "undamaged_survived")},
+                        "database": {("crashstates", "undamaged_survived")},
                         "media": {("bigfile", "seconds"), ("bigfile", "write_amplification")}}
     assert 0 < w.lab_bound_below < 100
     assert "device_busy_below" in W.DEFAULT_WEIGHTS.read_text() and "decisive" in W.DEFAULT_WEIGHTS.read_text()

@@ -27,19 +27,17 @@ def _served(tmp_path, limits):
     return stop, t
 
 
-def test_the_lab_answers_a_wall_limit_itself_and_notes_the_one_that_ran_out(tmp_path, monkeypatch):
+def test_the_lab_takes_a_wall_limit_itself_and_notes_the_one_that_ran_out(tmp_path, monkeypatch):
     monkeypatch.setattr(uml.WallLimits, "GRACE", 0.0)
     limits = uml.WallLimits(tmp_path)
     stop, t = _served(tmp_path, limits)
     try:
-        # no cell handler (lab exec): the lab answers it all the same
-        a = guestlib.call_host(str(tmp_path), "x1", HostCall(Call.WALL_LIMIT, {"key": "k", "what": "your check",
-                                                                              "seconds": 0.2}), 5.0)
-        assert a is not None and a.ok
-        b = guestlib.call_host(str(tmp_path), "x2", HostCall(Call.WALL_LIMIT, {"key": "w", "what": "step 'work'",
-                                                                              "seconds": 30}), 5.0)
-        guestlib.call_host(str(tmp_path), "x3", HostCall(Call.WALL_LIMIT, {"key": "w", "seconds": 0}), 5.0)
-        assert b.ok
+        # no cell handler (lab exec): the lab takes it all the same, and answers nothing (the guest waits for none)
+        guestlib.post_call(str(tmp_path), "x1", HostCall(Call.WALL_LIMIT, {"key": "k", "what": "your check",
+                                                                          "seconds": 0.2, "seq": 1}))
+        guestlib.post_call(str(tmp_path), "x2", HostCall(Call.WALL_LIMIT, {"key": "w", "what": "step 'work'",
+                                                                          "seconds": 30, "seq": 1}))
+        guestlib.post_call(str(tmp_path), "x3", HostCall(Call.WALL_LIMIT, {"key": "w", "seconds": 0, "seq": 1}))
         time.sleep(0.5)
     finally:
         stop.set()
@@ -48,6 +46,22 @@ def test_the_lab_answers_a_wall_limit_itself_and_notes_the_one_that_ran_out(tmp_
     assert limits.hit["what"] == "your check" and limits.hit["seconds"] == 0.2
     assert json.loads((tmp_path / guestlib.WALL_FILE).read_text())["what"] == "your check"
     assert limits.reason().startswith("your check ran past its limit of 0.2 s of wall-clock time")
+    assert list((tmp_path / "host-calls").iterdir()) == []  # taken and removed: thousands of checks leave nothing
+
+
+def test_an_arm_read_after_its_own_lift_stays_lifted(tmp_path, monkeypatch):
+    """The guest posts without waiting, so the host may read a short step's lift before its arm."""
+    monkeypatch.setattr(uml.WallLimits, "GRACE", 0.0)
+    limits = uml.WallLimits(tmp_path)
+    limits.handle({"key": "k", "what": "x", "seconds": 0, "seq": 4})
+    limits.handle({"key": "k", "what": "x", "seconds": 0.1, "seq": 4})
+    limits.handle({"key": "k", "what": "x", "seconds": 0.1, "seq": 3})
+    time.sleep(0.3)
+    assert limits.hit is None and not (tmp_path / guestlib.WALL_FILE).exists()
+    limits.handle({"key": "k", "what": "the next one", "seconds": 0.1, "seq": 5})  # a later arm still arms
+    time.sleep(0.3)
+    limits.close()
+    assert limits.hit["what"] == "the next one"
 
 
 def test_a_lifted_limit_never_runs_out(tmp_path, monkeypatch):
@@ -61,8 +75,7 @@ def test_a_lifted_limit_never_runs_out(tmp_path, monkeypatch):
 
 def test_the_guest_asks_only_in_virtual_time_and_lifts_its_limit_after(tmp_path, monkeypatch):
     calls = []
-    monkeypatch.setattr(guestlib, "call_host", lambda run, name, call, timeout, keep=True: calls.append(
-        (name, call.args)))
+    monkeypatch.setattr(guestlib, "post_call", lambda run, name, call: calls.append((name, call.args)))
     monkeypatch.setattr(guestlib, "_VIRTUAL", [False])
     with guestlib.wall_limit(str(tmp_path), "ucheck", "your check", 3.0):
         pass
@@ -72,6 +85,7 @@ def test_the_guest_asks_only_in_virtual_time_and_lifts_its_limit_after(tmp_path,
         with guestlib.wall_limit(str(tmp_path), "ucheck", "your check", 3.0):
             pass
     assert [a["seconds"] for _, a in calls] == [3.0, 0, 3.0, 0]
+    assert [a["seq"] for _, a in calls] == [calls[0][1]["seq"]] * 2 + [calls[0][1]["seq"] + 1] * 2
     assert len({n for n, _ in calls}) == 4  # a name answered once is never asked again
 
 

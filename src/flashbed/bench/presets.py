@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..devices import presets
+from ..devices.refit import rates as model_rates
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab.clock import Clock
@@ -50,11 +51,10 @@ from ..lab.clock import pace as clock_pace
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..probe.rates import FIGURES, RatePlan, figures_from, fill_job, random_job, seq_read_job
+from ..probe.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
 
 MiB = 1 << 20
-DEFAULT_SPAN = 100 * MiB  # iozone -s 100M in the Raspberry Pi tables
-GOAL = 0.15  # every figure within 15 % of the published one
+GOAL = MATCH  # every figure within 15 % of the published one
 LAB_BOUND = 0.8  # a figure this close to the lab's own ceiling says more about the lab
 
 
@@ -77,13 +77,7 @@ class Row:
 def measure(device: presets.Device, span: int, runtime: float, work: Path,
             clock: Clock = Clock.REAL) -> dict[str, float]:
     """The four figures, in one lab boot on a fresh device, in `clock`."""
-    eu = device.erase_block
-    seq = min(device.capacity, 256 * MiB)
-    plan = RatePlan(capacity=device.capacity, erase_unit=eu, span=min(span, device.capacity), seq_bytes=seq,
-                    runtime=runtime)
-    jobs = {"seq-write": {**fill_job(plan), "size": seq}, "seq-read": seq_read_job(plan),
-            "randread-spread": random_job(plan, "randread", "spread"),
-            "randwrite-spread": random_job(plan, "randwrite", "spread")}
+    jobs = published_jobs(published_plan(device.capacity, device.erase_block, span, runtime))
     with open_session(device, work / "scratch", pace=clock_pace(clock, "real")) as session:
         figs = run_fio(session, UmlLab(ensure_kernel(time_travel=clock.time_travel)), work, jobs)
     return figures_from(figs)
@@ -146,7 +140,7 @@ def run(specs: list[str], capacity: str = "512M", runs: int = 3, runtime: float 
             rows = [Row(dev.label, key, label, unit, statistics.median(samples[key]), samples[key],
                         float(pub.get(key) or 0.0), (pub.get("sources") or {}).get(key, ""))
                     for key, label, unit in FIGURES]
-            _print(dev, span, rows, runs, kernel.release, ceiling, stream, clock)
+            _print(dev, span, rows, runs, kernel.release, ceiling, stream, clock, runtime)
             all_rows += rows
     return all_rows
 
@@ -170,7 +164,7 @@ def _lab_bound(r: Row, ceiling: dict[str, float] | None) -> str:
 
 
 def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: str, ceiling: dict[str, float] | None,
-           stream, clock: Clock = Clock.REAL) -> None:
+           stream, clock: Clock = Clock.REAL, runtime: float = 10.0) -> None:
     part = dev.part.get("model", "no named part")
     method = dev.published.get("method") or "no published method"
     print(f"{dev.label} — {part}", file=stream)
@@ -186,6 +180,13 @@ def _print(dev: presets.Device, span: int, rows: list[Row], runs: int, kernel: s
         verdict += _lab_bound(r, ceiling)
         print(f"  {r.label:24} {r.measured:9.1f} {r.unit:4} published {pub}  {verdict}"
               + (f"  [{r.source}]" if r.source else ""), file=stream)
+    if clock is Clock.VIRTUAL:
+        # what the robust pass refits its variants with (devices/refit.py): the same jobs on the
+        # model alone, in model time, which a virtual-time lab should reproduce
+        alone = model_rates(dev, runtime=runtime)
+        print("  the model alone (flashbed-emu jobs, no lab): " + ", ".join(
+            f"{r.label} {alone[r.key]:.1f} (x{alone[r.key] / r.measured:.3f} of the lab's)" for r in rows
+            if r.measured), file=stream)
     # the firmware times are fitted in virtual time (the device's own time):
     # a real-time suggestion would fold the lab's time of the day into them
     hint = suggest(dev, rows) if clock is Clock.VIRTUAL else {}

@@ -118,9 +118,14 @@ def _error_line(stderr: str, fallback: str) -> str:
     return lines[-1] if lines else fallback
 
 
-def describe(preset: Path | str, capacity: int | None = None) -> dict[str, Any]:
-    """Geometry and declared rates of a block preset (at ``capacity`` bytes)."""
-    cmd = [str(find_binary()), "describe", "--preset", str(preset)]
+def set_args(sets: tuple[tuple[str, str], ...]) -> list[str]:
+    """A preset variant's fields (path, TOML value) as flashbed-emu's --set options."""
+    return [a for path, value in sets for a in ("--set", f"{path}={value}")]
+
+
+def describe(preset: Path | str, capacity: int | None = None, sets: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    """Geometry and declared rates of a block preset (at ``capacity`` bytes; a variant: `sets`)."""
+    cmd = [str(find_binary()), "describe", "--preset", str(preset), *set_args(sets)]
     if capacity is not None:
         cmd += ["--capacity", str(int(capacity))]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -152,11 +157,14 @@ class CrashState:
     kept: int  # ... and how many of them this state persisted
     damaged: int  # units whose durable copy a torn program damaged
     t_ns: int  # cut time, device clock
+    # the state's device image class when asked (images=True): equal exactly when two
+    # states of the listing hold the same image, damaged units included
+    image: int | None = None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CrashState":
         return cls(id=d["id"], pos=d["pos"], kind=CrashKind(d["kind"]), acked=d["acked"], last_flush=d["last_flush"],
-                   volatile=d["volatile"], kept=d["kept"], damaged=d["damaged"], t_ns=d["t_ns"])
+                   volatile=d["volatile"], kept=d["kept"], damaged=d["damaged"], t_ns=d["t_ns"], image=d.get("image"))
 
 
 @dataclass(frozen=True)
@@ -169,12 +177,13 @@ class CrashListing:
     after: int | None  # only cuts after this record are listed
     states: tuple[CrashState, ...]
     flush_pos: tuple[int, ...] = ()  # the acknowledged flushes' records
+    images: int | None = None  # distinct device images among the states (asked with images=True)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "CrashListing":
         return cls(records=d["records"], flushes=d["flushes"], marks=tuple((m["pos"], m["label"]) for m in d["marks"]),
                    after=d["after"], states=tuple(CrashState.from_json(s) for s in d["states"]),
-                   flush_pos=tuple(d.get("flush_pos", ())))
+                   flush_pos=tuple(d.get("flush_pos", ())), images=d.get("images"))
 
 
 def _run_json(cmd: list[str], what: str) -> dict[str, Any]:
@@ -184,16 +193,17 @@ def _run_json(cmd: list[str], what: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def _bounds(after: str | int | None, seed: int, subsets: int, tears: int, marks: bool) -> dict[str, Any]:
+def _bounds(after: str | int | None, seed: int, subsets: int, tears: int, marks: bool,
+            images: bool = False) -> dict[str, Any]:
     return {"after": after, "seed": int(seed), "subsets": int(subsets), "tears": int(tears),
-            **({"marks": True} if marks else {})}
+            **({"marks": True} if marks else {}), **({"images": True} if images else {})}
 
 
 def crash_states(log_dir: Path | str, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
-                 tears: int = 2, marks: bool = False) -> CrashListing:
+                 tears: int = 2, marks: bool = False, images: bool = False) -> CrashListing:
     """The crash states of a kept log directory, without a running device."""
     cmd = [str(find_binary()), "crash-states", "--log", str(log_dir)]
-    for k, v in _bounds(after, seed, subsets, tears, marks).items():
+    for k, v in _bounds(after, seed, subsets, tears, marks, images).items():
         if v is not None:
             cmd += [f"--{k}", "true" if v is True else str(v)]
     return CrashListing.from_json(_run_json(cmd, "crash-states"))
@@ -218,6 +228,8 @@ class EmulatorSpec:
     capacity: int | None = None
     pace: str = "real"
     seed: int = 1
+    sets: tuple[tuple[str, str], ...] = ()  # a preset variant's fields (flashbed-emu --set)
+    crash_log: Path | None = None  # a kept write log whose states it serves (crash-switch), the device blank
 
 
 class Emulator:
@@ -250,9 +262,12 @@ class Emulator:
             "--control", str(spec.control),
             "--pace", spec.pace,
             "--seed", str(int(spec.seed)),
+            *set_args(spec.sets),
         ]
         if spec.capacity is not None:
             cmd += ["--capacity", str(int(spec.capacity))]
+        if spec.crash_log is not None:
+            cmd += ["--crash-log", str(spec.crash_log)]
         self._stderr = []
         cpu = cpus.current()  # beside the lab that uses it
         self._proc = subprocess.Popen(
@@ -427,14 +442,16 @@ class Emulator:
         return self._request({"cmd": "log-stop"})
 
     def crash_states(self, *, after: str | int | None = None, seed: int = 1, subsets: int = 4,
-                     tears: int = 2, marks: bool = False) -> CrashListing:
+                     tears: int = 2, marks: bool = False, images: bool = False) -> CrashListing:
         """Every acknowledged flush after ``after`` (a mark's label or a
         record; default the first mark), and per interval between flushes
         the plain cut, up to ``subsets`` subsets of its volatile writes and up
         to ``tears`` torn programs, sampled with ``seed``; with ``marks``, also
-        the plain cut right after each mark that holds something new."""
+        the plain cut right after each mark that holds something new; with
+        ``images``, each state's device image class (equal exactly when two
+        states hold the same image)."""
         return CrashListing.from_json(self._request({"cmd": "crash-states",
-                                                     **_bounds(after, seed, subsets, tears, marks)}))
+                                                     **_bounds(after, seed, subsets, tears, marks, images)}))
 
     def crash_switch(self, state: str) -> dict[str, Any]:
         """Serves crash state ``state`` through the device file (``"live"``:

@@ -20,6 +20,7 @@ from ..paths import repo_root
 from .nandsim import NandTiming, parse_timing
 
 DEFAULT_DEVICE = "emmc-8g"
+VARIANT_MARK = "~"  # a variant's label: its preset's, this, its name (emmc-8g@512M~slc_cache-low)
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -68,10 +69,17 @@ class Device:
     erase_block: int  # erase block (page FTL) or allocation unit (hybrid FTL); 0: unknown (a real device)
     preset_capacity: int
     info: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # a variant of the preset (robust.py): its name, and the fields it sets on top of the file's
+    # (path, TOML value) for the emulator (`flashbed-emu --set`)
+    variant: str = ""
+    sets: tuple[tuple[str, str], ...] = ()
+    # what the preset's values rest on (devices/assumptions.py; block presets)
+    footing: Any = field(default=None, compare=False, hash=False)
 
     @property
     def label(self) -> str:
-        return self.name if self.capacity == self.preset_capacity else f"{self.name}@{format_size(self.capacity)}"
+        base = self.name if self.capacity == self.preset_capacity else f"{self.name}@{format_size(self.capacity)}"
+        return f"{base}{VARIANT_MARK}{self.variant}" if self.variant else base
 
     @property
     def emulated(self) -> bool:
@@ -177,7 +185,10 @@ def load_spec(spec: str) -> Device:
     return load(name, parse_size(size) if size else None)
 
 
-def load(name: str, capacity: int | None = None) -> Device:
+def load(name: str, capacity: int | None = None, variant: str = "",
+         sets: tuple[tuple[str, str], ...] = ()) -> Device:
+    """Preset `name` at `capacity`; a variant of it: `variant` names it, `sets` are its fields
+    (a block preset's; see robust.py)."""
     path = preset_path(name)
     if is_file_spec(name):
         name = path.stem  # labels name cells and files: no directories in them
@@ -194,12 +205,16 @@ def load(name: str, capacity: int | None = None) -> Device:
     if data.get("kind") == "file":
         return _plain_file(name, path, data, capacity)
     from . import emulator  # block presets: the emulator is the authority
+    from .assumptions import load_footing
 
-    info = emulator.describe(path, capacity)
-    own = info if capacity is None else emulator.describe(path, None)
+    info = emulator.describe(path, capacity, sets)  # the model's values first: its checks are the authority
+    own = info if capacity is None and not sets else emulator.describe(path, None)
+    footing = load_footing(path, data)
+    info["footing"] = footing.describe()
     return Device(name=name, path=path, kind="block", capacity=int(info["capacity_bytes"]),
                   page_size=int(info["page_size"]), erase_block=int(info["erase_block_bytes"]),
-                  preset_capacity=int(own["capacity_bytes"]), info=info)
+                  preset_capacity=int(own["capacity_bytes"]), info=info, variant=variant, sets=sets,
+                  footing=footing)
 
 
 # The fields of the presets read here (block presets: the emulator checks its own), checked as

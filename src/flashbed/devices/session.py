@@ -182,12 +182,15 @@ class EmulatorSession(_PacedModel, _Session):
                 shutil.rmtree(self._sock_dir, ignore_errors=True)
                 self._sock_dir = None
 
+    crash_log: Path | None = None  # a kept write log to serve the states of (LogSession)
+
     def _start(self) -> None:
         from . import emulator
 
         spec = emulator.EmulatorSpec(
             preset=self.device.path, state_dir=self.scratch / "state", mount_dir=self.scratch / "mnt",
-            control=self._control_path(), capacity=self.device.capacity, pace=self.pace, seed=self.seed)
+            control=self._control_path(), capacity=self.device.capacity, pace=self.pace, seed=self.seed,
+            sets=self.device.sets, crash_log=self.crash_log)
         (self.scratch / "mnt").mkdir(exist_ok=True)
         self.emu = emulator.Emulator(spec)
         self.emu.start()
@@ -244,15 +247,28 @@ class EmulatorSession(_PacedModel, _Session):
     def log_mark(self, label: str) -> int:
         return self.emu.log_mark(label)
 
-    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool,
+                     images: bool = False) -> dict[str, Any]:
         stop = self.emu.log_stop()
-        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks)
+        listing = self.emu.crash_states(subsets=subsets, tears=tears, seed=seed, marks=marks, images=images)
         return {"records": listing.records, "flushes": listing.flushes, "data_bytes": stop.get("data_bytes"),
                 "after": listing.after, "marks": len(listing.marks), "flush_pos": list(listing.flush_pos),
-                "states": [{**dataclasses.asdict(s), "kind": s.kind.value} for s in listing.states]}
+                **({"images": listing.images} if images else {}),
+                "states": [{**{k: v for k, v in dataclasses.asdict(s).items() if k != "image" or images},
+                            "kind": s.kind.value} for s in listing.states]}
 
     def crash_switch(self, state: str) -> dict[str, Any]:
         return self.emu.crash_switch(state)
+
+
+class LogSession(EmulatorSession):
+    """The crash states of a cell's kept write log, served by an emulator of its own: another
+    lab checks some of the cell's states beside the cell's lab (crashshare.py). Its only use is
+    crash_switch; the device behind is blank and records nothing."""
+
+    def __init__(self, device: Device, scratch: Path, log: Path, seed: int = 1, pace: str = "none"):
+        super().__init__(device, scratch, seed, pace)
+        self.crash_log = log
 
 
 class RealDeviceSession(_Session):

@@ -41,6 +41,8 @@ def text(spec: str) -> str:
                 lines.append(f"    {label:24} {shown}  {source or ('no source' if value else 'none published')}")
         else:
             lines.append("  published rates: none (this preset reproduces no measured part)")
+    if dev.footing is not None:
+        lines += footing_lines(dev)
     if dev.kind == "nandsim":
         t = dev.nand_timing
         lines.append(f"  timing    tR {t.read_us:g} µs, tPROG {t.program_us:g} µs, tBERS {t.erase_us:g} µs, "
@@ -66,4 +68,29 @@ def _geometry(dev: Device) -> list[str]:
                    f"array's sustained rate)"
                    + (f"; a sequential stream past its first {format_size(slc.bypass)} goes straight to the array"
                       if slc.bypass else ""))
+    return out
+
+
+def footing_lines(dev: Device) -> list[str]:
+    """What the preset's values rest on: measured, fitted (to which published rate), assumed (the
+    range and its source); what the robust pass varies (`flashbed run --robust`)."""
+    from ..robust import VARIED_REACH
+    f = dev.footing
+    if not (f.assumptions or f.fitted or f.measured):
+        return ["  footing   no [assumptions], [fitted] or [measured] table: every value is the preset's word "
+                "(nothing for `flashbed run --robust` to vary)"]
+    out = []
+    if f.measured:
+        out.append("  measured (the part's own figures):")
+        out += [f"    {m.param.path:28} {m.how}" for m in f.measured]
+    if f.fitted:
+        out.append("  fitted (solved so the model gives the published rate; refitted for each variant):")
+        out += [f"    {x.key:28} to {x.figure}, within [{x.low:g}, {x.high:g}] ({x.source})" for x in f.fitted]
+    if f.assumptions:
+        out.append("  assumed (no source gives them for this part; `flashbed run --robust` varies those marked *):")
+        for a in f.assumptions:
+            mark = "*" if a.param.reach & VARIED_REACH else " "
+            out.append(f"  {mark} {a.param.path:28} {a.text(a.nominal):>8}  range {a.text(a.low)} – {a.text(a.high)}"
+                       f"  ({a.param.label}; acts on {', '.join(sorted(a.param.reach))})")
+            out.append(f"      source: {a.source}")
     return out

@@ -283,8 +283,10 @@ class WriteLog(Protocol):
         """A labelled record in the log; its position."""
         ...
 
-    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool) -> dict[str, Any]:
-        """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON)."""
+    def crash_states(self, *, subsets: int, tears: int, seed: int, marks: bool,
+                     images: bool = False) -> dict[str, Any]:
+        """Stop the log; the states a power cut could leave (emulator.CrashListing as JSON; with
+        `images`, each state's device image class)."""
         ...
 
     def crash_switch(self, state: str) -> dict[str, Any]:

@@ -19,6 +19,11 @@ solved from the emulator's own cost model (see flash-model device.rs, ftl/):
 
 The fit is first order: re-probe the written preset to check it, and
 `flashbed bench presets --device FILE` suggests corrected firmware times.
+
+The written preset says what each value rests on (devices/assumptions.py): [measured] for what the
+probe saw, [fitted] for what is solved from its rates, [assumptions] with the datasheet classes'
+ranges for what it cannot see (the cache, the planes, the NAND bus, tR): `flashbed run --robust`
+varies those.
 """
 
 from __future__ import annotations
@@ -135,4 +140,46 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         f"rand_write_4k_iops = {r['rand_write_4k_iops']:.1f}",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + _footing(result, g, o, hybrid, in_order, (lower, upper), read_ovh, write_ovh))
+
+
+def _footing(result: ProbeResult, g, o, hybrid: bool, in_order: bool, program: tuple[int, int], read_ovh: float,
+             write_ovh: float) -> list[str]:
+    """What the fitted preset's values rest on (devices/assumptions.py): what the probe measured, what
+    is fitted to its rates, and what it cannot see, assumed within the datasheet classes' ranges (what
+    `flashbed run --robust` varies)."""
+    when = result.when
+    out = ["# What each value rests on (`flashbed devices show`; `flashbed run --robust` varies the assumptions).",
+           "[measured]"]
+    if g.page:
+        out.append(f'"nand.page_size" = "flashbench -a page step, {when}"')
+    if g.erase_unit:
+        out.append(f'"nand.pages_per_block" = "flashbench -a erase-unit step (pages x page x planes), {when}"')
+    if hybrid:
+        out.append(f'"ftl.open_aus" = "flashbench -O: small writes collapse past {o.count} AUs, {when}"')
+    out.append(f'"ftl.host_mb_s" = "the sequential read rate (1 MiB / median request time), {when}"')
+    cls = "the MLC datasheet class (tPROG typical page average 1.3-1.6 ms; docs/device-twins.md)"
+    up = program[1]
+    out += ["", "[fitted]",
+            f'"nand.timing.program_us[1]" = {{ figure = "seq_write_mb_s", range = [{min(1000, up)}, {max(4000, up)}], '
+            f'source = "the upper page of {cls}, or as far as the probed rate takes it" }}',
+            f'"ftl.read_overhead_us" = {{ figure = "rand_read_4k_iops", range = [0, {max(20000, round(2 * read_ovh))}], '
+            f'source = "a firmware time per command: from none to 20 ms, the order of a log-block merge" }}']
+    if not in_order:
+        out.append(f'"ftl.write_overhead_us" = {{ figure = "rand_write_4k_iops", range = [0, '
+                   f'{max(20000, round(2 * write_ovh))}], source = "a firmware time per command: from none to 20 ms" }}')
+    not_seen = "not observable from outside (a probe sees the erase unit and the rates)"
+    out += ["", '[assumptions."nand.planes"]', f"range = [1, {max(4, PLANES)}]",
+            f'source = "{not_seen}: one to four planes make the erase unit in NAND of the MLC class (2-plane dies, '
+            f'one or two dies)"',
+            "", '[assumptions."ftl.cache"]', 'range = ["16K", "1M"]',
+            f'source = "{not_seen}: the SRAM buffer of a card or eMMC controller, tens of KiB to about a MiB"',
+            "", '[assumptions."nand.timing.bus_mb_s"]', "range = [40, 400]",
+            f'source = "{not_seen}: asynchronous ONFI 1.0 (40 MB/s) to toggle-mode 2.0 (400 MT/s) NAND buses"',
+            "", '[assumptions."nand.timing.read_us"]', "range = [25, 100]",
+            f'source = "{not_seen}: tR of the datasheet classes, SLC 25 us to TLC 100 us"']
+    if not hybrid and not in_order:
+        out += ["", '[assumptions."ftl.over_provisioning"]', "range = [0.02, 0.28]",
+                f'source = "{not_seen}: from a few spare blocks to 28 %, the largest of the usual set of the flash literature '
+                f'set (7, 14, 28 %)"']
+    return out + [""]

@@ -13,6 +13,11 @@ from dataclasses import dataclass
 
 MiB = 1 << 20
 
+# a twin matches its part when each of its rates is within this share of the published one
+# (`flashbed bench presets`); a variant of it must too (devices/refit.py)
+MATCH = 0.15
+DEFAULT_SPAN = 100 * MiB  # iozone -s 100M in the Raspberry Pi tables
+
 # the four figures: (key, label, unit)
 FIGURES = (("seq_read_mb_s", "sequential read 1 MiB", "MB/s"),
            ("seq_write_mb_s", "sequential write 1 MiB", "MB/s"),
@@ -77,3 +82,18 @@ def figures_from(fio_figs: dict[str, dict[str, float]], spread: str = "spread") 
             "seq_write_mb_s": fio_figs["seq-write"]["bandwidth"],
             "rand_read_4k_iops": fio_figs[f"randread-{spread}"]["iops"],
             "rand_write_4k_iops": fio_figs[f"randwrite-{spread}"]["iops"]}
+
+
+def published_jobs(plan: RatePlan) -> dict[str, dict]:
+    """The four figures' fio jobs as `flashbed bench presets` runs them on a fresh device (in this
+    order, one after another), and as devices/refit.py runs them on the model alone."""
+    return {"seq-write": {**fill_job(plan), "size": plan.seq_bytes}, "seq-read": seq_read_job(plan),
+            "randread-spread": random_job(plan, "randread", "spread"),
+            "randwrite-spread": random_job(plan, "randwrite", "spread")}
+
+
+def published_plan(capacity: int, erase_unit: int, span: int, runtime: float = 10.0) -> RatePlan:
+    """Where `published_jobs` run on a device of `capacity`: random I/O over the published span
+    (the whole device if smaller), sequential jobs over at most 256 MiB."""
+    return RatePlan(capacity=capacity, erase_unit=erase_unit, span=min(span or DEFAULT_SPAN, capacity),
+                    seq_bytes=min(capacity, 256 * MiB), runtime=runtime)

@@ -7,7 +7,7 @@ from ..yaffs2 import note as yaffs2_note
 from . import figures as F
 from . import recommend as R
 from . import tables as T
-from . import catalog, units
+from . import catalog, footing, units
 from .doc import Document, Paragraph, Section
 from .load import EMULATOR_FIGURES, NOT_OBSERVABLE, RunData
 
@@ -33,7 +33,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     recs = recs if recs is not None else R.recommend(run)
     all_fs = sorted({k[1] for k in run.cell_status}, key=units.natural_key)
     ctx = F.Ctx(run, F.fs_colors(all_fs))
-    sections = [R.recommendation_section(run, recs)]
+    feet = footing.footing(run, recs)  # a robust pass: each answer against the twin's assumptions
+    sections = [R.recommendation_section(run, recs)] + [s for s in [footing.section(run, feet, ctx.colors)] if s]
 
     ov = Section("run", "Run")
     ov.add(Paragraph("Everything in this report comes from the run's cell results (`cells/*.json`) and its "
@@ -114,4 +115,5 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     sections.append(ap)
     return Document(title=f"flashbed report: {run.run_id}",
                     subtitle="Which filesystem, with which options, for this flash part and this workload.",
-                    meta=run_meta(run), sections=sections, answer=R.answer_section(run, recs))
+                    meta=run_meta(run), sections=sections,
+                    answer=R.answer_section(run, recs, lambda r: footing.answer_text(feet.get(r.device), r.use_case)))

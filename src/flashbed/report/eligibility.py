@@ -3,8 +3,11 @@
 A use case's requirements (weights.toml `requires`, [requirement.NAME]) are checked on
 the run's own cells: the `caps` study's probes, the `crashstates` study's classes. A
 filesystem that fails one is not eligible (listed with what it lacks, never ranked); a
-requirement whose study did not run for it leaves the use case not decided, unless the
+requirement whose study did not run for it, or whose cell failed or crashed (no evidence
+either way: not measured, never missing), leaves the use case not decided, unless the
 study cannot run on that device at all (crash states need the emulator's write log).
+Durability is the filesystem's promise only: a crash state the device's damage lost
+(studies/crashstates.attribute) never rules a filesystem out.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from fnmatch import fnmatchcase
 
+from ..status import LossCause
 from ..studies.base import Reproducer
 from . import catalog
 from .load import RunData
@@ -25,7 +29,7 @@ NO_WRITE_LOG = ("file", "real", "nandsim", "nand")
 class Verdict(StrEnum):
     MET = "met"
     FAILED = "failed"  # not eligible
-    UNCHECKED = "unchecked"  # its study did not run for this filesystem: the use case waits for it
+    UNCHECKED = "unchecked"  # its study did not run (or its cell failed) for this filesystem: the use case waits
     CANNOT = "cannot"  # its study cannot run on this device: said, not held against anyone
     NA = "n/a"  # the study does not apply to the filesystem (a read-only image)
 
@@ -84,9 +88,9 @@ def check(run: RunData, device: str, fs: str, req: Requirement) -> Check:
             return Check(req, Verdict.MET, worst)
         return Check(req, Verdict.FAILED, worst, _evidence(run, device, fs, req, worst),
                      _reproducer(run, device, fs, req))
-    fails = [f for f in run.failures_for(device, fs, req.study) if f.status.is_result]
-    if fails:
-        return Check(req, Verdict.FAILED, why=f"not shown: its {req.study} cell {fails[0].status}")
+    fails = run.failures_for(device, fs, req.study)
+    if fails:  # no evidence either way: not measured, never a capability or a promise missing
+        return Check(req, Verdict.UNCHECKED, why=f"its {req.study} cell {fails[0].status}: {fails[0].error}"[:200])
     if run.not_applicable(device, fs, req.study):
         return Check(req, Verdict.NA, why=run.not_applicable(device, fs, req.study))
     return Check(req, Verdict.UNCHECKED, why=f"study {req.study} has no {req.metric} for {fs}")
@@ -103,26 +107,32 @@ def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float
     def total(metric: str) -> float:
         return sum(v for k in run.cases(device, req.study) if fnmatchcase(k, req.case)
                    if (st := run.get(device, fs, req.study, k, metric)) for v in st.values)
-    if req.study == "appcheck" and req.metric == "failures":
+    by_device = total("cause:device")
+    theirs = f"; {by_device:.0f} more the device's damage lost (not held against it)" if by_device else ""
+    if req.study == "appcheck" and req.metric in ("failures", "fs_failures"):
         # your check's own failures (class data-loss) apart from the filesystem's and the stuck ones
-        lost, n = total("class:data-loss"), total("iterations")
-        rest = total("failures") - lost
+        lost, n = total("fs_data_loss" if req.metric == "fs_failures" else "class:data-loss"), total("iterations")
+        rest = total(req.metric) - lost
         stuck = "did not recover cleanly or the check did not finish"
         if not lost:
-            return f"{rest:.0f} of {n:.0f} crash states {stuck}"
+            return f"{rest:.0f} of {n:.0f} crash states {stuck}" + theirs
         return f"your check failed in {lost:.0f} of {n:.0f} crash states" + (f"; {rest:.0f} more {stuck}"
-                                                                              if rest else "")
-    what = "acknowledged data lost" if req.metric == "class:data-loss" else req.metric.split(":", 1)[-1]
-    return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states"
+                                                                              if rest else "") + theirs
+    what = "acknowledged data lost" if req.metric in ("class:data-loss", "fs_data_loss") else \
+        req.metric.split(":", 1)[-1]
+    return f"{what} in {total(req.metric):.0f} of {total('iterations'):.0f} crash states" + theirs
 
 
 def _reproducer(run: RunData, device: str, fs: str, req: Requirement) -> Reproducer | None:
-    outcome = req.metric.split(":", 1)[1] if ":" in req.metric else None
+    outcome = req.metric.split(":", 1)[1] if ":" in req.metric else "data-loss" if req.metric == "fs_data_loss" \
+        else None
     dev = run.device_of(device)
     mine = [r for r in run.reproducers if r.device == dev and r.fs == fs and r.study == req.study
-            and (outcome is None or r.outcome == outcome)]
-    # any failing state will do: one that lost data first (the failure that decides most often)
-    return min(mine, key=lambda r: r.outcome != "data-loss", default=None)
+            and (outcome is None or r.outcome == outcome)
+            and (not r.cause or LossCause(r.cause).filesystems)]  # the filesystem's loss, not the device's
+    # any failing state will do: one that lost data first (the failure that decides most often), one
+    # without flash damage before one the device damaged too (the plainest evidence of the filesystem's)
+    return min(mine, key=lambda r: (r.outcome != "data-loss", r.cause == LossCause.BOTH), default=None)
 
 
 def eligibility(run: RunData, device: str, uc: UseCase, fss: list[str]) -> dict[str, Eligibility]:

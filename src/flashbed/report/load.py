@@ -14,10 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..errors import FlashbedError
+from ..errors import FlashbedError, no_traceback
 from ..plan import READ_ONLY
 from ..lab.kernel import recorded_label
 from ..results import CellResult
+from ..sizes import size_text
 from ..status import CellStatus
 from ..store import RunStore
 from ..studies.base import Reproducer
@@ -33,6 +34,8 @@ MANIFEST_SCHEMA = 1
 NOT_OBSERVABLE = "not observable on a real device"
 EMULATOR_FIGURES = "write amplification, erase-count spread, NAND programs, GC and device busy time"
 OUTCOME_PREFIXES = ("class:", "outcome:")
+# studies whose failed crash states say whose loss they are (studies/crashstates.attribute)
+ATTRIBUTED = ("crashstates", "appcheck")
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,10 @@ class RunData:
     extras: dict[tuple[str, str, str], list[dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     n_cells: int = 0
+    # the cell results behind this data; and those of the twin variants of a robust pass, which
+    # the rest of the report leaves out (report/footing.py reads them)
+    cells: list[CellResult] = field(default_factory=list, repr=False)
+    variant_cells: list[CellResult] = field(default_factory=list, repr=False)
 
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -251,7 +258,7 @@ class RunData:
             bits.append(ftl if "ftl" in ftl.lower() else f"{ftl} FTL")
         cap = info.get("capacity_bytes")
         if isinstance(cap, (int, float)) and cap > 0:
-            bits.append(_size_text(cap))
+            bits.append(size_text(cap))
         if self.real_part(device):
             bits.append(f"models {self.real_part(device)}")
         preset = info.get("name") or self.device_of(device)
@@ -474,12 +481,6 @@ def _sources_text(src: Any) -> str:
     return str(src) if src else ""
 
 
-def _size_text(b: float) -> str:
-    for unit, f in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if b >= f:
-            v = b / f
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
@@ -497,7 +498,12 @@ def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
     if not results:
         raise FlashbedError(f"{run_dir}: the run has no cell results yet (cells/*.json); "
                             f"run or resume it with `flashbed run` first")
-    return aggregate(run_dir, manifest, results, weights or load_weights())
+    variants = {label for label, info in (manifest.get("devices") or {}).items()
+                if isinstance(info, dict) and info.get("variant")}
+    own = [r for r in results if r.key.device not in variants]
+    data = aggregate(run_dir, manifest, own, weights or load_weights())
+    data.cells, data.variant_cells = own, [r for r in results if r.key.device in variants]
+    return data
 
 
 def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], weights: Weights) -> RunData:
@@ -515,6 +521,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
     run_pace = (manifest.get("request") or {}).get("pace")
     status: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
     unclassified: dict[str, set[str]] = defaultdict(set)
+    unattributed: set[str] = set()
     # (device, fs, study, case) -> each repeat's claim and the statistics phase of its job
     claimed: dict[tuple[str, str, str, str], list[devcheck.Repeat]] = defaultdict(list)
 
@@ -551,6 +558,9 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
             derived = _survived(k.study, metrics, weights, unclassified)
             if derived is not None:
                 metrics = {**metrics, "survived": (derived, "%")}
+            if k.study in ATTRIBUTED and "failures" in metrics and "fs_failures" not in metrics:
+                metrics = {**metrics, **_unattributed(metrics)}
+                unattributed.add(k.study)
             for metric, (v, unit) in metrics.items():
                 key = (k.device, k.fs, k.study, case, metric)
                 vals[key].append(v)
@@ -604,6 +614,10 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
         data.checks[key] = devcheck.check(repeats, iops.mean if iops else None, rate,
                                           _num(info.get("host_bytes_per_s")))
 
+    for study in sorted(unattributed):
+        data.notes.append(f"{study}: cells made before flashbed attributed crash states (whose loss: the "
+                          f"filesystem's or the device's) count every failed state as the filesystem's; run the "
+                          f"study again for the two apart")
     for study, names in sorted(unclassified.items()):
         data.notes.append(f"{study}: outcome name(s) {', '.join(sorted(names))} are in neither the good nor the "
                           f"bad list of [outcomes.{study}] in {weights.path.name}, so '{study} survived' is "
@@ -612,7 +626,7 @@ def aggregate(root: Path, manifest: dict[str, Any], results: list[CellResult], w
 
 
 def _one_line(s: str) -> str:
-    s = " ".join(str(s).split())
+    s = " ".join(no_traceback(str(s)).split())
     return s if len(s) <= 300 else s[:297] + "..."
 
 
@@ -621,6 +635,17 @@ def _num(v: Any) -> float | None:
         return None
     v = float(v)
     return v if math.isfinite(v) else None
+
+
+def _unattributed(metrics: dict[str, tuple[float, str]]) -> dict[str, tuple[float, str]]:
+    """A crash-state cell from before attribution (studies/crashstates.attribute): every failed
+    state is taken as the filesystem's, as the report held it then."""
+    out = {"fs_failures": metrics["failures"], "cause:filesystem": metrics["failures"]}
+    if "class:data-loss" in metrics:
+        out["fs_data_loss"] = metrics["class:data-loss"]
+    if "survived" in metrics:
+        out["undamaged_survived"] = metrics["survived"]
+    return out
 
 
 def _survived(study: str, metrics: dict[str, tuple[float, str]], weights: Weights,

@@ -7,11 +7,17 @@ a variant whose cells failed scores 0 on it. A criterion lab-bound for any varia
 nobody, and so does one whose figure the device could not have served for any variant (the
 device check: its direct or synchronous writes acknowledged before the device had them). A use case missing a decisive criterion is not decided: no winner, a partial
 ranking and the command that measures what is missing.
+
+No evidence, no answer: a criterion whose every cell failed is not measured (never a tie at
+zero that names a winner), and a run most of whose cells failed recommends nothing: its first
+screen says so first, with the first error (run_failure). The first screen lists the use cases
+the run measured (asked); those none of whose studies ran are one line at most.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -21,7 +27,8 @@ from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from . import devcheck, workcase
 from .devcheck import DeviceCheck
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
-from .load import NOT_OBSERVABLE, Busy, RunData, Stat
+from .load import ATTRIBUTED, NOT_OBSERVABLE, Busy, RunData, Stat
+from .partloss import no_damage_why, part_loss
 from .rerun import measure_command
 from .weights import Criterion, UseCase
 
@@ -84,6 +91,9 @@ class Ranking:
     # checks of every candidate (eligibility.py)
     not_eligible: list[Eligibility] = field(default_factory=list)
     checks: dict[str, Eligibility] = field(default_factory=dict)
+    # criteria with nothing to measure on this device (the device's damage survived, on a part that
+    # damaged nothing): (criterion index, why); counted nowhere
+    not_applicable: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def scored(self) -> list[int]:
@@ -176,10 +186,16 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     not_eligible = [e for e in checks.values() if not e.eligible]
     # what was measured is the run's, eligible or not (a use case none is eligible for was measured)
     candidates, fss = fss, [fs for fs in fss if checks[fs].eligible]
-    measured, not_measured, not_observable = [], [], []
+    measured, not_measured, not_observable, not_applicable = [], [], [], []
     for i, c in enumerate(uc.criteria):
-        if any(vals[fs][i].status in (Measured.OK, Measured.FAILED) for fs in candidates):
+        failed = [fs for fs in candidates if vals[fs][i].status is Measured.FAILED]
+        if any(vals[fs][i].status is Measured.OK for fs in candidates):
             measured.append(i)
+        elif failed:  # no cell measured it: no evidence, and a tie at zero must not name a winner
+            f = run.failures_for(device, failed[0], c.study)
+            not_measured.append((i, f"every {c.study} cell that should have measured it failed (first: "
+                                    f"{failed[0]} {f[0].status}: {f[0].error})" if f else
+                                 f"every {c.study} cell that should have measured it failed"))
         elif candidates and all(vals[fs][i].status is Measured.NOT_OBSERVABLE for fs in candidates):
             not_observable.append(i)
         elif not can_run(run, device, c.study):
@@ -190,6 +206,9 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
             not_measured.append((i, f"study {c.study} was not run on {device}"))
         elif c.source == "device" and not run.device_stat_keys(device):
             not_measured.append((i, NO_EMULATOR))
+        elif c.study in ATTRIBUTED and c.metric == "damage_survived" and \
+                any(k[0] == device and k[2] == c.study and k[4] == "damaged_states" for k in run.values):
+            not_applicable.append((i, no_damage_why(run, device)))
         else:
             what = f"emulator statistic {c.metric}" if c.source == "device" else f"case '{c.case}' / {c.metric}"
             not_measured.append((i, f"{c.study} has no {what} on {device}"))
@@ -226,7 +245,7 @@ def rank(run: RunData, device: str, uc: UseCase) -> Ranking:
     entries.sort(key=lambda e: (not e.complete, -round(e.score, 9), units.natural_key(e.fs)))
     r = Ranking(device, uc, entries, measured, not_measured, lab_bound, cached=cached,
                 not_observable=not_observable, not_candidates=not_candidates, not_eligible=not_eligible,
-                checks=checks)
+                checks=checks, not_applicable=not_applicable)
     r.undecided = _undecided(run, r)
     for k, e in enumerate(entries):
         e.text = _sentence(r, k)
@@ -237,21 +256,24 @@ def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
     """The decisive criteria this ranking lacks (not measured, or lab-bound), with what measures them."""
     out = []
     # requirements whose study did not run, per study: (labels, filesystems)
-    unchecked: dict[str, tuple[list[str], list[str]]] = {}
+    unchecked: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for e in r.checks.values():
         for c in e.checks:
             if c.verdict is Verdict.UNCHECKED and e.eligible:
-                labels, fss = unchecked.setdefault(c.req.study, ([], []))
+                labels, fss, failed = unchecked.setdefault(c.req.study, ([], [], []))
                 labels += [c.req.label] if c.req.label not in labels else []
                 fss += [e.fs] if e.fs not in fss else []
+                if run.failures_for(r.device, e.fs, c.req.study) and f"{e.fs}: {c.why}" not in failed:
+                    failed.append(f"{e.fs}: {c.why}")  # its cell failed: no evidence either way
     reasons = dict(r.not_measured)
     # a decisive criterion of the same study not measured says it, with the same command
     missing = {c.study for i, c in enumerate(r.use_case.criteria) if c.decisive and i in reasons}
-    for study, (labels, fss) in unchecked.items():
+    for study, (labels, fss, failed) in unchecked.items():
         if study in missing:
             continue
+        why = f"not measured: {'; '.join(failed)}" if failed else f"study {study} did not run for them"
         out.append(Undecided(-1, f"requirement{'s' if len(labels) > 1 else ''} {', '.join(labels)} not checked "
-                                 f"for {', '.join(fss)} (study {study} did not run for them)",
+                                 f"for {', '.join(fss)} ({why})",
                              measure_command(run, r.device, [study]), "check it"))
     for i, c in enumerate(r.use_case.criteria):
         if not c.decisive or reasons.get(i) in (NO_EMULATOR, no_write_log(c.study, r.device)):
@@ -364,9 +386,42 @@ def _sentence(r: Ranking, k: int) -> str:
 
 
 def recommend(run: RunData) -> dict[str, list[Ranking]]:
-    """Per device: your own workload's use case first (workcase.py), then the built-in ones."""
-    return {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
+    """Per device: your own workload's use case first (workcase.py), then the built-in ones. A run
+    most of whose cells failed decides none of them (run_failure)."""
+    recs = {d: [rank(run, d, uc) for uc in (*workcase.use_cases(run, d), *run.weights.use_cases)]
             for d in run.devices()}
+    failed = run_failure(run)
+    if failed:
+        for rankings in recs.values():
+            for r in rankings:
+                r.undecided.insert(0, Undecided(-1, failed, measure_command(run, r.device, run.studies(r.device)),
+                                                "resume it once the first error is fixed"))
+    return recs
+
+
+def run_failure(run: RunData) -> str:
+    """'' for a run most of whose cells finished; else what failed, with the first error: such a
+    run recommends nothing (its figures are the few cells that happened to finish)."""
+    total = sum(sum(c.values()) for c in run.cell_status.values())
+    bad = len(run.failures)
+    if not total or 2 * bad <= total:
+        return ""
+    kinds = {}
+    for f in run.failures:
+        kinds[str(f.status)] = kinds.get(str(f.status), 0) + 1
+    first = run.failures[0]
+    return (f"{bad} of {total} cells of this run did not finish (" + ", ".join(f"{n} {k}" for k, n in
+                                                                               sorted(kinds.items()))
+            + f"): the first error, {first.id}: {first.error}")
+
+
+def asked(run: RunData, r: Ranking) -> bool:
+    """Whether the run measured anything of this use case on the device (a study of its criteria
+    or requirements has cells there, finished or not): the first screen lists only those."""
+    uc = r.use_case
+    mine = set(run.studies(r.device))
+    return workcase.is_workload(uc) or any(c.study in mine for c in uc.criteria) or \
+        any(q.study in mine for q in uc.requires)
 
 
 # ---- document blocks -----------------------------------------------------------
@@ -491,6 +546,9 @@ def ranking_section(run: RunData, r: Ranking) -> Section:
     if r.not_measured:
         sec.add(Paragraph("Not measured (not scored for anyone): " + "; ".join(
             f"{uc.criteria[i].label} — {why}" for i, why in r.not_measured) + ".", cls="missing"))
+    if r.not_applicable:
+        sec.add(Paragraph("Nothing to measure here (not scored for anyone): " + "; ".join(
+            f"{uc.criteria[i].label} — {why}" for i, why in r.not_applicable) + ".", cls="note"))
     if r.not_observable:
         sec.add(Paragraph(f"{NOT_OBSERVABLE[0].upper()}{NOT_OBSERVABLE[1:]} (flash emulator statistics; not "
                           f"scored for anyone): " + "; ".join(uc.criteria[i].label for i in r.not_observable)
@@ -509,23 +567,46 @@ def recommendation_section(run: RunData, recs: dict[str, list[Ranking]] | None =
         f"is decided only when its decisive criteria were measured; otherwise it says what to run, and its "
         f"ranking is partial. {lab_bound_method(run)} {device_check_method()}"))
     top.add(overview_table(recs))
+    failed = run_failure(run)
+    if failed:
+        top.add(Paragraph(f"No recommendation: {failed}.", cls="missing"))
     for device, rankings in recs.items():
         ds = Section(units.slug("rec", device), f"Device {run.device_text(device)}")
+        pl = part_loss(run, device)
+        if pl is not None:
+            ds.add(Paragraph(pl.text(), cls="missing"))
         for r in rankings:
             ds.add(ranking_section(run, r))
         top.add(ds)
     return top
 
 
-def answer_section(run: RunData, recs: dict[str, list[Ranking]]) -> Section:
+def answer_section(run: RunData, recs: dict[str, list[Ranking]],
+                   footing: Callable[[Ranking], str] | None = None) -> Section:
     """The report's first screen: per device, the device (and the real part it models), then per use
-    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run."""
+    case the choice, the runner-up and the deciding figures, or why it is not decided and what to run;
+    with a robust pass, what each choice rests on (`footing`: report/footing.py)."""
     sec = Section("answer", "Answer")
+    failed = run_failure(run)
+    if failed:  # before anything else: no figure below can be read as an answer
+        sec.add(Paragraph(f"**No recommendation: most of this run failed.** {failed}. Fix that and resume the run "
+                          f"(`flashbed run --resume {run.run_id}`); the tables below hold only the cells that "
+                          f"finished.", cls="missing"))
     for device, rankings in recs.items():
         part = run.device_part(device)
         sec.add(Paragraph(f"**Device {run.device_text(device)}**" + (f" — {part}" if part else "") + ".",
                           cls="device"))
-        sec.add(ListBlock([answer_line(r) for r in rankings]))
+        pl = part_loss(run, device)
+        if pl is not None:  # once per device: what the part itself did, before any use case
+            sec.add(Paragraph(pl.text(), cls="missing"))
+        shown = [r for r in rankings if asked(run, r)]
+        if shown and not failed:
+            sec.add(ListBlock([answer_line(r) + (footing(r) if footing else "") for r in shown]))
+        hidden = [r.use_case.title for r in rankings if r not in shown]
+        if hidden and not failed:  # one line for what nobody asked here, never a line each
+            sec.add(Paragraph(f"Built-in use cases ({', '.join(hidden)}): none of their studies ran on {device}; "
+                              f"`flashbed run --profile quick --device {run.device_of(device)}` measures them.",
+                              cls="note"))
         if run.ignores_direct(device):  # what no benchmark tool sees, and what kept a figure from deciding
             sec.add(Paragraph(ignores_direct_text(run, device), cls="note"))
     sec.add(Paragraph(f"Lab kernel {run.kernel_text}; profile {run.profile}; repeats {run.repeats_text()}; "
@@ -601,7 +682,7 @@ def overview_table(recs: dict[str, list[Ranking]]) -> Table:
                 Cell(f"{w.score:.2f}" if w else "—", round(w.score, 6) if w else None),
                 Cell(ru.fs if ru else "—", ru.fs if ru else ""),
                 Cell(f"{ru.score:.2f}" if ru else "—", round(ru.score, 6) if ru else None),
-                Cell(f"{len(r.measured)} of {len(r.use_case.criteria)}", len(r.measured)),
+                Cell(f"{len(r.measured)} of {len(r.use_case.criteria) - len(r.not_applicable)}", len(r.measured)),
                 Cell(nm or "—", nm, cls="missing" if nm else ""),
                 Cell(ne or "—", ne, title=not_eligible_text(r).replace("`", ""))])
     return Table("tab-recommendation", "Recommendation at a glance", cols, rows,
@@ -641,6 +722,7 @@ def summary_data(recs: dict[str, list[Ranking]]) -> dict:
                              "criteria": {uc.criteria[i].label: _value_data(e, i) for i in r.measured}}
                             for e in r.entries],
                 "not_measured": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_measured],
+                "not_applicable": [{"criterion": uc.criteria[i].label, "why": why} for i, why in r.not_applicable],
                 "not_candidates": [{"fs": fs, "why": why} for fs, why in r.not_candidates],
                 "not_eligible": [{"fs": e.fs, "lacks": [c.req.name for c in e.failed], "why": e.text(),
                                   "replay": [c.reproducer.command for c in e.failed if c.reproducer]}

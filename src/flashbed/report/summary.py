@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from . import recommend as R
+from .partloss import part_loss
 from .doc import Document
 from .load import RunData
 
@@ -21,6 +23,24 @@ def run_info(run: RunData) -> dict[str, Any]:
     return {"run_id": run.run_id, "created": m.get("created"), "flashbed_version": m.get("flashbed_version"),
             "profile": run.profile, "repeats": m.get("repeats"), "kernel": m.get("kernel"), "tools": run.tools,
             "devices": m.get("devices") or {}}
+
+
+def footing_data(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, Any]:
+    """Per device and use case of a robust pass: holds, or what the choice depends on, and each
+    variant's choice and margin (report/footing.py)."""
+    from .footing import footing
+    out: dict[str, Any] = {}
+    for device, df in footing(run, recs).items():
+        out[device] = {cf.use_case.id: {
+            "winner": cf.winner, "holds": cf.holds, "margin": r6(cf.margin),
+            "spread": [r6(x) for x in cf.spread] if cf.spread else None,
+            "depends": [{"param": d.assumed.param, "at": d.at.variant, "winner": d.at.winner, "side": d.side,
+                         "threshold": d.threshold, "measure": d.assumed.measure} for d in cf.depends],
+            "variants": [{"variant": p.variant, "values": p.values, "winner": p.winner, "choice": p.choice,
+                          "margin": r6(p.margin),
+                          "why": p.why} for p in cf.points]} for cf in df.cases}
+        out[device]["_unfinished"] = df.unfinished
+    return out
 
 
 def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> dict[str, Any]:
@@ -49,6 +69,11 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         "studies": dict(sorted(studies.items())),
         "missing_studies": run.missing_studies(),
         "recommendation": R.summary_data(recs),
+        # a run most of whose cells failed recommends nothing: why ("" when most finished)
+        "run_failure": R.run_failure(run),
+        # per device, the crash states its own damage lost (report/partloss.py): a finding, no verdict on anyone
+        "part_losses": {d: dataclasses.asdict(pl) for d in run.devices() if (pl := part_loss(run, d)) is not None},
+        "footing": footing_data(run, recs),
         "failures": [{"id": f.id, "status": f.status, "error": f.error} for f in run.failures],
         "notes": list(run.notes),
         "results": results,

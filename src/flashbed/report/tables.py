@@ -299,9 +299,12 @@ def reproducers_table(run: RunData, device: str, study: str) -> Table | None:
         per_cell.setdefault(r.cell, []).append(r)
     rows = [r for c in per_cell.values() for r in c[:REPRODUCERS_PER_CELL]]
     more = {c: len(x) - REPRODUCERS_PER_CELL for c, x in per_cell.items() if len(x) > REPRODUCERS_PER_CELL}
+    caused = any(r.cause for r in rows)  # crash states: whose loss each is (studies/crashstates.attribute)
     cols = [Column("filesystem", numeric=False), Column("case", numeric=False), Column("what", numeric=False),
-            Column("outcome", numeric=False), Column("why", numeric=False), Column("reproduce", numeric=False)]
+            Column("outcome", numeric=False), *([Column("whose loss", numeric=False)] if caused else []),
+            Column("why", numeric=False), Column("reproduce", numeric=False)]
     cells = [[Cell(r.fs, r.fs), Cell(r.case, r.case), Cell(r.item, r.item), Cell(r.outcome, r.outcome, cls="bad"),
+              *([Cell(r.cause or "—", r.cause)] if caused else []),
               Cell(r.why, r.why), Cell(r.command, r.command)] for r in rows]
     note = "run the command from the directory the run was made in"
     if more:
@@ -402,6 +405,10 @@ def workload_table(run: RunData, device: str, study: str) -> Table | None:
                             for f in e.get("failures") or []), "")
                 verdict = f"{n - (bad or 0):.0f}/{n:.0f} consistent" + \
                     (f", {bad:.0f} failed ({lost or 0:.0f} by your check): {why[:80]}" if bad else "")
+                cover = next((e.get("coverage") for e in run.extras.get((device, fs, "appcheck"), [])
+                              if "sample" in (e.get("coverage") or "")), None)
+                if cover:  # a seeded sample of the distinct states: what a clean result then bounds
+                    verdict += f" — {cover}"
             years = val("lifetime_years")
             rows.append([Cell(case, case), Cell(fs, fs),
                          Cell(units.fmt(val("seconds"), "s"), val("seconds")),

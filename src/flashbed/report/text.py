@@ -11,7 +11,7 @@ from ..studies import STUDIES
 from ..studies.base import OutcomeTable, claimed_metrics
 from . import catalog
 from ..studies.views import TopList
-from .load import EMULATOR_FIGURES, NOT_OBSERVABLE
+from .load import ATTRIBUTED, EMULATOR_FIGURES, NOT_OBSERVABLE
 
 
 def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
@@ -63,6 +63,23 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
                 print_top(by_study[study], spec, stream)
     if by_study.get("workload") and (not studies or "workload" in studies):
         print_workload_summary(by_study["workload"], by_study.get("appcheck", []), stream)
+    print_part_losses(results, stream)
+
+
+def print_part_losses(results: list, stream) -> None:
+    """Per device, the crash states its own damage lost (studies/crashstates.attribute): a finding
+    about the part, which the report's first screen says with what it means."""
+    per: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        if r.key.study in ATTRIBUTED and r.ok:
+            for m in r.measurements:
+                if m.metric == "cause:device" and m.value:
+                    per[r.key.device][fs_label(r)] += int(m.value)
+    for dev, by_fs in sorted(per.items()):
+        print(f"\n{dev}: the device's own damage lost {sum(by_fs.values())} crash states (" +
+              ", ".join(f"{fs} {n}" for fs, n in by_fs.most_common()) +
+              "): its cut damaged flushed data and the same cut without the damage recovered; no filesystem is "
+              "ruled out for these (the report says what the part needs)", file=stream)
 
 
 def print_workload_summary(work: list, checks: list, stream) -> None:
@@ -86,10 +103,18 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
         else:
             cm = {x.metric: x.value for x in c.measurements}
             n, bad = int(cm.get("iterations", 0)), int(cm.get("failures", 0))
-            verdict = f"{n - bad}/{n} consistent" + (f", {bad} FAILED" if bad else "")
+            theirs = int(cm.get("fs_failures", bad))  # the filesystem's (all, before attribution)
+            dev = int(cm.get("cause:device", 0))
+            verdict = f"{n - bad}/{n} consistent" + (f", {theirs} FAILED" if theirs else "") + \
+                (f", {dev} lost to the device's damage" if dev else "")
+            if "distinct" in cm:  # each distinct state checked once (studies/crashplan.py)
+                verdict += f" ({int(cm['distinct'])} distinct, {int(cm.get('checked', 0))} checked)"
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
         print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"
               + ("" if r.ok else f" [{r.status}]"), file=stream)
+    for c in sorted(checks, key=lambda r: (r.key.device, fs_label(r))):
+        if "sample" in (c.extra.get("coverage") or ""):  # what a clean sampled result says
+            print(f"  {fs_label(c)}: {c.extra['coverage']}", file=stream)
     if any(not (r.extra.get("lifetime") or {}).get("steady", True) for r in work):
         print("  * write amplification did not converge: the last pass's (give more passes: --age FILL, "
               "--set workload.passes=N)", file=stream)
@@ -137,7 +162,8 @@ def print_reproducers(run_id: str, results: list, stream) -> None:
     print(f"\n  failures ({total}), each with the command that rebuilds it:", file=stream)
     for r, repro in per_cell:
         for x in repro[:SHOWN_PER_CELL]:
-            print(f"    {x.fs} {x.case} {x.item}: {x.outcome} ({x.why[:120]})\n      {x.command}", file=stream)
+            cause = f", {x.cause}'s loss" if x.cause else ""
+            print(f"    {x.fs} {x.case} {x.item}: {x.outcome}{cause} ({x.why[:160]})\n      {x.command}", file=stream)
         if len(repro) > SHOWN_PER_CELL:
             print(f"    ... {len(repro) - SHOWN_PER_CELL} more of {r.key.id} (its result file lists them)", file=stream)
 

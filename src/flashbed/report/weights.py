@@ -59,7 +59,8 @@ class UseCase:
 
 
 # the kinds of criteria of your own workload's use case ([workload]; report/workcase.py)
-WORKLOAD_KINDS = ("wall_time", "metric", "job_rate", "job_latency", "lifetime", "flash_time", "flash_wear")
+WORKLOAD_KINDS = ("wall_time", "metric", "job_rate", "job_latency", "lifetime", "flash_time", "flash_wear",
+                  "damage")
 
 
 @dataclass(frozen=True)

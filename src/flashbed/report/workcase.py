@@ -8,8 +8,11 @@ as any other:
     a script's wall time and each metric with a direction, each fio job's rate and p99 latency,
     the projected lifetime; timed ones are checked for being lab-bound), and two counters of
     the device over the workload (busy time; NAND pages programmed: the wear of one run);
-  - requirements: [workload] requires (your check in every crash state, the appcheck study)
-    when the run has your check on that device; without it the use case says it was not held.
+  - requirements: [workload] requires (your check in every crash state the filesystem answers
+    for, the appcheck study) when the run has your check on that device; without it the use case
+    says it was not held. With your check on a part that damaged durable data in its crash
+    states, one more criterion: the share of those states in which your check still passed (never a
+    requirement: the loss is the device's).
 """
 
 from __future__ import annotations
@@ -54,6 +57,12 @@ def has_check(run: RunData, device: str) -> bool:
                                                      for f in run.failures)
 
 
+def damaged(run: RunData, device: str) -> bool:
+    """Whether the part damaged durable data in any crash state of your workload (appcheck)."""
+    return any(d == device and st == CHECK_STUDY and m == "damaged_states" and v.mean > 0
+               for (d, _fs, st, _c, m), v in run.values.items())
+
+
 def use_case(run: RunData, device: str, case: str) -> UseCase:
     ww = run.weights.workload
     crits = [Criterion(label=f["label"], study=STUDY, metric=f["metric"], better=f["better"],
@@ -66,6 +75,10 @@ def use_case(run: RunData, device: str, case: str) -> UseCase:
                         better="lower", weight=ww.weights["flash_wear"], case=case, source="device",
                         decisive="flash_wear" in ww.decisive)]
     checked = has_check(run, device)
+    if checked and damaged(run, device):  # your data where the device's damage hit: scored, never a requirement
+        crits.append(Criterion(label="your check in the states the device's damage hit", study=CHECK_STUDY,
+                               metric="damage_survived", better="higher", weight=ww.weights["damage"],
+                               decisive="damage" in ww.decisive))
     name = workload_file(run, device, case)
     summary = ("ranked on your workload's own figures (" + ", ".join(c.label for c in crits) + ")"
                + ("; eligible only if your check held in every crash state" if checked and ww.requires else

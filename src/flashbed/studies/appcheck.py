@@ -49,6 +49,7 @@ from ..status import PowerCutClass
 from ..userwork import Kind, stage
 from ..variants import FsVariant
 from .base import MNT, RUN, Case, CellSpec
+from .crashplan import VerifierInput
 from .crashstates import LOG_FILE, CrashStates
 from .params import param
 from .powercut import work_seed
@@ -87,7 +88,11 @@ class AppCheck(CrashStates):
         subsets: int = param(4, low=0, help="subset states per interval between flushes")
         tears: int = param(2, low=0, help="torn-program states per interval (presets without paired-page protection)")
         at_marks: bool = param(True, help="also the plain cut right after each acknowledgement")
-        max_states: int = param(0, low=0, help="check only the first this many states (0: all)")
+        max_states: int = param(0, low=0, help="check a seeded sample of about this many distinct states: every flush "
+                                               "state (even beyond it), the other kinds sampled in proportion "
+                                               "(0: all)")
+        dedup: bool = param(True, help="check each distinct state once (the same device image and acknowledged "
+                                       "labels) and record its verdict for every state that shares them")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount or unmount")
         fsck_timeout: float = param(300.0, unit="s", above=0)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
@@ -124,6 +129,10 @@ class AppCheck(CrashStates):
                              seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
                              timeout=float(p.timeout), command=cmd, check=check,
                              check_timeout=float(p.check_limit))
+
+    verifier_input = VerifierInput.ACKS  # the check reads the acknowledged labels ($FLASHBED_ACKED)
+    # another lab's check reads the user's check and fio's read-back as staged, and fio's write state
+    check_inputs = (*CrashStates.check_inputs, CHECK, FIO_CHECK, FIO_VERIFY, FIO_STATE)
 
     def sequence_count(self, spec: CellSpec) -> int:
         return 0

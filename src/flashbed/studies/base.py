@@ -98,6 +98,7 @@ class Reproducer:
     outcome: str
     why: str
     command: str
+    cause: str = ""  # a crash state's: whose loss it was (status.LossCause), "" where not attributed
 
 
 class Case(NamedTuple):
@@ -137,6 +138,9 @@ class Study:
     # corrupted write): at --pace auto (the default) its cells run the emulator without
     # its delays, which only makes them faster
     timing_free: ClassVar[bool] = False
+    # its outcomes depend on the filesystem alone, on no parameter of the device model (what a
+    # filesystem can hold): the robust pass (robust.py) does not run it again on a twin's variants
+    device_free: ClassVar[bool] = False
     # it measures the lab's real CPU time (schedstat on the host's clock): in virtual time
     # the scheduler's clock counts guest ticks, so its cells always run in real time
     real_cpu_time: ClassVar[bool] = False

@@ -38,6 +38,7 @@ class Caps(Study):
     primary_metric = "cap:owners"
     device_stats = False
     timing_free = True  # what a filesystem can hold does not depend on the device's speed
+    device_free = True  # nor on anything else of the device model
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         v = spec.variant

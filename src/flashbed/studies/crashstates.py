@@ -34,9 +34,35 @@ damage choice), and the cell keeps the write log (crashlog/ in its log
 directory, only then) so `flashbed crashstate replay RUN STATE --image FILE`
 rebuilds that device image.
 
-Metrics per case (the workload): states (listed), checked, class:<name>,
-kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures, the
-rate (states per hour of the check, and of the whole cell) and the median time
+Each distinct state is checked once (crashplan.py says when two states are the same,
+and why one verdict then answers for both): the host marks the others with the state
+whose verdict they share, and the parse gives them that verdict under their own id.
+With `max_states` the distinct states are a seeded stratified sample, every flush kept;
+the cell's `coverage` says what was checked and what a clean result then bounds.
+
+Whose loss each failure is (attribute): a state without flash damage is the
+filesystem's (the device kept everything it had made durable); a state whose cut
+damaged durable data (a torn program's paired pages, on a part without
+paired-page protection) had its undamaged twin (ID+u) checked in the same boot:
+if the twin survived, the device caused the loss; if it failed too, both did,
+and the filesystem would have lost data anyway: its promise counts as broken.
+The damage is said as the write log knows it: the bytes damaged, those that held
+flushed data, and where the twin's filesystem keeps them (FIEMAP: files, else
+its metadata or free space). A state that shares another's verdict shares its
+cause too: two states share one only when their damaged images are identical,
+so their twins differ at most in the damaged units' lost content, and only the
+checked state's twin is checked.
+
+Metrics per case (the workload): states (listed), iterations (states with a
+verdict), distinct and checked (when the host planned the checks), class:<name>,
+kind:<flush|cut|subset|tear>, mount:<state>, fsck:<result>, failures,
+cause:<filesystem|device|both|unknown> (failed states by cause), fs_failures and
+fs_data_loss (failed states, and those that lost acknowledged data, the
+filesystem caused: alone or both), damaged_states and damaged_flushed_states
+(states whose cut damaged durable, and flushed, data), damage_survived (% of the
+damaged states that survived), undamaged_survived (% of the others), the rate
+(states checked in the lab per hour of the check, and of the whole cell;
+verdicts_per_hour: every state's, shared ones included) and the median time
 per state of each part (switch, drop, mount, verify, umount, fsck).
 """
 
@@ -58,9 +84,13 @@ from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMou
                                   Workload)
 from ..lab.target import TOOLS, BootResult, Step
 from ..lab.guest.guestlib import WALL_FILE, read_log
-from ..status import BootStatus, CellStatus, PowerCutClass
+from ..status import BootStatus, CellStatus, LossCause, PowerCutClass
 from ..variants import FsVariant
+from ..errors import last_line
+from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
+from ..crashshare import lab_ends, records as lab_records
+from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
 from .params import param
 from .powercut import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
@@ -102,6 +132,7 @@ class CrashStates(Study):
         OutcomeTable("states by kind", "kind:", KINDS),
         OutcomeTable("mount after the crash", "mount:", MOUNT_STATES),
         OutcomeTable("checker after the crash", "fsck:", FSCK_RESULTS),
+        OutcomeTable("failed states by cause", "cause:", tuple(LossCause)),
     )
     case_order = WORKLOADS
 
@@ -123,7 +154,11 @@ class CrashStates(Study):
         tears: int = param(2, low=0, help="torn-program states per interval (presets without paired-page protection)")
         at_marks: bool = param(True, help="also the plain cut right after each intent and acknowledgement that "
                                           "holds something the last flush did not")
-        max_states: int = param(0, low=0, help="check only the first this many states (0: all)")
+        max_states: int = param(0, low=0, help="check a seeded sample of about this many distinct states: every flush "
+                                               "state (even beyond it), the other kinds sampled in proportion "
+                                               "(0: all)")
+        dedup: bool = param(True, help="check each distinct state once (the same device image and verifier input) "
+                                       "and record its verdict for every state that shares them")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount, unmount or the verifier")
         fsck_timeout: float = param(300.0, unit="s", above=0)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
@@ -151,23 +186,35 @@ class CrashStates(Study):
                                                             [*v.fs.mount_opts, *v.mount_extra]).to_json())
         return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
                               recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
-                              kmsg_pattern=v.base.log_prefix or v.base.fstype, limit=p.max_states,
-                              watchdog=recover_timeout(rs) + 60)
+                              kmsg_pattern=v.base.log_prefix or v.base.fstype,
+                              watchdog=recover_timeout(rs) + 60, claim=True)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
         v = case_variant(spec.variant, p.mode)
         work = self.work_spec(spec, v)
+        check = self.check_spec(spec, v, work)
         return [[
             Step("log-start", host=Call.LOG_START),
             *[Step(f"mkfs{i}" if i else "mkfs", c, timeout=600) for i, c in enumerate(v.make_cmds())],
             Step("work", f"{CSW} work {shell_arg(work)}", timeout=3600),
             Step("states", host=Call.CRASH_STATES, timeout=600,
                  args={"subsets": p.subsets, "tears": p.tears, "seed": spec.seed, "marks": p.at_marks,
-                       "out": STATES_FILE}),
-            Step("check", f"{CSW} check {shell_arg(self.check_spec(spec, v, work))}", timeout=p.check_timeout,
-                 may_fail=True),
+                       "out": STATES_FILE, **self.plan_args(spec), "checked": CHECKED_FILE,
+                       "watchdog": check.watchdog}),
+            Step("check", f"{CSW} check {shell_arg(check)}", timeout=p.check_timeout, may_fail=True),
         ]]
+
+    verifier_input = VerifierInput.RECORDS  # what this study's verifier reads besides the device (crashplan.py)
+    states_file, checked_file = STATES_FILE, CHECKED_FILE
+    check_inputs: tuple[str, ...] = (LOG_FILE, STATES_FILE)  # what another lab's check reads (crashshare.py)
+
+    def plan_args(self, spec: CellSpec) -> dict[str, Any]:
+        """How the host picks the states the lab checks (crashplan.plan_checks): the listing's
+        image classes, the workload log the verifier reads, the sample's bound and seed."""
+        p = spec.params
+        return {"images": bool(p.dedup), "dedup": bool(p.dedup), "verifier": str(self.verifier_input),
+                "log": LOG_FILE, "max_states": p.max_states}
 
     def sequence_count(self, spec: CellSpec) -> int:
         w = self.work_spec(spec, spec.variant)
@@ -181,27 +228,35 @@ class CrashStates(Study):
         res = boots[0] if boots else None
         work = step_json(res, "work") if res else None
         listing = _read_json(run_dir / STATES_FILE) or {}
-        checked = [StateFacts.from_json(r) for r in read_log(str(run_dir / CHECKED_FILE))]
+        checked = [StateFacts.from_json(r) for r in lab_records(run_dir, CHECKED_FILE)]  # every lab's
         if not work or not listing:
             why = _first_problem(res)
             return Outcome([], f"error: {why}"[:200], status=CellStatus.FAILED, error=why)
-        records = [self._record(s, fstype) for s in checked]
+        records = [self.record(s, fstype) for s in checked]
         states = listing.get("states", [])
-        want = min(len(states), p.max_states) if p.max_states else len(states)
+        plan = CheckPlan.from_json(listing.get("plan"))
+        planned = to_check(states)  # the states the lab checks itself, in order
+        want = len(planned)
         stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
-        if len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
-                                                                   BootStatus.CRASH):
+        ends = lab_ends(run_dir)  # how each lab that took the cell's states ended (crashshare.py)
+        if ends is not None:
+            done = {r["state"] for r in records}
+            for e in ends:
+                st = e.get("state")
+                if e.get("in_flight") and st and st["id"] not in done:
+                    records.append(_died_on(st, e.get("boot") == BootStatus.CRASH, e.get("console", ""),
+                                            why=e.get("why", "")))
+                    stopped = stopped or f"state {st['id']}: {records[-1]['why']}"
+                stopped = stopped or e.get("stopped") or ""
+        elif len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
+                                                                     BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
-            st, crashed = states[len(records)], res.status is BootStatus.CRASH
-            # a program over its wall-clock limit (virtual time: lab/uml.py's WallLimits) says which
-            over = (run_dir / WALL_FILE).is_file()
-            records.append({"state": st["id"], "kind": st["kind"], "acked": st["acked"],
-                            "damaged": st.get("damaged", 0), "mount": None, "fsck": None, "seconds": {},
-                            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
-                            "why": res.error if over else ("the lab kernel died" if crashed else
-                                                           "the lab stopped answering") + " while checking it",
-                            "console": res.console_log})
-            stopped = f"state {st['id']}: {records[-1]['why']}"
+            over = (run_dir / WALL_FILE).is_file()  # a program over its wall-clock limit (lab/uml.py) says which
+            records.append(_died_on(planned[len(records)], res.status is BootStatus.CRASH, res.console_log,
+                                    why=res.error if over else ""))
+            stopped = f"state {records[-1]['state']}: {records[-1]['why']}"
+        unchecked = want - len(records)
+        records = with_shared(states, records)
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)
         recs = read_log(str(run_dir / LOG_FILE))
@@ -209,20 +264,30 @@ class CrashStates(Study):
         for r in failures:
             r.update(workload=case, seed=seed)
             if r["class"] == PowerCutClass.DATA_LOSS:
-                r["evidence"] = loss_evidence(lost.get(r["state"], []), r["acked"], recs, listing.get("flush_pos", []))
-        meas = self._measure(case, listing, records, failures, res)
+                r["evidence"] = loss_evidence(lost.get(r.get("same", r["state"]), []), r["acked"], recs,
+                                              listing.get("flush_pos", []))
+        # the labs' checking on the host's wall clock (share.json; a recording made before has only
+        # the check step's own time, which in virtual time is the guest's)
+        walls = [e["wall"] for e in ends or [] if e.get("wall")]
+        meas = self._measure(case, listing, records, failures, res, sum(walls) if walls else None)
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
         check = res.step("check")
-        unchecked = want - len(records)
         error = ""
         if unchecked and not stopped:  # flashbed's own failure, not the filesystem's: the cell runs again
             error = f"{unchecked} of {len(states)} states were not checked: " + \
-                (f"check step {check.status}: {(check.stderr or check.stdout).strip()[-200:]}" if check else
-                 f"the check did not run ({res.status}: {res.error})")
+                (f"check step {check.status}: {last_line(check.stderr or check.stdout)[-200:]}" if check else
+                 f"the check did not run ({res.status}: {last_line(res.error)})")
+            error += "".join(f"; {e['lab']}: {e['error']}" for e in ends or [] if e.get("error"))
         counts = Counter(r["class"] for r in records)
-        head = f"{len(records)} states: " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
+        head = (f"{len(records)} states" + (f" ({plan.distinct} distinct, {plan.checked} checked)"
+                                            if plan and (plan.distinct, plan.checked) != (plan.found, plan.found)
+                                            else "")
+                + ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common()))
+        causes = Counter(r["cause"] for r in records if r.get("cause"))
+        if causes:
+            head += "; by cause: " + ", ".join(f"{n} {c}" for c, n in causes.most_common())
         if failures:
             head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
@@ -233,6 +298,8 @@ class CrashStates(Study):
             "log_bytes": listing.get("log_bytes"),
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
+        if plan:
+            extra["coverage"] = plan.coverage()
         if stopped and unchecked:
             head += f"; {unchecked} states after it not checked"
         status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
@@ -241,14 +308,28 @@ class CrashStates(Study):
     def reproducers(self, run_id: str, result: Any) -> list[Reproducer]:
         k = result.key
         return [Reproducer(k.id, k.device, k.fs, k.study, k.case, f["state"], f["class"],
-                           "; ".join(x for x in (f.get("why", ""), evidence_text(f)) if x),
-                           replay_command(run_id, k.id, k.fs, f["state"]))
+                           "; ".join(x for x in (f.get("why", ""), evidence_text(f), cause_text(f)) if x),
+                           replay_command(run_id, k.id, k.fs, f["state"]), cause=f.get("cause") or "")
                 for f in result.extra.get("failures", [])]
+
+    def record(self, s: StateFacts, fstype: str) -> dict:
+        """A checked state's record (_record) with whose loss it is, if it failed (attribute)."""
+        r = self._record(s, fstype)
+        tw = self._record(StateFacts.from_json(s.twin), fstype) if s.twin else None
+        r["cause"] = attribute(r, tw)
+        r["damage"] = damage_summary(s)
+        if tw is not None:
+            r["twin"] = {"state": tw["state"], "class": tw["class"], "why": tw["why"]}
+        r["fs_class"] = r["class"] if r["cause"] is LossCause.FILESYSTEM else \
+            tw["class"] if r["cause"] is LossCause.BOTH and tw is not None else None
+        return r
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         facts = RecoverFacts.from_json(s.facts) if s.facts else None
         if s.switch and s.switch.get("error"):
             cls, why = PowerCutClass.ERROR, f"the host could not serve the state: {s.switch['error']}"
+        elif s.error:
+            cls, why = PowerCutClass.ERROR, f"the state's check could not run: {s.error}"
         else:
             cls, why = classify(facts, cut=True, fstype=fstype)
         f = facts or RecoverFacts()
@@ -257,7 +338,7 @@ class CrashStates(Study):
                 "fsck": (f.fsck or {}).get("result"), "seconds": s.seconds}
 
     def _measure(self, case: str, listing: dict, records: list[dict], failures: list[dict],
-                 res: BootResult) -> list:
+                 res: BootResult, lab_seconds: float | None = None) -> list:
         out = m(case, "states", len(listing.get("states", [])), "count")
         out += m(case, "iterations", len(records), "count")  # the per-state table's total
         classes = Counter(r["class"] for r in records)
@@ -276,15 +357,42 @@ class CrashStates(Study):
             if n := sum(r["fsck"] == s for r in records):
                 out += m(case, f"fsck:{s}", n, "count")
         out += m(case, "failures", len(failures), "count")
+        plan = CheckPlan.from_json(listing.get("plan"))
+        lab = [r for r in records if "same" not in r]  # checked in the lab, not shared verdicts
+        if plan:
+            out += m(case, "distinct", plan.distinct, "count")
+            out += m(case, "checked", len(lab), "count")
+        out += cause_measurements(case, records)
         check = res.step("check")
-        if check is not None and check.seconds and records:
-            out += m(case, "states_per_hour", 3600 * len(records) / check.seconds, "1/h")
-        if records and res.total_seconds:
-            out += m(case, "states_per_hour_cell", 3600 * len(records) / res.total_seconds, "1/h")
+        secs = lab_seconds or (check.seconds if check is not None else None)  # per lab: per core
+        if secs and lab:
+            out += m(case, "states_per_hour", 3600 * len(lab) / secs, "1/h")
+            if plan:  # every verdict, shared ones included: what the check loop gave per hour
+                out += m(case, "verdicts_per_hour", 3600 * len(records) / secs, "1/h")
+        if lab and res.total_seconds:
+            out += m(case, "states_per_hour_cell", 3600 * len(lab) / res.total_seconds, "1/h")
         for part in PARTS:
-            vals = [r["seconds"][part] for r in records if part in (r.get("seconds") or {})]
+            vals = [r["seconds"][part] for r in lab if part in (r.get("seconds") or {})]
             out += m(case, f"{part}_ms", 1000 * statistics.median(vals) if vals else None, "ms")
         return out
+
+
+def _died_on(st: dict, crashed: bool, console: str, why: str = "") -> dict:
+    """The record of a state a lab stuck on (killed by the host's watchdog, or out of time) or
+    died on; `why` when the lab knows better (a program over its wall-clock limit)."""
+    return {"state": st["id"], "kind": st["kind"], "acked": st["acked"], "damaged": st.get("damaged", 0),
+            "mount": None, "fsck": None, "seconds": {},
+            "class": PowerCutClass.CRASH if crashed else PowerCutClass.HANG,
+            "why": why or ("the lab kernel died" if crashed else "the lab stopped answering") + " while checking it",
+            "console": console}
+
+
+def with_shared(states: list[dict], lab: list[dict]) -> list[dict]:
+    """The lab's records and the verdicts other states share with them (crashplan.py), in
+    listing order."""
+    order = {s["id"]: i for i, s in enumerate(states)}
+    every = lab + shared_verdicts(states, {r["state"]: r for r in lab})
+    return sorted(every, key=lambda r: order.get(r["state"], len(order)))
 
 
 def _read_json(path: Path) -> dict | None:
@@ -335,6 +443,95 @@ def evidence_text(failure: dict) -> str:
             f" (the state's torn program damaged {failure['damaged']} units)" if failure.get("damaged") else
             " (no flash damage: the filesystem wrote it after that flush)"))
     return "; ".join(parts)
+
+
+def attribute(rec: dict, twin: dict | None) -> LossCause | None:
+    """Whose loss a checked state is (None: it survived, or it was not checked). Without flash
+    damage the device kept everything durable: the filesystem's. With it, its undamaged twin
+    decides: survived, the device's; failed too, both (the filesystem would have lost data in
+    the twin, a state a part with paired-page protection can be in); not checked, unknown."""
+    cls = PowerCutClass(rec["class"])
+    if cls.good or not cls.ran:
+        return None
+    if not rec.get("damaged"):
+        return LossCause.FILESYSTEM
+    if twin is None or not PowerCutClass(twin["class"]).ran:
+        return LossCause.UNKNOWN
+    return LossCause.DEVICE if PowerCutClass(twin["class"]).good else LossCause.BOTH
+
+
+def damage_summary(s: StateFacts) -> dict | None:
+    """What the state's cut damaged, as the host served it and its twin's filesystem placed it:
+    units, bytes, the flushed bytes and where they lived (TwinPlace: files, metadata or free space)."""
+    if not s.damaged:
+        return None
+    d = s.damage or {}
+    out: dict = {"units": s.damaged, "bytes": sum(n for _o, n in d.get("ranges") or []),
+                 "flushed_bytes": sum(n for _o, n in d.get("flushed") or [])}
+    place = ((s.twin or {}).get("damage") or {}).get("place")
+    if place is not None:
+        out["place"] = place
+    return out
+
+
+def cause_measurements(case: str, records: list[dict]) -> list:
+    """Failed states by cause; the filesystem's share (what rules it out); the damaged states
+    and how many of them it survived (what the device's damage costs it: a scored criterion)."""
+    causes = Counter(r.get("cause") for r in records)
+    out = []
+    for c in LossCause:
+        out += m(case, f"cause:{c}", causes[c], "count")
+    out += m(case, "fs_failures", sum(causes[c] for c in LossCause if c.filesystems), "count")
+    out += m(case, "fs_data_loss", sum(r.get("fs_class") == PowerCutClass.DATA_LOSS for r in records), "count")
+    damaged = [r for r in records if r.get("damaged") and PowerCutClass(r["class"]).ran]
+    out += m(case, "damaged_states", len(damaged), "count")
+    out += m(case, "damaged_flushed_states", sum(bool((r.get("damage") or {}).get("flushed_bytes")) for r in damaged),
+             "count")
+    good = sum(PowerCutClass(r["class"]).good for r in damaged)
+    out += m(case, "damage_survived", 100.0 * good / len(damaged) if damaged else None, "%")
+    # the filesystem's own recovery: the states the device did not damage
+    kept = [r for r in records if not r.get("damaged") and PowerCutClass(r["class"]).ran]
+    out += m(case, "undamaged_survived",
+             100.0 * sum(PowerCutClass(r["class"]).good for r in kept) / len(kept) if kept else None, "%")
+    return out
+
+
+def place_text(place: dict | None, flushed: float) -> str:
+    """Where the flushed bytes a cut damaged lived: 'cs/wal.log 4 KiB, metadata or free space 12 KiB'."""
+    if not flushed:
+        return ""
+    if not place:
+        return "where they lived was not mapped"
+    if place.get("why"):
+        return f"not mapped to files ({place['why']})"
+    files = sorted((place.get("files") or {}).items(), key=lambda kv: -kv[1])
+    bits = [f"{p} {size_text(n)}" for p, n in files[:4]] + ([f"{len(files) - 4} more files"] if len(files) > 4 else [])
+    if place.get("outside"):
+        bits.append(f"metadata or free space {size_text(place['outside'])}")
+    return ", ".join(bits)
+
+
+def cause_text(failure: dict) -> str:
+    """Whose loss a failed state is, with the device's damage as the write log and the twin say it."""
+    cause = failure.get("cause")
+    if not cause:
+        return ""
+    d = failure.get("damage") or {}
+    tw = failure.get("twin") or {}
+    if cause == LossCause.FILESYSTEM:
+        return "the filesystem's loss: no flash damage in this state (the device kept everything durable)"
+    hit = f"the cut damaged {d.get('units', failure.get('damaged', 0))} units"
+    if d.get("flushed_bytes"):
+        where = place_text(d.get("place"), d["flushed_bytes"])
+        hit += f", {size_text(d['flushed_bytes'])} of flushed data" + (f" ({where})" if where else "")
+    elif "flushed_bytes" in d:
+        hit += " (none of them flushed)"
+    if cause == LossCause.DEVICE:
+        return f"the device's loss: {hit}; its undamaged twin {tw.get('state', '')} {tw.get('class', '')}"
+    if cause == LossCause.BOTH:
+        return (f"the filesystem's loss too: {hit}, and its undamaged twin {tw.get('state', '')} failed as well "
+                f"({tw.get('class', '')}: {tw.get('why', '')[:100]})")
+    return f"whose loss is unknown: {hit}, and its undamaged twin was not checked"
 
 
 def _last_json(step: Any) -> dict:

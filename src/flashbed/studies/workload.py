@@ -35,6 +35,7 @@ from pathlib import Path
 from .. import lifetime as life
 from ..errors import FlashbedError
 from ..results import printable
+from ..sizes import size_text
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, stage
 from . import fio as fiojson
@@ -328,7 +329,7 @@ class Workload(Study):
         extra["ranked"] = [f.to_json() for f in ranked]
         head = f"{case}: {seconds(res, 'workload') or 0:.1f} s"
         if blk.get("write_requests"):
-            head += f", {blk['write_requests']:.0f} writes of {blk['write_request_kib']:.0f} KiB"
+            head += f", {blk['write_requests']:.0f} writes of {size_text(blk['write_request_kib'] * 1024)}"
         if "flushes" in blk:
             head += f", {blk['flushes']:.0f} flushes"
         if lt is not None and lt.years != float("inf"):

@@ -252,6 +252,9 @@ impl DeviceConfig {
             // its bytes crossed it (the report's device check)
             "host_bytes_per_s": self.timing.host_bytes_per_s,
             "endurance": self.rel.endurance,
+            // a cut during an upper-page program damages the lower pages of its wordline unless
+            // the part protects them (crash states: data the device, not the filesystem, lost)
+            "protect_paired_pages": self.rel.protect_paired_pages,
             "declared": {
                 "seq_read_mb_s": self.declared.seq_read_mb_s,
                 "seq_write_mb_s": self.declared.seq_write_mb_s,
@@ -290,15 +293,27 @@ pub enum Preset {
 
 /// Loads a preset file; `capacity` overrides the logical capacity.
 pub fn load_preset(path: &Path, capacity: Option<u64>) -> Result<Preset, ConfigError> {
+    let (text, file, stem) = read_preset(path, &[])?;
+    parse_preset(&text, &file, &stem, capacity)
+}
+
+/// A preset file's text with `sets` on top (`with_sets`), its name for messages, and its stem.
+pub fn read_preset(path: &Path, sets: &[Set]) -> Result<(String, String, String), ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("preset {}: cannot read: {e}", path.display())))?;
-    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("preset");
-    parse_preset(&text, &path.display().to_string(), stem, capacity)
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("preset").to_string();
+    let text = with_sets(&text, sets).map_err(|e| ConfigError(format!("preset {}: {e}", path.display())))?;
+    Ok((text, path.display().to_string(), stem))
 }
 
 /// Loads a preset and insists it is a block-device preset.
 pub fn load_block_preset(path: &Path, capacity: Option<u64>) -> Result<DeviceConfig, ConfigError> {
-    match load_preset(path, capacity)? {
+    block_of(load_preset(path, capacity)?)
+}
+
+/// A block-device preset, or why not.
+pub fn block_of(p: Preset) -> Result<DeviceConfig, ConfigError> {
+    match p {
         Preset::Block(c) => Ok(c),
         Preset::Nandsim { name } => Err(nandsim_refusal(&name)),
         Preset::File { name } => Err(file_refusal(&name)),
@@ -456,16 +471,98 @@ fn mb_s(v: f64) -> u64 {
     (v * 1e6) as u64
 }
 
+/// One preset field set on top of the file's: VALUE is a TOML value (`ftl.slc_cache="4M"`,
+/// `nand.planes=2`, `nand.timing.program_us=[600, 3100]`). A variant of a preset (another
+/// value of one of its assumptions, its fitted fields refitted: flashbed's robust pass) is
+/// its preset's text with a `[variant]` table of such fields at its end (`with_sets`), so the
+/// text a device is made from (kept in its state and in its write log's header) says all of
+/// it, and the same parser checks the set values as the file's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Set {
+    pub path: String,
+    /// VALUE as given (TOML)
+    pub raw: String,
+}
+
+/// The tables a set field may be in: the device model's; a part's published figures and its
+/// free text are the part's, not settings.
+const SETTABLE: [&str; 3] = ["nand", "nand.timing", "ftl"];
+
+impl Set {
+    /// `PATH=VALUE`, as `flashbed-emu --set` takes it.
+    pub fn parse(text: &str) -> Result<Set, ConfigError> {
+        let (path, value) = text
+            .split_once('=')
+            .ok_or_else(|| ConfigError(format!("--set `{text}`: give PATH=VALUE, e.g. ftl.slc_cache=\"4M\"")))?;
+        let set = Set { path: path.trim().to_string(), raw: value.trim().to_string() };
+        set.value().map_err(|why| ConfigError(format!("--set `{text}`: {why}")))?;
+        Ok(set)
+    }
+
+    fn value(&self) -> Result<toml::Value, String> {
+        let (table, key) = self.path.rsplit_once('.').ok_or("PATH names a table and a field, e.g. ftl.cache")?;
+        if !SETTABLE.contains(&table) || key.is_empty() {
+            return Err(format!("only fields of [{}] can be set", SETTABLE.join("], [")));
+        }
+        let doc: toml::Table =
+            format!("v = {}", self.raw).parse().map_err(|_| "VALUE is not a TOML value (a string needs quotes)")?;
+        Ok(doc["v"].clone())
+    }
+}
+
+/// A preset's text with `sets` on top (its `[variant]` table).
+pub fn with_sets(text: &str, sets: &[Set]) -> Result<String, ConfigError> {
+    if sets.is_empty() {
+        return Ok(text.to_string());
+    }
+    let table: Result<toml::Table, _> = text.parse();
+    if table.map_or(false, |t| t.contains_key("variant")) {
+        return Err(ConfigError("the preset is a variant already ([variant]): set its fields there".into()));
+    }
+    let mut out = text.to_string();
+    out.push_str("\n[variant]\n");
+    for s in sets {
+        out.push_str(&format!("\"{}\" = {}\n", s.path, s.raw));
+    }
+    Ok(out)
+}
+
+/// Applies a preset's `[variant]` table to the rest of it.
+fn apply_variant(table: &mut toml::Table, file: &str) -> Result<(), ConfigError> {
+    let Some(v) = table.remove("variant") else { return Ok(()) };
+    let toml::Value::Table(fields) = v else {
+        return Err(ConfigError(format!("preset {file}: field `variant`: must be a table")));
+    };
+    for (path, value) in fields {
+        let bad = |why: String| ConfigError(format!("preset {file}: field `variant.\"{path}\"`: {why}"));
+        let probe = Set { path: path.clone(), raw: "0".into() }; // where it may go; the value is the parser's
+        if let Err(why) = probe.value() {
+            return Err(bad(why));
+        }
+        let parts: Vec<&str> = path.split('.').collect();
+        let mut t = &mut *table;
+        for name in &parts[..parts.len() - 1] {
+            t = match t.entry(name.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new())) {
+                toml::Value::Table(inner) => inner,
+                _ => return Err(bad(format!("`{name}` is not a table"))),
+            };
+        }
+        t.insert(parts[parts.len() - 1].to_string(), value);
+    }
+    Ok(())
+}
+
 pub fn parse_preset(
     text: &str,
     file: &str,
     default_name: &str,
     capacity_override: Option<u64>,
 ) -> Result<Preset, ConfigError> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         let msg = e.message().to_string();
         ConfigError(format!("preset {file}: not valid TOML: {}", msg.lines().next().unwrap_or("")))
     })?;
+    apply_variant(&mut table, file)?;
     let mut top = Fields::new(file, "", &table);
     let name = top.string("name")?.unwrap_or_else(|| default_name.to_string());
     let kind = top.string("kind")?.unwrap_or_else(|| "block".into());
@@ -656,6 +753,12 @@ pub fn parse_preset(
             }
         }
         d.finish()?;
+    }
+    // What the preset says about its own values (assumptions with their ranges, fitted and
+    // measured fields): flashbed reads and checks these tables (devices/assumptions.py); the
+    // device model is the same whatever they say.
+    for table in ["assumptions", "fitted", "measured"] {
+        top.sub(table)?;
     }
     let mut part = Part::new();
     if let Some(mut t) = top.sub("part")? {
@@ -910,6 +1013,46 @@ cache = "64K"
             let e = block(&text, None).err().unwrap_or_else(|| panic!("accepted: {want}"));
             assert!(e.0.contains(want) && !e.0.contains('\n'), "{e} (wanted {want})");
         }
+    }
+
+    fn variant(text: &str, sets: &[&str]) -> Result<DeviceConfig, ConfigError> {
+        let sets: Vec<Set> = sets.iter().map(|s| Set::parse(s)).collect::<Result<_, _>>()?;
+        block(&with_sets(text, &sets)?, None)
+    }
+
+    #[test]
+    fn a_variant_sets_fields_before_the_checks() {
+        let c = variant(SMALL_PAGE, &["ftl.cache=\"128K\"", "nand.planes=4", "nand.timing.program_us=[300]"]).unwrap();
+        assert_eq!((c.ftl.cache_bytes, c.geo.planes, c.timing.program_ns[0]), (128 << 10, 4, 300_000));
+        // a field the file leaves at its default can be set too
+        assert_eq!(variant(SMALL_PAGE, &["ftl.write_overhead_us=50"]).unwrap().timing.write_overhead_ns, 50_000);
+        // the parser's own checks apply to a set value
+        let e = variant(SMALL_PAGE, &["nand.page_size=4000"]).err().unwrap();
+        assert!(e.0.contains("`nand.page_size`"), "{e}");
+        let e = variant(SMALL_PAGE, &["ftl.cahce=1"]).err().unwrap();
+        assert!(e.0.contains("`ftl.cahce`: unknown field"), "{e}");
+        for (bad, want) in [
+            ("ftl.cache", "give PATH=VALUE"),
+            ("cache=1", "names a table and a field"),
+            ("published.seq_write_mb_s=3", "only fields of [nand], [nand.timing], [ftl]"),
+            ("ftl.slc_cache=4M", "not a TOML value"),
+        ] {
+            let e = Set::parse(bad).err().unwrap();
+            assert!(e.0.contains(want) && !e.0.contains('\n'), "{e} (wanted {want})");
+        }
+        // the text a variant is made from says all of it; it is not a variant twice
+        let sets = [Set::parse("ftl.cache = \"128K\"").unwrap()];
+        let text = with_sets(SMALL_PAGE, &sets).unwrap();
+        assert!(text.ends_with("[variant]\n\"ftl.cache\" = \"128K\"\n"), "{text}");
+        assert!(with_sets(&text, &sets).err().unwrap().0.contains("a variant already"));
+        let e = block(&format!("{SMALL_PAGE}[variant]\n\"published.x\" = 1\n"), None).err().unwrap();
+        assert!(e.0.contains("`variant.\"published.x\"`: only fields of"), "{e}");
+    }
+
+    #[test]
+    fn assumption_tables_are_flashbeds() {
+        let text = format!("{SMALL_PAGE}[assumptions.\"ftl.cache\"]\nlow = \"16K\"\n[fitted]\nx = 1\n[measured]\ny = 2\n");
+        assert_eq!(block(&text, None).unwrap(), block(SMALL_PAGE, None).unwrap());
     }
 
     #[test]

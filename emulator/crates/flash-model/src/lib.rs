@@ -23,5 +23,5 @@ pub mod store;
 pub mod theory;
 pub mod timing;
 
-pub use config::{load_block_preset, load_preset, parse_preset, parse_size, DeviceConfig, Preset};
+pub use config::{load_block_preset, load_preset, parse_preset, parse_size, DeviceConfig, Preset, Set};
 pub use device::{Device, IoError};

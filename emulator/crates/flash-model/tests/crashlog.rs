@@ -9,14 +9,15 @@
 //!    never in subset states;
 //!  - subset states lose and keep cached, unflushed writes;
 //!  - an image written to a file reads back as the served state, and a log
-//!    loaded from its files gives the same states as the live one.
+//!    loaded from its files gives the same states as the live one;
+//!  - two states share an image class exactly when they hold the same image.
 
 mod common;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use common::*;
-use flash_model::crashlog::{self, cut::Bounds, cut::enumerate, view::unit_content, Choice, Cut, Index, StateId, UnitContent, View};
+use flash_model::crashlog::{self, cut::Bounds, cut::enumerate, view::unit_content, Choice, Cut, Images, Index, StateId, UnitContent, View};
 use flash_model::{Device, IoError};
 use proptest::prelude::*;
 
@@ -253,6 +254,14 @@ fn check(text: &str, ops: &[Op], seed: u64, cuts: &[usize]) -> Result<(), TestCa
     // (b) no enumerated state loses what an earlier flush made durable,
     // except through paired-page damage where the preset allows it.
     let states = enumerate(ix, &Bounds { after: None, seed, subsets: 6, tears: 3, at_marks: false });
+    // (d) two states share an image class exactly when they hold the same image.
+    let classes = Images::new(ix).classes(&states).map_err(TestCaseError::fail)?;
+    let images: Vec<_> = states.iter().map(|s| state_image(ix, &Cut::new(ix, s.id).unwrap())).collect();
+    for i in 0..states.len() {
+        for j in i + 1..states.len() {
+            prop_assert_eq!(classes[i] == classes[j], images[i] == images[j], "states {} and {}", states[i].id, states[j].id);
+        }
+    }
     let mut by_unit: std::collections::HashMap<u32, Vec<(u32, Option<&[u8]>)>> = Default::default();
     for (i, v) in ix.versions.iter().enumerate() {
         by_unit.entry(v.lpn).or_default().push((v.rec, ix.version_data(i as u32)));
@@ -560,6 +569,53 @@ fn state_ids_round_trip_and_bad_ones_are_refused() {
     assert!(Cut::new(&ix, wrong).unwrap_err().contains("issued by record"));
 }
 
+/// (f) A damaged state's undamaged twin (`ID+u`) is the same cut with every
+/// damaged unit back at its durable version, on a device without paired-page
+/// protection; the damage the state lists says which units held flushed data.
+#[test]
+fn an_undamaged_twin_is_the_same_cut_without_its_damage() {
+    let dir = Dir::new("twin");
+    let ix = unprotected_log(&dir);
+    let states = enumerate(&ix, &Bounds { after: Some(40), seed: 9, subsets: 4, tears: 3, at_marks: false });
+    let damaged: Vec<_> = states.iter().filter(|s| s.damaged > 0).collect();
+    assert!(!damaged.is_empty());
+    let mut flushed_seen = 0;
+    for s in damaged {
+        let cut = Cut::new(&ix, s.id).unwrap();
+        let label = format!("{}+u", s.id);
+        let twin = Cut::parse(&ix, &label).unwrap();
+        assert!(twin.undamaged && twin.damaged.is_empty() && twin.label() == label);
+        assert_eq!(twin.info(&ix).to_json()["id"], serde_json::json!(label));
+        assert_eq!((twin.t, twin.acked, twin.volatile.len()), (cut.t, cut.acked, cut.volatile.len()), "{}", s.id);
+        for l in 0..ix.units as u32 {
+            let (a, b) = (unit_content(&ix, &cut, l), unit_content(&ix, &twin, l));
+            match (a, b) {
+                (UnitContent::Damaged, UnitContent::Damaged) => panic!("{label}: unit {l} still damaged"),
+                (UnitContent::Damaged, _) => assert!(cut.damaged.binary_search(&l).is_ok()),
+                (UnitContent::Zero, UnitContent::Zero) => {}
+                (UnitContent::Data(x), UnitContent::Data(y)) => assert_eq!(x, y, "{label}: unit {l}"),
+                _ => panic!("{label}: unit {l} differs beyond the damage"),
+            }
+        }
+        let units = cut.damaged_units(&ix);
+        assert_eq!(units.iter().map(|u| u.0).collect::<Vec<_>>(), cut.damaged);
+        for (lpn, flushed) in units {
+            // flushed: the version it lost was written before the last flush acknowledged before the cut
+            let h: Vec<u32> = (0..ix.versions.len() as u32).filter(|&v| ix.versions[v as usize].lpn == lpn && ix.versions[v as usize].rec <= s.id.pos).collect();
+            let written = ix.versions[*h.iter().rev().find(|&&v| ix.versions[v as usize].commit != u32::MAX && (ix.versions[v as usize].commit as usize) < ix.commits.partition_point(|c| c.pos <= s.id.pos && c.d <= cut.t)).unwrap() as usize].rec;
+            assert_eq!(flushed, cut.last_flush.map_or(false, |f| written < f), "{}: unit {lpn}", s.id);
+            flushed_seen += flushed as usize;
+        }
+    }
+    assert!(flushed_seen > 0, "no damage hit flushed data");
+    // a twin of an undamaged state is that state; a twin id must name a state
+    let flush = states.iter().find(|s| s.kind == "flush").unwrap();
+    assert!(Cut::parse(&ix, &format!("{}+u", flush.id)).unwrap().damaged.is_empty());
+    for bad in ["+u", "12+u+u", "12+q+u", "u"] {
+        assert!(crashlog::cut::parse_state(bad).is_err(), "{bad}");
+    }
+}
+
 #[test]
 fn a_log_starts_only_on_a_blank_device() {
     let dir = Dir::new("blank");
@@ -570,4 +626,65 @@ fn a_log_starts_only_on_a_blank_device() {
     let mut d = mem_device(PAGE_SLC, 1);
     let e = crashlog::start(&mut d, &dir.0, HYBRID, 1).unwrap_err();
     assert!(e.contains("does not describe"), "{e}");
+}
+
+/// Image classes: states holding the same bytes share one, whatever wrote them;
+/// states differing in one unit (its bytes, or a damaged copy) never do.
+#[test]
+fn image_classes_merge_equal_images_and_only_those() {
+    let dir = Dir::new("images");
+    let mut d = mem_device(PAGE_SLC, 1);
+    crashlog::start(&mut d, &dir.0, PAGE_SLC, 1).unwrap();
+    // each write (unit, version) followed by a flush; a version's bytes are the same whenever written
+    let mut t = 0;
+    let flushed = |d: &mut Device, t: &mut u64, w: Option<(u64, u64)>| {
+        if let Some((unit, ver)) = w {
+            let mut buf = vec![0u8; 4096];
+            pattern(&mut buf, unit, ver);
+            *t = d.write(*t, unit * 4096, &buf).unwrap();
+        }
+        *t = d.flush(*t).unwrap();
+    };
+    flushed(&mut d, &mut t, Some((0, 1))); // record 1: unit 0 holds write 1
+    flushed(&mut d, &mut t, None); // 2: nothing new: the same image as 1
+    flushed(&mut d, &mut t, Some((7, 2))); // 4: unit 7 too
+    flushed(&mut d, &mut t, Some((7, 3))); // 6: differs from 4 in unit 7 only
+    flushed(&mut d, &mut t, Some((7, 2))); // 8: unit 7 back to write 2's bytes, written again: 4's image
+    t = d.discard(t, 7 * 4096, 4096).unwrap();
+    d.flush(t).unwrap(); // 10: unit 7 trimmed: 1's image
+    let ix = crashlog::stop(&mut d).unwrap();
+    let states = enumerate(&ix, &Bounds { after: None, seed: 5, subsets: 0, tears: 0, at_marks: false });
+    let ids: Vec<String> = states.iter().map(|s| s.id.to_string()).collect();
+    let classes = Images::new(&ix).classes(&states).unwrap();
+    let class = |id: &str| classes[ids.iter().position(|i| i == id).unwrap()];
+    assert_eq!(class("1"), class("2"));
+    assert_ne!(class("4"), class("6"), "one unit's bytes differ");
+    assert_eq!(class("4"), class("8"), "the same bytes, rewritten");
+    assert_eq!(class("1"), class("10"), "trimmed reads as never written");
+    assert_ne!(class("1"), class("4"));
+}
+
+#[test]
+fn a_damaged_unit_is_its_own_image() {
+    let dir = Dir::new("images-damage");
+    let ix = unprotected_log(&dir);
+    let states = enumerate(&ix, &Bounds { after: None, seed: 1, subsets: 0, tears: 50, at_marks: false });
+    let imgs = Images::new(&ix);
+    let classes = imgs.classes(&states).unwrap();
+    let mut damaged = 0;
+    for (i, s) in states.iter().enumerate() {
+        let cut = Cut::new(&ix, s.id).unwrap();
+        let key = imgs.key(&cut);
+        for &l in &cut.damaged {
+            // read as EIO: a class no bytes (zeroes included) have
+            assert_eq!(key.iter().find(|k| k.0 == l).map(|k| k.1), Some(u32::MAX), "{}: unit {l}", s.id);
+            damaged += 1;
+        }
+        for j in 0..i {
+            if classes[j] == classes[i] {
+                assert_eq!(state_image(&ix, &Cut::new(&ix, states[j].id).unwrap()), state_image(&ix, &cut));
+            }
+        }
+    }
+    assert!(damaged > 0, "the log has states with damaged units");
 }

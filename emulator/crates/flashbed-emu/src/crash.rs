@@ -5,10 +5,14 @@
 //!                                      default dir: <state>/crashlog)
 //!   {"cmd":"log-mark","label":S}       put a labelled record into the log
 //!   {"cmd":"log-stop"}                 end the log; its states can be served
-//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL}
+//!   {"cmd":"crash-states","after":LABEL|POS,"seed":N,"subsets":N,"tears":N,"marks":BOOL,"images":BOOL}
 //!                                      list crash states (default: after the
 //!                                      first mark, seed 1, 4 subsets, 2 tears;
-//!                                      marks: also cut right after each mark)
+//!                                      marks: also cut right after each mark;
+//!                                      images: each state's "image" class,
+//!                                      equal exactly when two states hold the
+//!                                      same device image, and "images", the
+//!                                      number of distinct ones)
 //!   {"cmd":"crash-switch","state":ID|"live"}
 //!                                      serve that state through the device
 //!                                      file (writes go to a scratch overlay
@@ -16,8 +20,14 @@
 //!                                      live device again
 //!   {"cmd":"crash-image","state":ID,"path":FILE}
 //!                                      write the state's device image
+//! A device started with `serve --crash-log DIR` serves a kept log's states
+//! (crash-switch) without recording one.
+//! A state ID is as `cut::StateId` writes it, or `ID+u`: its undamaged twin
+//! (the same cut without the flash damage). The replies to crash-switch and
+//! crash-image list the byte ranges the state damaged (`damaged_ranges`) and
+//! those of them that held flushed data (`damaged_flushed_ranges`).
 //! Offline (no running device):
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 //!
 //! While a state is served the live device gets no I/O and its log (if any)
@@ -28,7 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Index, StateId, View};
+use flash_model::crashlog::{self, cut::enumerate, cut::Bounds, write_image, Cut, Images, Index, View};
 use flash_model::Device;
 use serde_json::{json, Value};
 
@@ -49,6 +59,22 @@ pub struct Front {
 }
 
 impl Front {
+    /// Serves the states of a kept log (`serve --crash-log DIR`): another lab
+    /// checks some of a cell's states while the cell's own lab checks the rest.
+    pub fn offline(&self, dir: &Path, capacity: u64) -> Result<(), String> {
+        let ix = Index::load(dir)?;
+        if !ix.complete {
+            return Err(format!("crash log {}: the log was not stopped (its states are not final)", dir.display()));
+        }
+        if ix.units * ix.unit != capacity {
+            return Err(format!("crash log {}: its device holds {} bytes, this one {capacity}", dir.display(), ix.units * ix.unit));
+        }
+        let mut g = self.lock();
+        g.index = Some(Arc::new(ix));
+        g.dir = Some(dir.to_path_buf());
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -60,7 +86,7 @@ impl Front {
     }
 
     pub fn served(&self) -> String {
-        self.lock().view.as_ref().map_or("live".into(), |v| v.cut.id.to_string())
+        self.lock().view.as_ref().map_or("live".into(), |v| v.cut.label())
     }
 
     /// Runs a request on the served state (`None` if the live device is served).
@@ -91,8 +117,30 @@ fn get_u64(req: &Value, k: &str, default: u64) -> Result<u64, String> {
     }
 }
 
-fn state_id(req: &Value) -> Result<StateId, String> {
-    req.get("state").and_then(|s| s.as_str()).ok_or_else(|| "`state` must be a crash state id (e.g. \"812\" or \"812+k5\")".to_string())?.parse()
+fn state_id(req: &Value) -> Result<&str, String> {
+    req.get("state").and_then(|s| s.as_str()).ok_or_else(|| "`state` must be a crash state id (e.g. \"812\" or \"812+k5\")".to_string())
+}
+
+/// Byte ranges of units, adjacent ones merged.
+fn ranges(ix: &Index, lpns: impl Iterator<Item = u32>) -> Vec<[u64; 2]> {
+    let mut out: Vec<[u64; 2]> = Vec::new();
+    for l in lpns {
+        let off = l as u64 * ix.unit;
+        match out.last_mut() {
+            Some(r) if r[0] + r[1] == off => r[1] += ix.unit,
+            _ => out.push([off, ix.unit]),
+        }
+    }
+    out
+}
+
+/// What a state damaged: every damaged unit's bytes (zeroes in an image, EIO
+/// when served), and those whose lost version had been flushed.
+fn damage(ix: &Index, cut: &Cut, v: &mut Value) {
+    let units = cut.damaged_units(ix);
+    v["damaged_ranges"] = json!(ranges(ix, units.iter().map(|u| u.0)));
+    v["damaged_flushed_ranges"] = json!(ranges(ix, units.iter().filter(|u| u.1).map(|u| u.0)));
+    v["damaged_flushed"] = json!(units.iter().filter(|u| u.1).count());
 }
 
 /// The record after which crash points are listed: a mark's label, a
@@ -141,8 +189,24 @@ fn summary(ix: &Index) -> Value {
 pub fn listing(ix: &Index, req: &Value) -> Value {
     match bounds(ix, req) {
         Ok(b) => {
-            let states: Vec<Value> = enumerate(ix, &b).iter().map(|s| s.to_json()).collect();
+            let found = enumerate(ix, &b);
+            let mut states: Vec<Value> = found.iter().map(|s| s.to_json()).collect();
+            let mut distinct = None;
+            if req.get("images").and_then(|i| i.as_bool()) == Some(true) {
+                match Images::new(ix).classes(&found) {
+                    Ok(classes) => {
+                        distinct = Some(classes.iter().max().map_or(0, |&c| c + 1));
+                        for (s, c) in states.iter_mut().zip(classes) {
+                            s["image"] = json!(c);
+                        }
+                    }
+                    Err(e) => return fail(e),
+                }
+            }
             let mut v = summary(ix);
+            if let Some(n) = distinct {
+                v["images"] = json!(n);
+            }
             v["ok"] = json!(true);
             v["after"] = json!(b.after);
             v["states"] = json!(states);
@@ -154,8 +218,8 @@ pub fn listing(ix: &Index, req: &Value) -> Value {
 
 /// Writes a state's image; the reply names the units it damaged (zeroes in
 /// the image, unreadable on the served device).
-pub fn image(ix: &Index, id: StateId, path: &Path) -> Value {
-    let cut = match Cut::new(ix, id) {
+pub fn image(ix: &Index, state: &str, path: &Path) -> Value {
+    let cut = match Cut::parse(ix, state) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -165,7 +229,7 @@ pub fn image(ix: &Index, id: StateId, path: &Path) -> Value {
     let mut v = cut.info(ix).to_json();
     v["ok"] = json!(true);
     v["path"] = json!(path);
-    v["damaged_ranges"] = json!(cut.damaged.iter().map(|&l| [l as u64 * ix.unit, ix.unit]).collect::<Vec<_>>());
+    damage(ix, &cut, &mut v);
     v
 }
 
@@ -235,18 +299,20 @@ pub fn control(sh: &Shared, state_dir: &Path, cmd: &str, req: &Value) -> Value {
             if recording {
                 return fail("the write log is still on: log-stop first");
             }
-            let r = match g.view.as_mut() {
-                Some(v) => v.switch(id),
-                None => View::new(ix.clone(), id).map(|v| g.view = Some(v)),
+            let cut = match Cut::parse(&ix, id) {
+                Ok(c) => c,
+                Err(e) => return fail(e),
             };
-            if let Err(e) = r {
-                return fail(e);
+            match g.view.as_mut() {
+                Some(v) => v.switch_to(cut),
+                None => g.view = Some(View::with_cut(ix.clone(), cut)),
             }
             front.serving.store(true, Ordering::Release);
             let v = g.view.as_ref().unwrap();
             let mut out = v.cut.info(&ix).to_json();
+            damage(&ix, &v.cut, &mut out);
             out["ok"] = json!(true);
-            out["state"] = json!(id.to_string());
+            out["state"] = json!(v.cut.label());
             out["switch_ns"] = json!(started.elapsed().as_nanos() as u64);
             out
         }

@@ -1,15 +1,17 @@
 //! flashbed-emu: serves an emulated flash device as a file through FUSE.
 //!
 //!   flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK
-//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N]
-//!   flashbed-emu describe --preset PATH [--capacity SIZE]
+//!                      [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]... [--crash-log DIR]
+//!   flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
+//!   flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
 //!   flashbed-emu presets-check FILE...
-//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+//!   flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
 //!   flashbed-emu crash-image --log DIR --state ID --image FILE
 
 mod control;
 mod crash;
 mod fusefs;
+mod modeljobs;
 mod reqsize;
 mod shared;
 
@@ -21,17 +23,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc};
 use std::time::SystemTime;
 
-use flash_model::config::{load_block_preset, load_preset, parse_preset, parse_size, DeviceConfig, Preset};
+use flash_model::config::{block_of, load_preset, parse_preset, parse_size, read_preset, DeviceConfig, Preset, Set};
 use flash_model::state;
 
 use crate::control::{Control, Event};
 use crate::shared::{Pace, Shared};
 
 const USAGE: &str = "usage:
-  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N]
-  flashbed-emu describe --preset PATH [--capacity SIZE]
+  flashbed-emu serve --preset PATH --state DIR --mount DIR --control SOCK [--capacity SIZE] [--pace real|none|virtual] [--seed N] [--set PATH=VALUE]... [--crash-log DIR]
+  flashbed-emu describe --preset PATH [--capacity SIZE] [--set PATH=VALUE]...
+  flashbed-emu jobs --preset PATH [--capacity SIZE] [--set PATH=VALUE]... --jobs JSON [--max-request BYTES]
   flashbed-emu presets-check FILE...
-  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false]
+  flashbed-emu crash-states --log DIR [--after LABEL|POS] [--seed N] [--subsets N] [--tears N] [--marks true|false] [--images true|false]
   flashbed-emu crash-image --log DIR --state ID --image FILE";
 
 fn die(msg: impl std::fmt::Display) -> ! {
@@ -63,6 +66,35 @@ fn options(args: &[String], accepted: &[&str]) -> HashMap<String, String> {
     m
 }
 
+/// The `--set PATH=VALUE` fields (repeatable: a preset's variant, see `config::Set`), and
+/// the other arguments.
+fn sets_opt(args: &[String]) -> (Vec<Set>, Vec<String>) {
+    let (mut sets, mut rest) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < args.len() {
+        let given = if args[i] == "--set" {
+            i += 1;
+            Some(args.get(i).unwrap_or_else(|| die("--set needs PATH=VALUE")).clone())
+        } else {
+            args[i].strip_prefix("--set=").map(str::to_string)
+        };
+        match given {
+            Some(text) => sets.push(Set::parse(&text).unwrap_or_else(|e| die(e))),
+            None => rest.push(args[i].clone()),
+        }
+        i += 1;
+    }
+    (sets, rest)
+}
+
+/// The block preset of `--preset` with `sets` on top, at `--capacity`: its text (what the
+/// device is made from) and its configuration.
+fn block_config(o: &HashMap<String, String>, sets: &[Set], capacity: Option<u64>) -> (String, DeviceConfig) {
+    let (text, file, stem) = read_preset(Path::new(required(o, "preset")), sets).unwrap_or_else(|e| die(e));
+    let cfg = parse_preset(&text, &file, &stem, capacity).and_then(block_of).unwrap_or_else(|e| die(e));
+    (text, cfg)
+}
+
 fn capacity_opt(o: &HashMap<String, String>) -> Option<u64> {
     o.get("capacity").map(|c| parse_size(c).unwrap_or_else(|| die(format!("--capacity `{c}` is not a size (bytes or e.g. 64M, 1G)"))))
 }
@@ -76,6 +108,7 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("serve") => serve(&args[1..]),
         Some("describe") => describe(&args[1..]),
+        Some("jobs") => jobs(&args[1..]),
         Some("presets-check") => presets_check(&args[1..]),
         Some("crash-states") => crash_states(&args[1..]),
         Some("crash-image") => crash_image(&args[1..]),
@@ -87,9 +120,24 @@ fn main() {
 }
 
 fn describe(args: &[String]) {
-    let o = options(args, &["preset", "capacity"]);
-    let cfg = load_block_preset(Path::new(required(&o, "preset")), capacity_opt(&o)).unwrap_or_else(|e| die(e));
+    let (sets, args) = sets_opt(args);
+    let o = options(&args, &["preset", "capacity"]);
+    let (_, cfg) = block_config(&o, &sets, capacity_opt(&o));
     println!("{}", cfg.describe());
+}
+
+/// fio's QD1 jobs on a fresh device of the model, in-process (modeljobs.rs): one JSON line.
+fn jobs(args: &[String]) {
+    let (sets, args) = sets_opt(args);
+    let o = options(&args, &["preset", "capacity", "jobs", "max-request"]);
+    let (_, cfg) = block_config(&o, &sets, capacity_opt(&o));
+    let jobs = modeljobs::parse(required(&o, "jobs")).unwrap_or_else(|e| die(e));
+    let max = o.get("max-request").map_or(512 << 10, |m| {
+        parse_size(m).filter(|&n| n >= 512).unwrap_or_else(|| die(format!("--max-request `{m}` is not a size of at least 512 bytes")))
+    });
+    let mut d = flash_model::Device::new(cfg, Box::new(flash_model::store::NullStore), 1);
+    let out = modeljobs::run(&mut d, &jobs, max).unwrap_or_else(|e| die(e));
+    println!("{out}");
 }
 
 fn presets_check(files: &[String]) {
@@ -127,7 +175,7 @@ fn print_reply(v: serde_json::Value) {
 
 /// Crash states of a kept log, as `crash-states` on the control socket lists them.
 fn crash_states(args: &[String]) {
-    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks"]);
+    let o = options(args, &["log", "after", "seed", "subsets", "tears", "marks", "images"]);
     let ix = load_log(&o);
     let mut req = serde_json::json!({});
     for k in ["seed", "subsets", "tears"] {
@@ -138,8 +186,10 @@ fn crash_states(args: &[String]) {
     if let Some(a) = o.get("after") {
         req["after"] = a.parse::<u64>().map_or_else(|_| serde_json::json!(a), |p| serde_json::json!(p));
     }
-    if let Some(m) = o.get("marks") {
-        req["marks"] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--marks `{m}` is not true or false"))));
+    for k in ["marks", "images"] {
+        if let Some(m) = o.get(k) {
+            req[k] = serde_json::json!(m.parse::<bool>().unwrap_or_else(|_| die(format!("--{k} `{m}` is not true or false"))));
+        }
     }
     print_reply(crash::listing(&ix, &req));
 }
@@ -147,9 +197,10 @@ fn crash_states(args: &[String]) {
 /// Rebuilds one crash state's device image from a kept log.
 fn crash_image(args: &[String]) {
     let o = options(args, &["log", "state", "image"]);
-    let id = required(&o, "state").parse().unwrap_or_else(|e| die(e));
+    let state = required(&o, "state");
+    flash_model::crashlog::cut::parse_state(state).unwrap_or_else(|e| die(e));
     let ix = load_log(&o);
-    print_reply(crash::image(&ix, id, Path::new(required(&o, "image"))));
+    print_reply(crash::image(&ix, state, Path::new(required(&o, "image"))));
 }
 
 /// First field in which two device configurations differ.
@@ -165,15 +216,16 @@ fn first_difference(a: &DeviceConfig, b: &DeviceConfig) -> String {
     "timing or reliability parameters".into()
 }
 
-fn open_or_create(o: &HashMap<String, String>, seed: u64) -> flash_model::Device {
+fn open_or_create(o: &HashMap<String, String>, sets: &[Set], seed: u64) -> flash_model::Device {
     let preset_path = PathBuf::from(required(o, "preset"));
     let state_dir = PathBuf::from(required(o, "state"));
     let capacity = capacity_opt(o);
-    let text = std::fs::read_to_string(&preset_path).unwrap_or_else(|e| die(format!("preset {}: cannot read: {e}", preset_path.display())));
+    // the preset with its variant's fields: the text the device is made from
+    let (text, file, stem) = read_preset(&preset_path, sets).unwrap_or_else(|e| die(e));
     if state::exists(&state_dir) {
         let meta = state::read_meta(&state_dir).unwrap_or_else(|e| die(e));
         if let Some(c) = capacity {
-            let given = load_block_preset(&preset_path, Some(c)).unwrap_or_else(|e| die(e));
+            let given = block_config(o, sets, Some(c)).1;
             if given.capacity != meta.capacity {
                 die(format!(
                     "state {} holds a device of {} bytes; --capacity {} does not match",
@@ -184,13 +236,7 @@ fn open_or_create(o: &HashMap<String, String>, seed: u64) -> flash_model::Device
             }
         }
         let stored = state::stored_config(&state_dir, &meta).unwrap_or_else(|e| die(e));
-        let stem = preset_path.file_stem().and_then(|s| s.to_str()).unwrap_or("preset");
-        let given = match parse_preset(&text, &preset_path.display().to_string(), stem, Some(meta.capacity)) {
-            Ok(Preset::Block(c)) => c,
-            Ok(Preset::Nandsim { name }) => die(flash_model::config::nandsim_refusal(&name)),
-            Ok(Preset::File { name }) => die(flash_model::config::file_refusal(&name)),
-            Err(e) => die(e),
-        };
+        let given = parse_preset(&text, &file, &stem, Some(meta.capacity)).and_then(block_of).unwrap_or_else(|e| die(e));
         if given != stored {
             die(format!(
                 "state {} holds a device made from preset {}; preset {} differs ({})",
@@ -202,7 +248,7 @@ fn open_or_create(o: &HashMap<String, String>, seed: u64) -> flash_model::Device
         }
         state::open(&state_dir, &meta).unwrap_or_else(|e| die(e))
     } else {
-        let cfg = load_block_preset(&preset_path, capacity).unwrap_or_else(|e| die(e));
+        let cfg = parse_preset(&text, &file, &stem, capacity).and_then(block_of).unwrap_or_else(|e| die(e));
         state::create(&state_dir, cfg, &text, seed).unwrap_or_else(|e| die(e))
     }
 }
@@ -239,7 +285,8 @@ fn unmount(dir: &Path) {
 }
 
 fn serve(args: &[String]) {
-    let o = options(args, &["preset", "state", "mount", "control", "capacity", "pace", "seed"]);
+    let (sets, args) = sets_opt(args);
+    let o = options(&args, &["preset", "state", "mount", "control", "capacity", "pace", "seed", "crash-log"]);
     let pace = match o.get("pace").map(String::as_str).unwrap_or("real") {
         "real" => Pace::Real,
         "none" => Pace::None,
@@ -268,7 +315,7 @@ fn serve(args: &[String]) {
     }
 
     let sigset = block_signals();
-    let dev = open_or_create(&o, seed);
+    let dev = open_or_create(&o, &sets, seed);
     let info = serde_json::json!({
         "device": mount.join(fusefs::DEVICE_NAME),
         "capacity_bytes": dev.capacity(),
@@ -282,6 +329,14 @@ fn serve(args: &[String]) {
     });
     let capacity = dev.capacity();
     let sh = Arc::new(Shared::new(dev, pace, capacity));
+    if let Some(log) = o.get("crash-log") {
+        // a kept write log's states, served on request; the live device stays blank
+        if let Err(e) = sh.crash.offline(Path::new(log), capacity) {
+            let d = sh.lock();
+            let _ = state::save(&d, &state_dir);
+            die(e);
+        }
+    }
 
     let fail_and_save = |sh: &Shared, msg: String| -> ! {
         // Nothing was served: leave the state as it was.

@@ -17,6 +17,11 @@ the protocol's CrashWorkSpec and CrashCheckSpec.
                     check, repair: powercut.recover_facts) and write one
                     StateFacts line. Stops at a hang (the kernel holds a stuck
                     filesystem; the host sees which states were left).
+                    A state the cut damaged (a torn program's paired pages)
+                    that did not survive gets its undamaged twin (ID+u)
+                    checked right after it, the same way: whose loss it was
+                    (twin(); the host attributes it). A state whose check
+                    cannot run is recorded as such and the next one checked.
 
 Standard library only: it runs as `/usr/bin/python3 -S -I crashstates.py ...`.
 """
@@ -28,18 +33,22 @@ import fcntl
 import json
 import os
 import re
+import stat
+import struct
 import sys
 
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences
     from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
-    from .protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
+    from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
+                           RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
     from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
-    from protocol import Call, CrashCheckSpec, CrashWorkSpec, HostCall, RecoverFacts, RecoverSpec, StateFacts, Workload
+    from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
+                          RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
 CALL_TIMEOUT = 120.0
@@ -82,6 +91,25 @@ def sequence_list(w: CrashWorkSpec) -> list:
     return sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip))
 
 
+def start_durable(d: str) -> None:
+    """What the workload starts from, on the device's media before the first mark: sync(2) writes it,
+    but does not flush the device's cache on every filesystem (vfat has no sync_fs), so the device is
+    flushed too (an fsync of the block device always issues one): a state without the starting
+    directory is then a loss, not the harness's doing."""
+    os.sync()
+    for path in (d, os.path.expandvars(os.environ.get("FLASHBED_DEV", ""))):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.fsync(fd)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
 def work(w: CrashWorkSpec) -> dict:
     out: dict = {}
     for c in w.mount:
@@ -94,7 +122,7 @@ def work(w: CrashWorkSpec) -> dict:
     t = now()
     if w.workload == Workload.USER:
         os.makedirs(d, exist_ok=True)
-        os.sync()  # the empty starting state is durable before the first mark
+        start_durable(d)  # the empty starting state is durable before the first mark
         log.write({"e": "begin", "dir": d})
         out.update(user_work(w, d, log))
         log.write({"e": "end"})
@@ -107,7 +135,7 @@ def work(w: CrashWorkSpec) -> dict:
         seqs = sequence_list(w)
         os.makedirs(d, exist_ok=True)
         sequences.lay_out(d, w.seed, len(seqs))
-        os.sync()  # the starting state is durable before the first mark
+        start_durable(d)  # the starting state is durable before the first mark
         log.write({"e": "begin", "seed": w.seed, "dir": d, "sequences": len(seqs)})
         out["sequences"] = len(seqs)
         out["ops"] = sequences.run_all(d, w.seed, seqs, log)
@@ -147,7 +175,12 @@ def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
 
 def user_check(w: CrashWorkSpec, d: str, recs: list[dict]) -> dict:
     """The user's check on the recovered filesystem: exit 0 = consistent. It reads the labels
-    the workload acknowledged before this state from $FLASHBED_ACKED (one a line)."""
+    the workload acknowledged before this state from $FLASHBED_ACKED (one a line). The workload's
+    directory was made durable before the first state: a state without it lost it."""
+    if not os.path.isdir(d):
+        return {"check": None, "n_garbage": 0, "garbage": [], "n_loss": 1,
+                "loss": [f"the workload's directory {os.path.basename(d)} is missing (made durable before the "
+                         f"workload began): your check was not run"]}
     acked = os.path.join(run_dir(), ACKED)
     with open(acked, "w") as f:
         f.writelines(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
@@ -196,6 +229,13 @@ def trim(facts: RecoverFacts, keep: re.Pattern) -> dict:
     return facts.to_json()
 
 
+def damage_of(answer: dict) -> dict | None:
+    """What the served state damaged, from the host's answer (None: nothing)."""
+    if not answer.get("damaged_ranges"):
+        return None
+    return {"ranges": answer["damaged_ranges"], "flushed": answer.get("damaged_flushed_ranges") or []}
+
+
 def drop_buffers(device: str) -> None:
     fd = os.open(device, os.O_RDONLY)
     try:
@@ -233,11 +273,169 @@ def dust(under: str, ranges: list[list[int]], timeout: float) -> None:
             raise RuntimeError(f"{cmd}: {r['out'].strip()[-300:]}")
 
 
+def to_check(states: list[dict]) -> list[dict]:
+    """The states this lab checks itself: the host marked those that share another state's
+    verdict (`same`) or were left out of a sample (`out`; studies/crashplan.py)."""
+    return [s for s in states if "same" not in s and not s.get("out")]
+
+
+def served(c: CrashCheckSpec, states: list[dict]):
+    """Each state this lab checks, once the host serves it: (its number in this lab, its listing
+    entry, the host's answer to the switch (None: nobody serves it, a replay's image), when the
+    switch began). The listing's states in order; or, with `claim`, those the host hands out
+    (Call.CRASH_NEXT: other labs check the rest of the cell's) until none is left."""
+    end = len(states) if not c.limit else min(len(states), c.limit)
+    i = 0
+    while c.claim or i < end:
+        t0 = now()
+        if c.claim:
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_NEXT, {"watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False)
+            if a is None or not a.ok:
+                raise RuntimeError(f"host call {Call.CRASH_NEXT}: {'no answer' if a is None else a.error}")
+            if a.data.get("done"):
+                return
+            st = a.data["state"]
+            if a.data.get("error"):  # taken, but the device could not serve it: recorded as such
+                a = HostAnswer(ok=False, data=None, error=a.data["error"])
+        else:
+            st = states[i]
+            a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
+                                                                                "watchdog": c.watchdog}),
+                          CALL_TIMEOUT, keep=False) if c.serve else None
+        yield i, st, a, t0
+        i += 1
+
+
+def survived(facts: RecoverFacts) -> bool:
+    """What the host will class clean or recovered (studies/powercut.classify): recovered without
+    help, every acknowledged operation there, writable."""
+    v = facts.verify or {}
+    used = facts.run(facts.verified_by or "mount1")
+    return bool(facts.done and facts.mounted and not v.get("n_loss") and not v.get("n_garbage")
+                and not used.get("ro") and not v.get("ro_after") and v.get("probe") != "EROFS"
+                and facts.fsck_result not in (FsckResult.FAILED, FsckResult.FIXED) and facts.verified_by != "mount2")
+
+
+FS_IOC_FIEMAP = 0xC020660B
+FIEMAP_HEAD, FIEMAP_EXTENT = struct.Struct("=QQIIII"), struct.Struct("=QQQQQIIII")
+FIEMAP_BATCH = 256
+# extents whose physical address is not where their bytes are on the device
+FIEMAP_NOT_PLACED = 0x2 | 0x4 | 0x8 | 0x200  # unknown, delalloc, encoded, inline
+FIEMAP_LAST = 0x1
+WALK_LIMIT = 20000  # paths mapped per twin at most
+
+
+def extents(path: str) -> list[tuple[int, int]] | None:
+    """(device offset, length) of each placed extent of `path` (FIEMAP); None when the
+    filesystem does not report extents."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        while True:
+            buf = bytearray(FIEMAP_HEAD.size + FIEMAP_BATCH * FIEMAP_EXTENT.size)
+            FIEMAP_HEAD.pack_into(buf, 0, start, (1 << 64) - 1 - start, 0, 0, FIEMAP_BATCH, 0)
+            try:
+                fcntl.ioctl(fd, FS_IOC_FIEMAP, buf)
+            except OSError:
+                return None
+            n = FIEMAP_HEAD.unpack_from(buf, 0)[3]
+            last = False
+            for k in range(n):
+                logical, phys, length, _r1, _r2, flags, *_ = FIEMAP_EXTENT.unpack_from(
+                    buf, FIEMAP_HEAD.size + k * FIEMAP_EXTENT.size)
+                if not flags & FIEMAP_NOT_PLACED:
+                    out.append((phys, length))
+                start = logical + length
+                last = bool(flags & FIEMAP_LAST)
+            if n < FIEMAP_BATCH or last:
+                return out
+    finally:
+        os.close(fd)
+
+
+def mounted(mnt: str) -> tuple[str, str]:
+    """(source, fstype) of the filesystem mounted at `mnt`."""
+    with open("/proc/self/mounts") as f:
+        rows = [ln.split() for ln in f]
+    for row in reversed(rows):
+        if len(row) > 2 and row[1] == mnt:
+            return row[0], row[2]
+    return "", ""
+
+
+def place(mnt: str, device: str, ranges: list[list[int]]) -> TwinPlace:
+    """Which paths under `mnt` hold the byte ranges `ranges` of `device`, by their extents."""
+    src, fstype = mounted(mnt)
+    if not src or os.path.realpath(src) != os.path.realpath(device):
+        return TwinPlace(why=f"{fstype or 'the filesystem'} is not directly on the device")
+    if fstype == "btrfs":
+        return TwinPlace(why="btrfs reports extents in its own address space, not device offsets")
+    want = [(o, o + n) for o, n in ranges]
+    where = TwinPlace()
+    seen = mapped = 0
+    for root, _dirs, names in os.walk(mnt):
+        for p in [root, *(os.path.join(root, x) for x in names)]:
+            seen += 1
+            if seen > WALK_LIMIT:
+                break
+            try:
+                if not stat.S_ISREG(os.lstat(p).st_mode) and not stat.S_ISDIR(os.lstat(p).st_mode):
+                    continue  # a FIFO would block an open; links and nodes hold no data of their own
+                ext = extents(p)
+            except OSError:
+                continue
+            if ext is None:
+                continue
+            mapped += 1
+            hit = sum(max(0, min(e, a + n) - max(s, a)) for a, n in ext for s, e in want)
+            if hit:  # paths from the mount's root; a directory ends in "/", the root is "/"
+                rel = os.path.relpath(p, mnt)
+                where.files["/" if rel == "." else rel + ("/" if os.path.isdir(p) else "")] = hit
+    if not mapped:
+        return TwinPlace(why=f"{fstype} does not report extents (FIEMAP)")
+    where.outside = max(0, sum(e - s for s, e in want) - sum(where.files.values()))
+    return where
+
+
+def twin(c: CrashCheckSpec, rspec: RecoverSpec, st: dict, i: int, verify, kmsg, keep: re.Pattern,
+         flushed: list[list[int]]) -> StateFacts:
+    """State `st`'s undamaged twin (ID+u: the same cut, no flash damage), served and recovered as
+    the state was; while it is mounted, where the flushed bytes the damage hit live (place)."""
+    rec = StateFacts(id=st["id"] + UNDAMAGED, kind=st["kind"], acked=st["acked"])
+    t0 = now()
+    a = call_host(run_dir(), f"tw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": rec.id, "watchdog": c.watchdog}),
+                  CALL_TIMEOUT, keep=False)
+    rec.switch = {"error": "no answer"} if a is None else {"ns": a.data.get("switch_ns")} if a.ok else \
+        {"error": a.error}
+    if rec.switch.get("error"):
+        return rec
+    found: list[TwinPlace] = []
+
+    def verify_and_place(d: str) -> dict:
+        v = verify(d)
+        if flushed:
+            found.append(place(rspec.mnt, os.path.expandvars(c.device), flushed))
+        return v
+    try:
+        drop_buffers(os.path.expandvars(c.device))
+        facts = powercut.recover_facts(rspec, verify=verify_and_place, kmsg=kmsg)
+    except Exception as e:  # noqa: BLE001 - the twin's check could not run: no attribution, no stop
+        rec.error = f"{type(e).__name__}: {e}"[:300]
+        return rec
+    rec.facts = trim(facts, keep)
+    rec.seconds = {"total": round(now() - t0, 6)}
+    if found:
+        rec.damage = {"place": found[0].to_json()}
+    return rec
+
+
 def check(c: CrashCheckSpec) -> dict:
     w = CrashWorkSpec.from_json(c.work)
     rspec = RecoverSpec.from_json(c.recover)
     with open(os.path.expandvars(c.states)) as f:
-        states = json.load(f)["states"]
+        states = to_check(json.load(f)["states"])
     recs = read_log(os.path.expandvars(w.log))
     marks = [r["m"] for r in recs]  # in order: one workload, one log
     judge = verifier(w)
@@ -246,31 +444,35 @@ def check(c: CrashCheckSpec) -> dict:
     if c.dust:
         dust(c.dust_under, c.dust, rspec.timeout)
     kmsg = powercut.Kmsg()
-    end = len(states) if not c.limit else min(len(states), c.limit)
     out_fd = os.open(os.path.expandvars(c.out), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     checked, stopped = 0, ""
     try:
-        for i in range(end):
-            st = states[i]
+        for i, st, a, t0 in served(c, states):
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
-            t0 = now()
             if c.serve:
-                a = call_host(run_dir(), f"sw{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"],
-                                                                                    "watchdog": c.watchdog}),
-                              CALL_TIMEOUT, keep=False)
                 rec.switch = {"error": "no answer"} if a is None else \
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
             t1 = now()
             if not (rec.switch or {}).get("error"):
-                drop_buffers(os.path.expandvars(c.device))
-                t2 = now()
-                upto = recs[:bisect.bisect_left(marks, st["acked"])]
-                facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
-                rec.facts = trim(facts, keep)
-                parts = {"switch": t1 - t0, "drop": t2 - t1, **split(facts), "total": now() - t0}
-                rec.seconds = {k: round(v, 6) for k, v in parts.items()}
-                if facts.hang:
-                    stopped = f"state {st['id']}: {facts.hang}"
+                rec.damage = damage_of(a.data) if c.serve else None
+                try:
+                    drop_buffers(os.path.expandvars(c.device))
+                    t2 = now()
+                    upto = recs[:bisect.bisect_left(marks, st["acked"])]
+                    facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
+                except Exception as e:  # noqa: BLE001 - this state's check could not run: said, and the next one
+                    rec.error = f"{type(e).__name__}: {e}"[:300]
+                else:
+                    rec.facts = trim(facts, keep)
+                    parts = {"switch": t1 - t0, "drop": t2 - t1, **split(facts), "total": now() - t0}
+                    rec.seconds = {k: round(v, 6) for k, v in parts.items()}
+                    if facts.hang:
+                        stopped = f"state {st['id']}: {facts.hang}"
+                    elif rec.damage and not survived(facts):
+                        tw = twin(c, rspec, st, i, lambda d: judge(d, upto), kmsg, keep, rec.damage["flushed"])
+                        rec.twin = tw.to_json()
+                        if tw.facts and tw.facts.get("hang"):
+                            stopped = f"state {tw.id}: {tw.facts['hang']}"
             os.write(out_fd, (json.dumps(rec.to_json(), separators=(",", ":")) + "\n").encode())
             push(out_fd)  # on the host before the next state: a stuck filesystem may end the lab
             checked += 1

@@ -208,14 +208,18 @@ def wall_limit(run: str, key: str, what: str, seconds: float):
         yield
         return
     _WALL_CALLS.append(None)
-    name = f"{key}-{len(_WALL_CALLS):06d}"  # each request's name once: the host answers a name once
-    call_host(run, f"{name}a", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": float(seconds)}),
-              60.0, keep=False)
+    seq = len(_WALL_CALLS)
+    name = f"{key}-{seq:06d}"  # each request's name once: the host answers a name once
+    # posted, never waited for: a guest spinning for the host's answer between two steps lets its
+    # kernel's writeback run for as long as the host takes, and a figure spanning the steps moved by
+    # a microsecond from run to run (virtual time must give the same figures on every rerun); `seq`
+    # keeps an arm the host reads after its own lift from arming it again
+    post_call(run, f"{name}a", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": float(seconds),
+                                                          "seq": seq}))
     try:
         yield
     finally:
-        call_host(run, f"{name}b", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": 0}), 60.0,
-                  keep=False)
+        post_call(run, f"{name}b", HostCall(Call.WALL_LIMIT, {"key": key, "what": what, "seconds": 0, "seq": seq}))
 
 
 _WALL_CALLS: list[None] = []

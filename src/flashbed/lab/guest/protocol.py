@@ -135,6 +135,10 @@ class Call(StrEnum):
     CRASH_STATES = "crash-states"  # stop recording; list the states (args: subsets, tears, seed, marks) into args.out
     CRASH_SWITCH = "crash-switch"  # serve a state (args: state, an id or "live"; watchdog: s until the lab is
     # killed unless it asks for another state: a kernel stuck on this one)
+    # take the next of the cell's states no lab has taken and serve it (args: watchdog); answers
+    # {"state": its listing entry, "switch_ns"} or {"state", "error"}, or {"done": true}: several
+    # labs share a cell's states this way (crashshare.py)
+    CRASH_NEXT = "crash-next"
     # in virtual time a program that only computes stops the guest's clock, so no guest-side limit
     # fires: the lab bounds it in wall-clock time instead (args: key, what, seconds; 0 lifts the
     # key's limit). Answered by the lab itself (uml.py), whatever the cell's host handler
@@ -329,6 +333,9 @@ class CrashCheckSpec(Message):
     kmsg_pattern: str = ""  # kernel lines kept in the facts (the filesystem's own); others dropped
     limit: int = 0  # check only the first this many (0: all)
     watchdog: float = 0.0  # s a state may take before the host kills the lab (0: never)
+    # the states to check come from the host one at a time (Call.CRASH_NEXT: the cell's states
+    # shared with other labs), not from the listing in order
+    claim: bool = False
     # a replay: the device already holds the (one) state, nobody serves it; its units a
     # torn program damaged ([offset, length] in bytes) are mapped bad with dm-dust
     # under `device` first (they read as EIO, as when the emulator served them)
@@ -349,6 +356,30 @@ class StateFacts(Message):
     facts: dict[str, Any] | None = None
     switch: dict[str, Any] | None = None  # the host's answer (or its error)
     seconds: dict[str, float] = field(default_factory=dict)
+    # what the cut damaged, as the host served it: byte ranges of every damaged unit ("ranges")
+    # and of those whose lost version had been flushed ("flushed")
+    damage: dict[str, Any] | None = None
+    # a damaged state that did not survive: its undamaged twin (ID+u) checked the same way (a
+    # StateFacts of its own), and while it was mounted which files held the flushed damaged bytes
+    # (TwinPlace as JSON): whose loss it was, the device's or the filesystem's
+    twin: dict[str, Any] | None = None
+    error: str | None = None  # the state's check could not run (never the filesystem's verdict)
+
+
+# a crash state's undamaged twin is its id with this suffix (the emulator's crashlog/cut.rs)
+UNDAMAGED = "+u"
+
+
+@dataclass
+class TwinPlace(Message):
+    """Where the flushed bytes a state's damage hit live in its undamaged twin's filesystem:
+    per path (relative to the mount) the damaged bytes of its extents (FIEMAP), and the bytes in no
+    file's or directory's extent (the filesystem's metadata, or free space). `why`: not mapped (the
+    filesystem reports no extents, or not in device offsets)."""
+
+    files: dict[str, int] = field(default_factory=dict)
+    outside: int = 0
+    why: str = ""
 
 
 @dataclass

@@ -17,6 +17,10 @@
 //!    drawn from SEED (stable: a hash of the seed and the version);
 //!  - `POS+tJ`: the cut comes while program J (numbered in the log) is under
 //!    way; POS is the record that issued it, which may be unacknowledged.
+//!  - `ID+u` (after any of the above): its undamaged twin, the same cut with
+//!    the flash damage left out (every unit it damaged reads as its durable
+//!    version). A state that fails while its twin survives lost data to the
+//!    device, not to the filesystem (`Cut::undamaged`).
 //! "Volatile versions" at a cut: unit versions written since the last
 //! acknowledged flush that are not durable at the cut and not superseded by a
 //! later durable version. The id alone rebuilds the state from the log.
@@ -107,10 +111,39 @@ pub struct Cut {
     /// Units whose durable copy sits in a page the cut damaged.
     pub damaged: Vec<u32>,
     pub(crate) damaged_set: FastSet,
+    /// The undamaged twin of `id` (`ID+u`): the damage is left out.
+    pub undamaged: bool,
+}
+
+/// The suffix of an undamaged twin's id.
+pub const UNDAMAGED: &str = "+u";
+
+/// A state id as the control socket and the offline tools take it: `ID` or `ID+u`.
+pub fn parse_state(s: &str) -> Result<(StateId, bool), String> {
+    match s.strip_suffix(UNDAMAGED) {
+        Some(base) => Ok((base.parse()?, true)),
+        None => Ok((s.parse()?, false)),
+    }
 }
 
 impl Cut {
     pub fn new(ix: &Index, id: StateId) -> Result<Cut, String> {
+        Cut::build(ix, id, false)
+    }
+
+    /// The undamaged twin of state `id`: the same cut, every unit it would
+    /// damage left with its durable version.
+    pub fn undamaged(ix: &Index, id: StateId) -> Result<Cut, String> {
+        Cut::build(ix, id, true)
+    }
+
+    /// The state an id of `parse_state` names.
+    pub fn parse(ix: &Index, s: &str) -> Result<Cut, String> {
+        let (id, twin) = parse_state(s)?;
+        Cut::build(ix, id, twin)
+    }
+
+    fn build(ix: &Index, id: StateId, undamaged: bool) -> Result<Cut, String> {
         let pos = id.pos;
         let n = ix.recs.len() as u32;
         if pos >= n {
@@ -148,6 +181,7 @@ impl Cut {
             kept: FastSet::default(),
             damaged: Vec::new(),
             damaged_set: FastSet::default(),
+            undamaged,
         };
         cut.volatile = cut.volatile_versions(ix);
         let vol = &cut.volatile;
@@ -170,7 +204,7 @@ impl Cut {
                 cut.kept = vol.iter().copied().filter(|&v| mix(s ^ (v as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)) & 1 == 1).collect();
             }
         }
-        if !ix.protect && matches!(id.choice, Choice::Model | Choice::Tear(_)) {
+        if !ix.protect && !undamaged && matches!(id.choice, Choice::Model | Choice::Tear(_)) {
             cut.damage(ix);
         }
         Ok(cut)
@@ -232,6 +266,35 @@ impl Cut {
         self.damaged.sort_unstable();
     }
 
+    /// The id as written: `ID`, or `ID+u` for an undamaged twin.
+    pub fn label(&self) -> String {
+        if self.undamaged {
+            format!("{}{UNDAMAGED}", self.id)
+        } else {
+            self.id.to_string()
+        }
+    }
+
+    /// Each damaged unit with whether the version it lost had been flushed:
+    /// written before the last flush the host saw acknowledged before the cut
+    /// (data the host was promised), not only made durable by the FTL's own
+    /// mapping commits.
+    pub fn damaged_units(&self, ix: &Index) -> Vec<(u32, bool)> {
+        self.damaged
+            .iter()
+            .map(|&lpn| {
+                let h = ix.hist(lpn);
+                let upto = h.partition_point(|&v| ix.versions[v as usize].rec <= self.id.pos);
+                let durable = h[..upto].iter().rev().find(|&&v| ix.versions[v as usize].commit < self.ncd);
+                let flushed = match (durable, self.last_flush) {
+                    (Some(&v), Some(f)) => ix.versions[v as usize].rec < f,
+                    _ => false,
+                };
+                (lpn, flushed)
+            })
+            .collect()
+    }
+
     /// The version unit `lpn` holds in this state, `Err(())` if its durable
     /// copy was damaged, `Ok(None)` for zeroes.
     #[inline]
@@ -273,6 +336,7 @@ impl Cut {
             volatile: self.volatile.len(),
             kept: self.kept.len(),
             damaged: self.damaged.len(),
+            undamaged: self.undamaged,
         }
     }
 }
@@ -302,12 +366,14 @@ pub struct StateInfo {
     pub kept: usize,
     /// Units lost to paired-page damage.
     pub damaged: usize,
+    /// The undamaged twin of `id` (listed as `ID+u`).
+    pub undamaged: bool,
 }
 
 impl StateInfo {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
-            "id": self.id.to_string(),
+            "id": if self.undamaged { format!("{}{UNDAMAGED}", self.id) } else { self.id.to_string() },
             "pos": self.id.pos,
             "kind": self.kind,
             "t_ns": self.t,

@@ -34,6 +34,7 @@
 
 pub mod cut;
 pub mod events;
+pub mod images;
 pub mod index;
 pub mod view;
 
@@ -43,6 +44,7 @@ use std::path::{Path, PathBuf};
 
 pub use cut::{Choice, Cut, StateId, StateInfo};
 pub use events::{Event, ReqKind};
+pub use images::Images;
 pub use index::Index;
 pub use view::{write_image, UnitContent, View};
 

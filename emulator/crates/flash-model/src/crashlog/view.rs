@@ -50,6 +50,16 @@ impl View {
         Ok(())
     }
 
+    /// Serves a state already evaluated (an undamaged twin: `Cut::parse`).
+    pub fn switch_to(&mut self, cut: Cut) {
+        self.cut = cut;
+        self.scratch.clear();
+    }
+
+    pub fn with_cut(ix: Arc<Index>, cut: Cut) -> View {
+        View { ix, cut, scratch: FastMap::default() }
+    }
+
     pub fn capacity(&self) -> u64 {
         self.ix.units * self.ix.unit
     }
