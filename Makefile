@@ -1,7 +1,11 @@
 # flashbed: the README's two commands are `make demo` and `make test`.
-PYTHON ?= python3
+# Every target runs the project environment's tools (.venv, made by setup with python3 -m venv,
+# or with $(PYTHON) when given: PYTHON=/path/to/python3.11 make setup).
+VENV := .venv
+PY := $(VENV)/bin/python
+FLASHBED := $(VENV)/bin/flashbed
 
-.PHONY: setup demo smoke test test-unit bench
+.PHONY: setup demo smoke test test-unit bench image
 
 setup:
 	./scripts/setup.sh
@@ -10,29 +14,41 @@ setup:
 # device, in virtual time by flashbed run's default clock, auto (every timed figure the device model's, whatever
 # the host's load; the cpu study in real time; README)
 demo: setup
-	$(PYTHON) -m flashbed.cli run --profile quick
+	$(FLASHBED) run --profile quick
 
 test: setup
-	@if [ -f emulator/Cargo.toml ]; then cargo test --release --manifest-path emulator/Cargo.toml; fi
-	$(PYTHON) -m pytest -q
+	cargo test --release --locked --manifest-path emulator/Cargo.toml
+	$(PY) -m pytest -q
 
 smoke: setup
-	$(PYTHON) -m flashbed.cli lab smoke
+	$(FLASHBED) lab smoke
 
-# fast tests only: no lab kernel boots, no emulator processes
-test-unit:
-	$(PYTHON) -m pytest -q -m "not lab and not emulator"
+# fast tests only: no lab kernel boots, no emulator processes (the project environment: made
+# by setup if it is not there)
+test-unit: $(PY)
+	$(PY) -m pytest -q -m "not lab and not emulator"
+
+$(PY):
+	./scripts/setup.sh
+
+# the container image for every other host (Containerfile; README, Hosts), with podman or docker
+BASE ?= debian:trixie
+image:
+	@engine=$$(command -v podman || command -v docker) \
+	    || { echo "make image: needs podman or docker (apt-get install podman)" >&2; exit 2; }; \
+	echo "$$engine build --build-arg BASE=$(BASE) -t flashbed -f Containerfile ."; \
+	$$engine build --build-arg BASE=$(BASE) -t flashbed -f Containerfile .
 
 bench: setup
-	$(PYTHON) -m flashbed.cli bench lab --kernel 6.12 --kernel 7.3 --runs 3
-	$(PYTHON) -m flashbed.cli lab bench-boot --boots 7 --compare-pinning
+	$(FLASHBED) bench lab --kernel 6.12 --kernel 7.3 --runs 3
+	$(FLASHBED) lab bench-boot --boots 7 --compare-pinning
 	emulator/target/release/flashbed-bench all
-	$(PYTHON) -m flashbed.cli bench fuse --runs 5
-	$(PYTHON) -m flashbed.cli bench hostcall --calls 300
-	$(PYTHON) -m flashbed.cli bench presets
-	$(PYTHON) -m flashbed.cli bench powercut --cycles 20
-	$(PYTHON) -m flashbed.cli bench crashstates --device emmc-8g@64M
-	$(PYTHON) -m flashbed.cli bench clock --device emmc-8g@512M --hog
-	$(PYTHON) -m flashbed.cli bench cpu --device emmc-8g@512M
-	$(PYTHON) -m flashbed.cli bench clock --profile quick --device emmc-8g@512M
-	$(PYTHON) -m flashbed.cli bench clock --profile quick --device sandisk-ultra-fit-32g@512M
+	$(FLASHBED) bench fuse --runs 5
+	$(FLASHBED) bench hostcall --calls 300
+	$(FLASHBED) bench presets
+	$(FLASHBED) bench powercut --cycles 20
+	$(FLASHBED) bench crashstates --device emmc-8g@64M
+	$(FLASHBED) bench clock --device emmc-8g@512M --hog
+	$(FLASHBED) bench cpu --device emmc-8g@512M
+	$(FLASHBED) bench clock --profile quick --device emmc-8g@512M
+	$(FLASHBED) bench clock --profile quick --device sandisk-ultra-fit-32g@512M

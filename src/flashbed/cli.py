@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
         else None
     try:
-        return _dispatch(parser().parse_args(argv))
+        rc = _dispatch(parser().parse_args(argv))
+        # stdout to a pipe is buffered: a reader that is gone (`| head`) shows here, not at exit
+        sys.stdout.flush()
+        return rc
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code

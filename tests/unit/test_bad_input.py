@@ -398,12 +398,15 @@ def test_a_cell_file_that_is_not_a_result(a_run, content, capsys):
 
 
 def test_results_into_a_closed_pipe_is_quiet(a_run):
+    import os
     import subprocess
     import sys
     code = ("import sys; sys.path.insert(0, 'src'); from flashbed.cli import main; "
             f"sys.exit(main(['results', {str(a_run.root)!r}]))")
+    # stdout buffered, as on a stock machine (PYTHONUNBUFFERED hid the last flush's failure)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         cwd=Path(__file__).resolve().parents[2])
+                         cwd=Path(__file__).resolve().parents[2], env=env)
     p.stdout.close()  # `| head` that read nothing
     err = p.stderr.read().decode()
     assert p.wait() == 141 and "Traceback" not in err and err == "", err

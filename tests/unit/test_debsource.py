@@ -51,6 +51,14 @@ def test_the_mirror_is_the_first_enabled_debian_archive_not_its_security_one():
         debsource.debian_mirror(off)
 
 
+def test_the_security_archive_is_found_apart_and_may_be_absent():
+    s = debsource.parse_deb822(DEB822)
+    assert debsource.debian_security_mirror(s) == "http://mirror.example/debian-security"
+    assert debsource.debian_security_mirror(s[:1]) == ""
+    assert debsource.debian_security_mirror(debsource.parse_one_line(
+        "deb http://archive.example/ubuntu noble-security main\n")) == ""
+
+
 def test_other_distributions_and_third_party_sources_are_not_taken_for_debian():
     s = debsource.parse_one_line("deb http://archive.example/ubuntu noble main\n"
                                  "deb https://vendor.example/apt stable-tools main\n")

@@ -143,3 +143,22 @@ def test_kernel_info_carries_name_source_patches_and_boot_mode():
     assert prov == {"name": "7.3", "release": "7.3.4", "source_package": "linux-source-7.3",
                     "source_version": "7.3.4-1~bpo13+1", "patches": ["0002-x.patch"], "boot_mode": "seccomp",
                     "key": "k"}
+
+
+def test_a_cache_entry_copied_elsewhere_is_found_at_its_new_place(tmp_path, monkeypatch):
+    # issue 27: an ordinary user's cache seeded from root's, a container's cache: info.json
+    # records the path the kernel was built at, the binary is the `linux` beside it
+    import dataclasses
+    import json
+    spec = kernel.KERNELS["7.3"]
+    key = kernel.cache_key(spec.pinned_version, spec)
+    entry = tmp_path / "cache" / "kernel" / key
+    entry.mkdir(parents=True)
+    (entry / "linux").write_text("")
+    built = kernel.KernelInfo(path="/elsewhere/kernel/linux", key=key, name="7.3", source_package=spec.package,
+                              source_version=spec.pinned_version, release="7.3.4", patches=[], boot_mode="seccomp",
+                              max_cpus=8, build_seconds=1.0, built_at="t")
+    (entry / "info.json").write_text(json.dumps(dataclasses.asdict(built)))
+    monkeypatch.setenv("FLASHBED_CACHE", str(tmp_path / "cache"))
+    found = kernel.cached_kernel("7.3")
+    assert found is not None and found.path == str(entry / "linux")

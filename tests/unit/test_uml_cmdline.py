@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from pathlib import Path
 
@@ -73,3 +75,33 @@ def test_a_lab_with_vcpus_its_kernel_cannot_run_is_refused_before_it_starts(tmp_
         uml.boot(BootSpec(run_dir=tmp_path / "lab", steps=(Step("nproc", "nproc"),), cpus=2),
                  _info("6.12", "ptrace", 1))
     assert not (tmp_path / "lab").exists()
+
+
+@pytest.mark.parametrize("shm_flag,shm_free_mb,want", [
+    (0, 4096, "/dev/shm"),  # a host's tmpfs: the lab's memory stays off the disk
+    (os.ST_NOEXEC, 4096, "TMP"),  # a container's /dev/shm is noexec, which UML refuses
+    (0, 64, "TMP"),  # and 64 MiB, which a lab's memory outgrows
+])
+def test_the_labs_memory_goes_where_uml_can_map_all_of_it(monkeypatch, tmp_path, shm_flag, shm_free_mb, want):
+    from flashbed.lab import uml
+
+    def statvfs(d):
+        flag, free = (shm_flag, shm_free_mb) if d == "/dev/shm" else (0, 1)
+        return os.statvfs_result((4096, 4096, 0, 0, free * 256, 0, 0, 0, flag, 255))
+    monkeypatch.setattr(os, "statvfs", statvfs)
+    monkeypatch.setattr(os, "access", lambda d, mode: True)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(uml.tempfile, "tempdir", None)
+    assert uml.memory_dir(768) == ("/dev/shm" if want == "/dev/shm" else str(tmp_path))
+
+
+def test_no_directory_for_the_labs_memory_is_one_line(monkeypatch, tmp_path):
+    from flashbed.errors import FlashbedError
+    from flashbed.lab import uml
+    monkeypatch.setattr(os, "statvfs", lambda d: os.statvfs_result((4096, 4096, 0, 0, 1 << 20, 0, 0, 0,
+                                                                    os.ST_NOEXEC, 255)))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(uml.tempfile, "tempdir", None)
+    with pytest.raises(FlashbedError, match="set TMPDIR to a writable directory mounted exec") as e:
+        uml.memory_dir(768)
+    assert "\n" not in str(e.value)

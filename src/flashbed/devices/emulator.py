@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -57,6 +58,55 @@ def find_binary() -> Path:
     if DEFAULT_BINARY.is_file() and os.access(DEFAULT_BINARY, os.X_OK):
         return DEFAULT_BINARY
     raise EmulatorError("flashbed-emu is not built: run `make setup`")
+
+
+CAP_SYS_ADMIN = 21  # linux/capability.h
+
+
+def _capabilities(field: str, status: Path = Path("/proc/self/status")) -> int:
+    """A capability set of this process (CapEff, CapBnd) as a bit mask."""
+    for line in status.read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1], 16)
+    return 0
+
+
+def fuse_problem(dev: Path = Path("/dev/fuse"), euid: int | None = None,
+                 status: Path = Path("/proc/self/status")) -> str:
+    """Why this process cannot mount the emulator's FUSE file ('' if it can): no /dev/fuse
+    (a container run without --device /dev/fuse), or no right to mount one: root without
+    CAP_SYS_ADMIN, or an ordinary user without fusermount3 or with SYS_ADMIN out of the
+    bounding set (fusermount3 is setuid root, and the container's bounding set caps it)."""
+    fix_dev = "in a container, run it with --device /dev/fuse; on a host, load the module (sudo modprobe fuse)"
+    if not dev.exists():
+        return f"no {dev}: the emulated flash devices are served through FUSE: {fix_dev}"
+    try:
+        os.close(os.open(dev, os.O_RDWR))
+    except PermissionError as e:
+        return (f"cannot open {dev} ({e.strerror}): the emulated flash devices are served through FUSE, and an "
+                f"ordinary user opens it: give users read and write on it, mode 0666 as Debian's udev rules do "
+                f"(sudo chmod 666 {dev})")
+    except OSError as e:
+        return f"cannot open {dev} ({e.strerror}): the emulated flash devices are served through FUSE: {fix_dev}"
+    euid = os.geteuid() if euid is None else euid
+    cap = "a container needs --cap-add SYS_ADMIN to mount FUSE"
+    if euid == 0:
+        if not _capabilities("CapEff", status) >> CAP_SYS_ADMIN & 1:
+            return f"no right to mount FUSE: root without CAP_SYS_ADMIN: {cap}"
+        return ""
+    if not shutil.which("fusermount3"):
+        return "fusermount3 is missing: an ordinary user mounts FUSE through it: sudo apt-get install fuse3"
+    if not _capabilities("CapBnd", status) >> CAP_SYS_ADMIN & 1:
+        return f"no right to mount FUSE: CAP_SYS_ADMIN is out of this process's bounding set, so fusermount3 cannot " \
+               f"mount: {cap}"
+    return ""
+
+
+def check_fuse() -> None:
+    """One line, before anything runs, when the emulator could not mount its FUSE file."""
+    problem = fuse_problem()
+    if problem:
+        raise EmulatorError(problem)
 
 
 def _error_line(stderr: str, fallback: str) -> str:

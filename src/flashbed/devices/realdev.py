@@ -398,6 +398,10 @@ def load(spec: str, destroy: tuple[str, ...] = (), host: Host = HOST) -> Device:
     ident = identity(sd)
     facts = gather(node, devno, sd, ident, host)
     why = refusal(facts)
+    if why is None and not os.access(node, os.R_OK | os.W_OK):
+        # an ordinary user (issue 27): the lab opens the node itself, for reading and writing
+        why = (f"{node}: uid {os.geteuid()} cannot read and write it: a real device needs its node's access, "
+               f"which root has: run flashbed as root (or as a member of its group: ls -l {node})")
     if why is None:
         why = _exclusive(node)
     if why is None and not any(same_node(node, d) for d in destroy):

@@ -122,6 +122,16 @@ def debian_mirror(sources: list[AptSource]) -> str:
                         f"{APT_ETC}/sources.list.d): add one (suite bookworm or later, component main)")
 
 
+def debian_security_mirror(sources: list[AptSource]) -> str:
+    """The URI of the first enabled Debian security archive ('' if the sources name none):
+    a stock root of another suite (scripts/fresh-host.sh) takes its security updates from it."""
+    for s in sources:
+        if s.enabled and "deb" in s.types and "main" in s.components and any(
+                x.partition("-")[0] in DEBIAN_SUITES and x.partition("-")[2] == "security" for x in s.suites):
+            return s.uris[0].rstrip("/")
+    return ""
+
+
 @dataclass(frozen=True)
 class PrivateApt:
     """apt-get / apt-cache with every state and list path under `root`."""

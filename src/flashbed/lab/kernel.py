@@ -249,7 +249,10 @@ class KernelInfo:
 
     @staticmethod
     def load(path: Path) -> "KernelInfo":
-        return KernelInfo(**json.loads(path.read_text()))
+        """A cache entry's info.json; its binary is the `linux` beside it, wherever the cache is
+        now (another user's copy, a container's), not the path it was built at."""
+        info = KernelInfo(**json.loads(path.read_text()))
+        return dataclasses.replace(info, path=str(path.parent / "linux"))
 
     @property
     def label(self) -> str:

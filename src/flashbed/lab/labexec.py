@@ -69,7 +69,11 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
     event (ignored in real time)."""
     if device is not None:
         from ..devices import presets
-        clock, note = effective(clock, presets.load_spec(device).backend)
+        backend = presets.load_spec(device).backend
+        if backend == "emulator":
+            from ..devices.emulator import check_fuse
+            check_fuse()
+        clock, note = effective(clock, backend)
         if note:
             print(f"note: {note}", file=err)
     kern = ensure_kernel(kernel, time_travel=clock.time_travel)

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -97,6 +98,24 @@ def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str
     return args
 
 
+def memory_dir(mem_mb: int, shm: str = "/dev/shm") -> str:
+    """Where UML maps the lab's memory from (its TMPDIR): /dev/shm, a tmpfs, keeps it off the
+    disk; a container's (podman's, docker's) is mounted noexec, which UML refuses ("/dev/shm must
+    be not mounted noexec"), and holds 64 MiB, which a lab's memory outgrows (SIGBUS): then the
+    temporary directory. One line if that will not do either."""
+    for d in (shm, tempfile.gettempdir()):
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            continue
+        room = d != shm or st.f_bavail * st.f_frsize >= mem_mb << 20
+        if room and not st.f_flag & os.ST_NOEXEC and os.access(d, os.W_OK | os.X_OK):
+            return d
+    raise FlashbedError(f"no directory for the lab's {mem_mb} MiB of memory: {shm} and {tempfile.gettempdir()} are "
+                        f"each noexec, not writable or (/dev/shm) too small: set TMPDIR to a writable directory "
+                        f"mounted exec")
+
+
 def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | None = None,
          kill: threading.Event | None = None) -> BootResult:
     """Run the steps in one lab boot; never raises for what happens in the guest.
@@ -132,10 +151,7 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
     (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps, LAYOUT.env()), indent=1))
 
     console_path = run_dir / "console.log"
-    env = dict(os.environ)
-    # UML maps its memory from a file in TMPDIR: tmpfs keeps that off the disk
-    if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
-        env["TMPDIR"] = "/dev/shm"
+    env = dict(os.environ, TMPDIR=memory_dir(spec.mem_mb))
     cmd = [kernel.path, *kernel_cmdline(spec, kernel)]
     started = time.monotonic()
     ready_at: list[float] = []

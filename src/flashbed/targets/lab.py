@@ -77,6 +77,7 @@ class LabTarget(Target):
 
     def check_plan(self, plan) -> None:
         from ..executors import DaskExecutor
+        _check_fuse(plan.devices.values())
         if isinstance(self.executor, DaskExecutor) and any(d.backend == "real" for d in plan.devices.values()):
             raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                                 "local executor")
@@ -95,6 +96,7 @@ class LabTarget(Target):
         if destroy_data_on and not realdev.names_device(spec):
             raise FlashbedError(f"--destroy-data-on applies to a real device, and {spec} is a preset")
         (device,) = self.load_devices((spec,), destroy_data_on).values()  # refused as a run refuses it
+        _check_fuse([device])
         return device
 
     def probe_site(self, device: Device, clock: Clock) -> ProbeSite:
@@ -143,3 +145,11 @@ def _build_changes(store, infos) -> list[str]:
                        f"{', '.join(p[:4] for p in old.get('patches') or []) or 'none'}); the rest run on build "
                        f"{info.key} (patches {', '.join(p[:4] for p in info.patches) or 'none'})")
     return out
+
+
+def _check_fuse(devices) -> None:
+    """No /dev/fuse or no right to mount it: one line before anything runs, not a failed cell each
+    (the emulator serves its devices through FUSE on this machine)."""
+    if any(d.backend == "emulator" for d in devices):
+        from ..devices.emulator import check_fuse
+        check_fuse()

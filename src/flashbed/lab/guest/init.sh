@@ -41,7 +41,14 @@ mount -t mqueue mqueue /dev/mqueue
 mount -t debugfs debugfs /sys/kernel/debug
 
 mkdir -p /run/flashbed
-mount -t hostfs -o "$run" hostfs /run/flashbed || fail "mount run directory $run"
+# mount(2) itself, not mount(8): the guest runs the host's util-linux, and from 2.41
+# (trixie) mount(8) uses the new mount API, which hands hostfs's one option (the host
+# path) to fsconfig() as a parameter name, and hostfs refuses it
+/usr/bin/python3 -S -I -c '
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.mount(b"hostfs", b"/run/flashbed", b"hostfs", 0, os.fsencode(sys.argv[1])) != 0:
+    sys.exit(os.strerror(ctypes.get_errno()))' "$run" || fail "mount run directory $run"
 hostname flashbed-lab
 # The agent's string hashes get a fixed seed, not a random one: the random seed
 # comes from the guest's entropy (the host's), and it changes which pages the
