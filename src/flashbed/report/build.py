@@ -31,7 +31,8 @@ def run_meta(run: RunData) -> list[tuple[str, str]]:
 
 def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None) -> Document:
     recs = recs if recs is not None else R.recommend(run)
-    all_fs = sorted({k[1] for k in run.cell_status}, key=units.natural_key)
+    # a study's figures list the filesystems the plan left it out for too (n/a): each has its colour
+    all_fs = sorted({k[1] for k in run.cell_status} | {fs for (_d, fs, _s) in run.na}, key=units.natural_key)
     ctx = F.Ctx(run, F.fs_colors(all_fs))
     feet = footing.footing(run, recs)  # a robust pass: each answer against the twin's assumptions
     sections = [R.recommendation_section(run, recs)] + [s for s in [footing.section(run, feet, ctx.colors)] if s]
