@@ -5,6 +5,7 @@ device its storage, the host kernel's own filesystems the ones under test.
 Marked `lab` as well as `board`: integration, kept out of the fast suite."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -220,8 +221,11 @@ def test_a_board_run_stopped_midway_resumes_without_rerunning_finished_cells(boa
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     with loop_device(tmp_path, 512 << 20) as node:
         args += ["--device", node, "--destroy-data-on", node]
+        # as a terminal starts it: SIGINT at its default, even when the suite itself runs in the
+        # background (where the shell leaves SIGINT ignored, and Python then keeps it ignored)
         proc = subprocess.Popen([sys.executable, "-m", "flashbed.cli", *args], env=env, cwd=REPO, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 600
         while len(list((run / "cells").glob("*.json")) if (run / "cells").is_dir() else []) < 2:
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
