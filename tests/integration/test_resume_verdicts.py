@@ -46,7 +46,10 @@ def flashbed(out: Path, args: list[str]) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     return subprocess.Popen([sys.executable, "-m", "flashbed.cli", "run", *args, "--device", DEVICE, "--out",
                              str(out), "--jobs", "1", "--no-report"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env,
+                            # as a terminal starts it: SIGINT at its default even when the suite runs in
+                            # the background (the shell leaves SIGINT ignored there, and Python keeps it so)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def verdicts(out: Path, study: str) -> dict[str, float]:
