@@ -134,3 +134,14 @@ def test_parse_gives_every_state_a_verdict_and_counts_the_checks(tmp_path):
     assert out.headline.startswith("4 states (3 distinct, 2 checked)")
     assert "cut" not in out.extra["coverage"] and "subset 1 of 2" in out.extra["coverage"]
     assert (tmp_path / CHECKED_FILE).is_file()
+
+
+def test_a_kind_the_sample_left_out_says_it_bounds_nothing():
+    """Every flush is kept: when the flushes alone fill max_states, the other kinds get none, and
+    their coverage must not read as a bound ("fewer than 100.0 %")."""
+    from flashbed.studies.crashplan import CheckPlan, Stratum
+    plan = CheckPlan(found=49, distinct=29, checked=15, max_states=10, seed=1,
+                     strata=(Stratum("flush", 15, 15), Stratum("cut", 2, 0), Stratum("subset", 12, 0)))
+    text = plan.coverage()
+    assert "cut 0 of 2 (none checked: a clean result says nothing of them)" in text
+    assert "100.0 %" not in text and text.startswith("49 states found, 29 distinct; a seeded sample of 15")

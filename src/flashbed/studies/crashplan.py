@@ -111,8 +111,10 @@ class CheckPlan:
         parts = []
         for s in self.strata:
             b = s.bound
+            # a kind the sample left out entirely bounds nothing: said so, not "fewer than 100 %"
             parts.append(f"{s.kind} {s.checked} of {s.distinct}" + (
-                "" if b is None else f" (clean: fewer than {100 * b:.1f} % of them fail, 95 % confidence)"))
+                "" if b is None else " (none checked: a clean result says nothing of them)" if not s.checked
+                else f" (clean: fewer than {100 * b:.1f} % of them fail, 95 % confidence)"))
         return (f"{head}; a seeded sample of {self.checked} checked (max_states {self.max_states}, seed {self.seed}): "
                 + ", ".join(parts))
 
