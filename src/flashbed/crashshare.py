@@ -214,15 +214,19 @@ def lab_end(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str
     if stopped or (died and current is not None):
         claims.stop()
     taking = getattr(host, "taking", [])
-    # a lab killed for a program over its wall-clock limit (lab/uml.py's note beside its console) says which
-    over = died and (Path(res.console_log).parent / WALL_FILE).is_file()
     return {"boot": str(res.status), "in_flight": current["id"] if died and current and current["id"] not in done
             else None, "state": current if died else None, "console": str(res.console_log),
-            "why": res.error if over else "",
+            "why": wall_limit_why(res, checked_file.parent) if died else "",
             "checked": len(done), "stopped": stopped,
             # the host's wall clock from its first state to its last request: the lab's checking (in virtual
             # time the guest's own clock says the device's time, not what checking cost)
             "wall": round(taking[-1] - taking[0], 3) if len(taking) >= 2 else None}
+
+
+def wall_limit_why(res: Any, run_dir: Path) -> str:
+    """A boot killed for a program over its wall-clock limit: the boot's error, which names it (lab/uml.py
+    notes the limit in the boot's run directory); '' for any other end."""
+    return res.error if (run_dir / WALL_FILE).is_file() else ""
 
 
 def _stopped(res: Any) -> str:

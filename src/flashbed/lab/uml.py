@@ -236,13 +236,13 @@ class WallLimits:
         self._lifted: dict[str, int] = {}  # per key, the latest limit lifted
         self._lock = threading.Lock()
 
-    def handle(self, args: dict) -> dict:
+    def handle(self, args: dict) -> None:
         key, what, seconds = str(args.get("key", "")), str(args.get("what", "a program")), float(args["seconds"])
         seq = int(args.get("seq", 0))
         with self._lock:
             # the guest posts without waiting: an arm read after the lift of the same limit stays lifted
             if seconds > 0 and seq and seq <= self._lifted.get(key, 0):
-                return {}
+                return
             if seconds <= 0 and seq:
                 self._lifted[key] = max(seq, self._lifted.get(key, 0))
             old = self._timers.pop(key, None)
@@ -253,7 +253,6 @@ class WallLimits:
                 t.daemon = True
                 self._timers[key] = t
                 t.start()
-        return {}
 
     def _expire(self, what: str, seconds: float) -> None:
         with self._lock:

@@ -83,13 +83,13 @@ from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
 from ..lab.target import TOOLS, BootResult, Step
-from ..lab.guest.guestlib import WALL_FILE, read_log
+from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, LossCause, PowerCutClass
 from ..variants import FsVariant
 from ..errors import last_line
 from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
-from ..crashshare import lab_ends, records as lab_records
+from ..crashshare import lab_ends, records as lab_records, wall_limit_why
 from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
 from .params import param
 from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
@@ -251,9 +251,8 @@ class CrashStates(Study):
         elif len(records) < want and not stopped and res.status in (BootStatus.KILLED, BootStatus.HANG,
                                                                      BootStatus.CRASH):
             # the lab itself stuck (killed by the host's watchdog, or out of time) or died on this state
-            over = (run_dir / WALL_FILE).is_file()  # a program over its wall-clock limit (lab/uml.py) says which
             records.append(_died_on(planned[len(records)], res.status is BootStatus.CRASH, res.console_log,
-                                    why=res.error if over else ""))
+                                    why=wall_limit_why(res, run_dir)))
             stopped = f"state {records[-1]['state']}: {records[-1]['why']}"
         unchecked = want - len(records)
         records = with_shared(states, records)
