@@ -158,3 +158,63 @@ def test_aging_runs_unpaced_and_the_workload_paced_on_the_aged_device(kernel, tm
     assert res.extra["lifetime"]["passes"] == 2 and counts(res)["rows"] == 160
     w = res.device_stats["workload"]
     assert w["busy_seconds"] <= w["wall_seconds"]  # paced again: the device's time is spent, not skipped
+
+
+WAL = """#!/bin/sh
+# an append-only log: each record made durable (fsync) before it is acknowledged in fives; the
+# last ten are acknowledged without their fsync (the unsafe control: states lose them)
+set -e
+i=1
+while [ $i -le 30 ]; do
+  if [ $i -le 20 ]; then sync=conv=notrunc,fsync; else sync=conv=notrunc; fi
+  printf 'record %06d %0113d\\n' "$i" "$i" | dd of=wal.log bs=128 count=1 oflag=append $sync status=none
+  if [ $((i % 5)) -eq 0 ]; then $FLASHBED_ACK records=$i; fi
+  i=$((i + 1))
+done
+"""
+WAL_CHECK = """#!/bin/sh
+# every acknowledged record there, byte for byte, each read on its own
+n=$(tail -n 1 "$FLASHBED_ACKED" | sed -n 's/^records=//p')
+[ -n "$n" ] || exit 0
+i=1
+while [ $i -le "$n" ]; do
+  want=$(printf 'record %06d %0113d' "$i" "$i")
+  got=$(dd if=wal.log bs=128 skip=$((i - 1)) count=1 status=none 2>/dev/null | head -c 127)
+  [ "$got" = "$want" ] || { echo "record $i of $n lost"; exit 1; }
+  i=$((i + 1))
+done
+"""
+
+
+def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(kernel, tmp_path):
+    """Issue 30: states that recover to the same workload directory and acknowledged labels share
+    the check's run (trees.py); every state's verdict equals the exhaustive run's (every state
+    checked, its own check run), failures included."""
+    wal, check = tmp_path / "wal.sh", tmp_path / "walcheck.sh"
+    wal.write_text(WAL)
+    check.write_text(WAL_CHECK)
+    for f in (wal, check):
+        f.chmod(0o755)
+
+    def cell(**params):
+        dev = presets.load_spec(DEVICE)
+        values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+        p = STUDIES["appcheck"].params(**{**values, **params})
+        from flashbed.studies.base import CellSpec
+        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
+                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="real")
+
+    every = run(kernel, tmp_path / "every", cell(dedup=False, share_trees=False))
+    shared = run(kernel, tmp_path / "shared", cell())
+    for r in (every, shared):
+        assert r.status == "ok", r.error
+    verdicts = {r: {f["state"]: f["class"] for f in res.extra["failures"]} for r, res in
+                (("every", every), ("shared", shared))}
+    ce, cs = counts(every), counts(shared)
+    assert ce["iterations"] == cs["iterations"] == ce["states"] == cs["states"]
+    assert verdicts["every"] and verdicts["every"] == verdicts["shared"]  # the unsafe tail lost records
+    assert {k: v for k, v in ce.items() if k.startswith("class:")} == \
+        {k: v for k, v in cs.items() if k.startswith("class:")}
+    assert "check_runs" not in ce
+    assert cs["check_runs"] < cs["checked"] <= ce["checked"], (cs, ce)
+    assert "recovered trees" in shared.headline

@@ -203,7 +203,7 @@ def test_the_check_loop_checks_a_damaged_failure_s_twin_and_classifies_a_check_t
     monkeypatch.setattr(guest, "place", lambda mnt, device, ranges: guest.TwinPlace(files={"cs/x": 4096}))
     monkeypatch.setattr(guest.powercut, "recover_facts", recover)
     monkeypatch.setattr(guest.powercut, "Kmsg", lambda: None)
-    monkeypatch.setattr(guest, "verifier", lambda w: lambda d, recs: {"n_loss": 0, "n_garbage": 0})
+    monkeypatch.setattr(guest, "verifier", lambda w, *shared: lambda d, recs: {"n_loss": 0, "n_garbage": 0})
     spec = STUDY.check_spec(cell(), cell().variant, STUDY.work_spec(cell(), cell().variant))
     import dataclasses
     # the states in the listing's order (claim=False: no other lab shares this cell's)

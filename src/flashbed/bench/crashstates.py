@@ -15,7 +15,8 @@ emulator); and the median time per checked state of each part (the guest's clock
 virtual time the device model's, not what checking cost):
 switch (the host call that rebuilds and serves the state), drop (the block device's
 buffers), mount (with the journal's or log's recovery), verify (the check: the built-in
-verifier or yours), umount, fsck.
+verifier or yours; yours runs once per distinct recovered tree, share_trees, and the count
+of its runs is printed), umount, fsck.
 
 With a user workload (a script, as `flashbed run --workload` takes it) the cells are the
 appcheck study's: once with your check (--check FILE) and once with a trivial check (exit 0:
@@ -115,14 +116,17 @@ def row(name: str, c: Case, res, wall: float, cpu: float) -> dict:
             "per_hour": res.value(k, "states_per_hour"),
             "per_hour_total": res.value(k, "verdicts_per_hour") or res.value(k, "states_per_hour"),
             "per_hour_cell": 3600 * n / wall, "per_cpu_hour": 3600 * n / cpu if cpu else None,
-            "wall": wall, "failures": res.value(k, "failures"), "split_ms": split}
+            "wall": wall, "failures": res.value(k, "failures"), "split_ms": split,
+            "check_runs": res.value(k, "check_runs")}
 
 
 def print_row(r: dict, out, clock: Clock = Clock.REAL) -> None:
     print(f"  {r['fs']:10} {r['states']:5d} states, {r['distinct']} distinct, {r['checked']} checked: "
           f"{r['per_hour']:7.0f} states/hour/core distinct, {r['per_hour_total']:7.0f} total; "
           f"{r['per_hour_cell']:7.0f} distinct for the whole cell ({r['wall']:.1f} s), "
-          f"{r['per_cpu_hour'] or 0:7.0f} per CPU-hour; failures {int(r['failures'] or 0)}", file=out)
+          f"{r['per_cpu_hour'] or 0:7.0f} per CPU-hour; failures {int(r['failures'] or 0)}"
+          + (f"; the check ran {int(r['check_runs'])} times (once per recovered tree)"
+             if r.get("check_runs") is not None else ""), file=out)
     split = r["split_ms"]
     # in virtual time the guest's clock is the device model's: its split says what the device took
     when = "guest time: the device model's" if clock is Clock.VIRTUAL else "wall clock"

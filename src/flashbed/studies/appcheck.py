@@ -94,6 +94,10 @@ class AppCheck(CrashStates):
                                                "(0: all)")
         dedup: bool = param(True, help="check each distinct state once (the same device image and acknowledged "
                                        "labels) and record its verdict for every state that shares them")
+        share_trees: bool = param(True, help="run your check once per recovered workload directory and acknowledged "
+                                             "labels, its verdict shared by the states that recover to them (off "
+                                             "for a check that reads times, inode numbers, free space or files "
+                                             "outside the directory: docs/your-workload.md)")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount or unmount")
         fsck_timeout: float = param(300.0, unit="s", above=0)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
@@ -133,7 +137,7 @@ class AppCheck(CrashStates):
         return CrashWorkSpec(workload=Workload.USER, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
                              seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
                              timeout=float(p.timeout), command=cmd, check=check,
-                             check_timeout=float(p.check_limit))
+                             check_timeout=float(p.check_limit), share_trees=bool(p.share_trees))
 
     verifier_input = VerifierInput.ACKS  # the check reads the acknowledged labels ($FLASHBED_ACKED)
     # another lab's check reads the user's check and fio's read-back as staged, and fio's write state
@@ -142,9 +146,21 @@ class AppCheck(CrashStates):
     def sequence_count(self, spec: CellSpec) -> int:
         return 0
 
+    def check_runs(self, records: list[dict]) -> int | None:
+        """The check's own runs: a state that took another's verdict (its recovered tree and labels
+        were the same, `tree_same`) did not run it; None when no state was keyed (share_trees off)."""
+        if not any(r.get("tree") for r in records):
+            return None
+        return sum(1 for r in records if r.get("check") is not None and not r.get("tree_same")
+                   and "same" not in r)
+
     def _record(self, s: StateFacts, fstype: str) -> dict:
         r = super()._record(s, fstype)
         verify = (s.facts or {}).get("verify") or {}
+        if verify.get("tree"):  # the recovered tree's key, and the state whose check run it took (trees.py)
+            r["tree"] = verify["tree"]
+            if verify.get("tree_same"):
+                r["tree_same"] = verify["tree_same"]
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]

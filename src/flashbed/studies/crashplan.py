@@ -18,8 +18,10 @@ writes are dropped at the next switch), the recovery commands and the check are 
 cell's, and the state's own numbers (its id, kind, log position) reach neither. So one
 check answers for every state of its class: what can still differ is the lab's own
 nondeterminism (a timing-dependent recovery or check), which one lab checking each state
-once would not pin down either. The recovered filesystem is not compared (a stronger
-merge, but sound only for a check that reads names, types, sizes, modes and contents).
+once would not pin down either. The recovered filesystem is not compared here (a stronger
+merge, but sound only for a check that reads names, types, sizes, modes and contents): the
+lab does that for the user's check alone, after each state's own recovery, keyed by what
+the check is documented to read (lab/guest/trees.py, appcheck's share_trees).
 
 Sampling (`max_states` = N > 0): the distinct states are split by kind. Every flush state
 is checked (the states the block layer promises); the rest (the plain cut at an interval's

@@ -216,6 +216,11 @@ class CrashStates(Study):
         return {"images": bool(p.dedup), "dedup": bool(p.dedup), "verifier": str(self.verifier_input),
                 "log": LOG_FILE, "max_states": p.max_states}
 
+    def check_runs(self, records: list[dict]) -> int | None:
+        """How many times the verifier itself ran, when it shares its verdict between states that
+        recover alike (appcheck's share_trees); None: once per checked state."""
+        return None
+
     def sequence_count(self, spec: CellSpec) -> int:
         w = self.work_spec(spec, spec.variant)
         return len(sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip)))
@@ -280,9 +285,11 @@ class CrashStates(Study):
                  f"the check did not run ({res.status}: {last_line(res.error)})")
             error += "".join(f"; {e['lab']}: {e['error']}" for e in ends or [] if e.get("error"))
         counts = Counter(r["class"] for r in records)
+        runs = self.check_runs(records)
         head = (f"{len(records)} states" + (f" ({plan.distinct} distinct, {plan.checked} checked)"
                                             if plan and (plan.distinct, plan.checked) != (plan.found, plan.found)
                                             else "")
+                + (f" (the check ran on {runs} distinct recovered trees)" if runs is not None else "")
                 + ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common()))
         causes = Counter(r["cause"] for r in records if r.get("cause"))
         if causes:
@@ -298,7 +305,9 @@ class CrashStates(Study):
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
         if plan:
-            extra["coverage"] = plan.coverage()
+            extra["coverage"] = plan.coverage() + (
+                f"; your check ran once per distinct recovered tree and acknowledged labels: {runs} runs"
+                if runs is not None else "")
         if stopped and unchecked:
             head += f"; {unchecked} states after it not checked"
         status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
@@ -361,6 +370,8 @@ class CrashStates(Study):
         if plan:
             out += m(case, "distinct", plan.distinct, "count")
             out += m(case, "checked", len(lab), "count")
+        if (runs := self.check_runs(lab)) is not None:
+            out += m(case, "check_runs", runs, "count")
         out += cause_measurements(case, records)
         check = res.step("check")
         secs = lab_seconds or (check.seconds if check is not None else None)  # per lab: per core

@@ -38,7 +38,7 @@ import struct
 import sys
 
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
-    from . import powercut, sequences
+    from . import powercut, sequences, trees
     from .guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
     from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
                            RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
@@ -46,6 +46,7 @@ else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
+    import trees
     from guestlib import ContentCache, call_host, now, push, read_log, run, run_shell, wall_limit
     from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
                           RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
@@ -173,36 +174,44 @@ def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
     return {"workload_seconds": round(secs, 6), "acks": acks}
 
 
-def user_check(w: CrashWorkSpec, d: str, recs: list[dict]) -> dict:
+def user_check(w: CrashWorkSpec, d: str, recs: list[dict], shared: "trees.SharedChecks | None" = None,
+               state: str = "") -> dict:
     """The user's check on the recovered filesystem: exit 0 = consistent. It reads the labels
     the workload acknowledged before this state from $FLASHBED_ACKED (one a line). The workload's
-    directory was made durable before the first state: a state without it lost it."""
+    directory was made durable before the first state: a state without it lost it. With `shared`,
+    a state whose recovered directory and labels match a checked one's takes its verdict (trees.py)."""
     if not os.path.isdir(d):
         return {"check": None, "n_garbage": 0, "garbage": [], "n_loss": 1,
                 "loss": [f"the workload's directory {os.path.basename(d)} is missing (made durable before the "
                          f"workload began): your check was not run"]}
+    labels = "".join(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
     acked = os.path.join(run_dir(), ACKED)
     with open(acked, "w") as f:
-        f.writelines(" ".join(r.get("labels", [])) + "\n" for r in recs if r.get("e") == "ack")
-    with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
-        status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
-                                             env=user_env(d, FLASHBED_ACKED=acked))
-    lines = (so + se).decode("utf-8", "replace").strip().splitlines()
-    last = lines[-1][:200] if lines else ""
-    v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6)},
-               "n_garbage": 0, "garbage": []}
-    if status.ok:
-        return {**v, "n_loss": 0, "loss": []}
-    if status.is_hang:
-        return {**v, "n_loss": 1, "check_timeout": True,
-                "loss": [f"the check did not finish within {w.check_timeout:g} s"]}
-    return {**v, "n_loss": 1, "loss": [f"the check failed (exit {rc}): {last}"]}
+        f.write(labels)
+
+    def run_check() -> dict:
+        with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
+            status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
+                                                 env=user_env(d, FLASHBED_ACKED=acked))
+        lines = (so + se).decode("utf-8", "replace").strip().splitlines()
+        last = lines[-1][:200] if lines else ""
+        v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6)},
+                   "n_garbage": 0, "garbage": []}
+        if status.ok:
+            return {**v, "n_loss": 0, "loss": []}
+        if status.is_hang:
+            return {**v, "n_loss": 1, "check_timeout": True,
+                    "loss": [f"the check did not finish within {w.check_timeout:g} s"]}
+        return {**v, "n_loss": 1, "loss": [f"the check failed (exit {rc}): {last}"]}
+
+    return shared.check(state, d, labels.encode(), run_check) if shared is not None else run_check()
 
 
-def verifier(w: CrashWorkSpec):
-    """(workload directory, log records up to the crash) -> verdict."""
+def verifier(w: CrashWorkSpec, shared: "trees.SharedChecks | None" = None, state=lambda: ""):
+    """(workload directory, log records up to the crash) -> verdict; `state()` names the state
+    being checked (for a shared check's verdict)."""
     if w.workload == Workload.USER:
-        return lambda d, recs: user_check(w, d, recs)
+        return lambda d, recs: user_check(w, d, recs, shared, state())
     if w.workload == Workload.POWERCUT:
         return powercut.verify_dir
     seqs = sequence_list(w)
@@ -438,7 +447,10 @@ def check(c: CrashCheckSpec) -> dict:
         states = to_check(json.load(f)["states"])
     recs = read_log(os.path.expandvars(w.log))
     marks = [r["m"] for r in recs]  # in order: one workload, one log
-    judge = verifier(w)
+    # the user's check runs once per recovered tree (trees.py); the built-in verifiers are cheap
+    shared = trees.SharedChecks() if w.workload == Workload.USER and w.share_trees else None
+    current = {"id": ""}
+    judge = verifier(w, shared, lambda: current["id"])
     powercut.Content.source = ContentCache()  # the same versions, state after state
     keep = re.compile(c.kmsg_pattern or ".")
     if c.dust:
@@ -449,6 +461,7 @@ def check(c: CrashCheckSpec) -> dict:
     try:
         for i, st, a, t0 in served(c, states):
             rec = StateFacts(id=st["id"], kind=st["kind"], acked=st["acked"], damaged=st.get("damaged", 0))
+            current["id"] = st["id"]
             if c.serve:
                 rec.switch = {"error": "no answer"} if a is None else \
                     {"ns": a.data.get("switch_ns")} if a.ok else {"error": a.error}
@@ -469,6 +482,7 @@ def check(c: CrashCheckSpec) -> dict:
                     if facts.hang:
                         stopped = f"state {st['id']}: {facts.hang}"
                     elif rec.damage and not survived(facts):
+                        current["id"] = st["id"] + UNDAMAGED
                         tw = twin(c, rspec, st, i, lambda d: judge(d, upto), kmsg, keep, rec.damage["flushed"])
                         rec.twin = tw.to_json()
                         if tw.facts and tw.facts.get("hang"):
@@ -480,7 +494,8 @@ def check(c: CrashCheckSpec) -> dict:
                 break
     finally:
         os.close(out_fd)
-    return {"listed": len(states), "checked": checked, "stopped": stopped}
+    return {"listed": len(states), "checked": checked, "stopped": stopped,
+            **({"check_runs": shared.runs} if shared is not None else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

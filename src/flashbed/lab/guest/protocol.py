@@ -316,6 +316,8 @@ class CrashWorkSpec(Message):
     command: str = ""
     check: str = ""
     check_timeout: float = 0.0
+    # the check run once per recovered tree and acknowledged labels, its verdict shared (trees.py)
+    share_trees: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,91 @@
+"""The recovered tree's key (lab/guest/trees.py): what shares the user's check's verdict and what must not."""
+
+import os
+
+import pytest
+
+from flashbed.lab.guest.trees import SharedChecks, tree_key
+
+
+def make(root, records=3, extra=b""):
+    os.makedirs(root / "sub", exist_ok=True)
+    (root / "wal.log").write_bytes(b"".join(b"record %06d\n" % i for i in range(records)) + extra)
+    (root / "sub" / "meta").write_text("v1")
+    os.utime(root / "wal.log", ns=(1, 1_000_000_000))
+    os.utime(root / "sub" / "meta", ns=(1, 2_000_000_000))
+    for d in (root / "sub", root):  # directories' times are part of the key too
+        os.utime(d, ns=(1, 3_000_000_000))
+    return root
+
+
+def test_same_tree_and_labels_share_a_key(tmp_path):
+    a, b = make(tmp_path / "a"), make(tmp_path / "b")
+    os.utime(b / "wal.log", ns=(99, 1_000_000_000))  # access times are left out (a recovery stamps them)
+    assert tree_key(str(a), b"records=2\n") == tree_key(str(b), b"records=2\n")
+
+
+def test_one_byte_the_check_reads_is_not_merged(tmp_path):
+    a = make(tmp_path / "a")
+    b = make(tmp_path / "b")
+    data = bytearray((b / "wal.log").read_bytes())
+    data[9] ^= 1  # one byte of record 0
+    (b / "wal.log").write_bytes(bytes(data))
+    os.utime(b / "wal.log", ns=(1, 1_000_000_000))
+    assert tree_key(str(a), b"") != tree_key(str(b), b"")
+
+
+@pytest.mark.parametrize("change", ["labels", "mode", "mtime", "size", "name", "symlink", "xattr"])
+def test_what_the_key_covers(tmp_path, change):
+    a, b = make(tmp_path / "a"), make(tmp_path / "b")
+    la = lb = b"records=2\n"
+    if change == "labels":
+        lb = b"records=3\n"
+    elif change == "mode":
+        os.chmod(b / "wal.log", 0o600)
+        os.chmod(a / "wal.log", 0o644)
+    elif change == "mtime":
+        os.utime(b / "wal.log", ns=(1, 5))
+    elif change == "size":
+        os.truncate(b / "wal.log", 5)
+        os.utime(b / "wal.log", ns=(1, 1_000_000_000))
+    elif change == "name":
+        os.rename(b / "sub" / "meta", b / "sub" / "meta2")
+        os.utime(b / "sub", ns=(1, 3_000_000_000))
+    elif change == "symlink":
+        os.symlink("wal.log", a / "link")
+        os.symlink("sub/meta", b / "link")
+        for d in (a, b):
+            os.utime(d, ns=(1, 3_000_000_000))
+    elif change == "xattr":
+        try:
+            os.setxattr(b / "wal.log", "user.flashbed", b"1")
+        except OSError:
+            pytest.skip("no user xattrs on this filesystem")
+    assert tree_key(str(a), la) != tree_key(str(b), lb)
+
+
+def test_shared_checks_runs_once_per_key_and_names_the_first(tmp_path):
+    a, b, c = make(tmp_path / "a"), make(tmp_path / "b"), make(tmp_path / "c", records=4)
+    runs = []
+
+    def check(verdict):
+        def run():
+            runs.append(verdict)
+            return {"n_loss": 0, "loss": [], "check": {"rc": 0, "out": verdict}}
+        return run
+
+    sc = SharedChecks()
+    first = sc.check("1", str(a), b"x\n", check("a"))
+    second = sc.check("2", str(b), b"x\n", check("b"))
+    third = sc.check("3", str(c), b"x\n", check("c"))
+    assert runs == ["a", "c"] and sc.runs == 2
+    assert "tree_same" not in first and second["tree_same"] == "1" and second["check"]["out"] == "a"
+    assert second["tree"] == first["tree"] != third["tree"]
+
+
+def test_a_check_over_its_limit_runs_again(tmp_path):
+    a = make(tmp_path / "a")
+    sc = SharedChecks()
+    sc.check("1", str(a), b"", lambda: {"n_loss": 1, "check_timeout": True, "loss": ["slow"]})
+    again = sc.check("2", str(a), b"", lambda: {"n_loss": 0, "loss": []})
+    assert sc.runs == 2 and "tree_same" not in again and again["n_loss"] == 0
