@@ -31,7 +31,7 @@ from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec, boot_dir
-from .studies.crashplan import VerifierInput, plan_checks, to_check
+from .studies.crashplan import VerifierInput, plan_checks, to_check, verifier_keys
 from .crashshare import Claims, Helpers, Share, lab_end
 from .studies.params import as_json
 
@@ -311,6 +311,7 @@ class CellHost:
         log = self.run_dir / CRASHLOG
         listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
         todo = len(listing["states"])
+        weights: list[int] | None = None
         if args.get("verifier"):  # the study says what its verifier reads: plan the checks (crashplan.py)
             records = read_log(str(self.run_dir / Path(str(args["log"])).name))
             plan = plan_checks(listing["states"], records, VerifierInput(args["verifier"]),
@@ -318,13 +319,16 @@ class CellHost:
                                seed=int(args["seed"]))
             listing["plan"] = plan.to_json()
             todo = plan.checked
+            # a state's check reads what was acknowledged before it: the ETA weighs states by that
+            weights = verifier_keys(to_check(listing["states"]), records, VerifierInput(args["verifier"]))
         (self.run_dir / Path(str(args["out"])).name).write_text(json.dumps(listing))
         self._states = [0, todo]
         if self.on_part is not None and todo:  # said with the expected time once the first states are checked
             plan = listing.get("plan") or {}
             self.on_part(0, todo, "crash states",
                          note=f"{len(listing['states'])} crash states found"
-                         + (f", {plan['distinct']} distinct" if plan else "") + f", {todo} to check")
+                         + (f", {plan['distinct']} distinct" if plan else "") + f", {todo} to check",
+                         **({"weights": weights} if weights is not None and len(weights) == todo else {}))
         # the states go to the guest one claim at a time (crash_next); labs with cores to spare may help
         self.share = Share(self.run_dir, to_check(listing["states"]), self.helpers,
                            float(args.get("watchdog") or 600.0))

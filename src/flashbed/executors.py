@@ -153,8 +153,8 @@ class LocalExecutor:
                     if pending:  # items first: offered work takes only slots no item waits for
                         item = pending.pop(0)
                         progress.start(name(item))
-                        on_part = (lambda done, total, what="boots", note="", n=name(item):
-                                   progress.part(n, done, total, what, note))
+                        on_part = (lambda done, total, what="boots", note="", weights=None, n=name(item):
+                                   progress.part(n, done, total, what, note, weights))
                         running[pool.submit(_with_spawner, offers, task, item, on_part)] = item
                     elif (extra := offers.next()) is not None:
                         running[pool.submit(extra.fn)] = extra

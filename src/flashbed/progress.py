@@ -7,6 +7,12 @@ item not started (or not yet reporting) is expected to take what the finished it
 kind took (its study; failing that, what a running one of its kind is projected to take);
 the remaining work is shared by the run's slots (labs at once), and no sooner than the
 longest running item's own end. Without any measure yet, the ETA is "?".
+
+Units need not cost alike: a crash state's check reads what was acknowledged before it, so
+late states cost more than early ones and a constant rate promises too early an end. An
+item that gives each unit a weight (its cost driver: for crash states, the acknowledgements
+before the state) is projected with time = a * units + b * weight, fitted (least squares,
+both terms non-negative) to its own progress so far.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 RATE_AFTER = 8  # units done (or RATE_SECONDS) before an item's own rate is trusted
 RATE_SECONDS = 15.0
@@ -44,6 +50,8 @@ class _Units:
     first_at: float
     note: str = ""  # said once its rate is known (e.g. how many crash states were found)
     said: bool = False
+    weights: tuple[float, ...] = ()  # per unit, in order: what its cost grows with (may be empty)
+    seen: list[tuple[int, float]] = field(default_factory=list)  # (units done, when), one per report
 
     def rate(self, now: float) -> float | None:
         """Units per second since the first report, once enough of them passed."""
@@ -54,7 +62,41 @@ class _Units:
 
     def left(self, now: float) -> float | None:
         r = self.rate(now)
-        return None if r is None else max(0, self.total - self.done) / r
+        if r is None:
+            return None
+        fit = self._fit() if len(self.weights) == self.total else None
+        if fit is not None:
+            a, b = fit
+            done = min(self.done, self.total)
+            return a * (self.total - done) + b * (sum(self.weights[done:]))
+        return max(0, self.total - self.done) / r
+
+    def _fit(self) -> tuple[float, float] | None:
+        """(a, b) of seconds = a * units + b * weight over the reports since the first, both
+        >= 0 (a negative one: the other alone); None without two distinct reports."""
+        cum = [0.0]
+        for w in self.weights:
+            cum.append(cum[-1] + w)
+        pts = [(n - self.first_done, cum[n] - cum[self.first_done], t - self.first_at)
+               for n, t in self.seen if n > self.first_done]
+        if len({p[0] for p in pts}) < 2:
+            return None
+        sxx = sum(x * x for x, _, _ in pts)
+        syy = sum(y * y for _, y, _ in pts)
+        sxy = sum(x * y for x, y, _ in pts)
+        sxt = sum(x * t for x, _, t in pts)
+        syt = sum(y * t for _, y, t in pts)
+        det = sxx * syy - sxy * sxy
+        if det > 1e-9 * max(1.0, sxx * syy):
+            a, b = (syy * sxt - sxy * syt) / det, (sxx * syt - sxy * sxt) / det
+            if a >= 0 and b >= 0:
+                return a, b
+        # one term alone: units (a constant cost) or weight, whichever fits better
+        a_only = sxt / sxx if sxx else 0.0
+        b_only = syt / syy if syy else 0.0
+        err_a = sum((t - a_only * x) ** 2 for x, _, t in pts)
+        err_b = sum((t - b_only * y) ** 2 for _, y, t in pts) if syy else float("inf")
+        return (max(0.0, a_only), 0.0) if err_a <= err_b else (0.0, max(0.0, b_only))
 
 
 class Progress:
@@ -145,18 +187,23 @@ class Progress:
             self.done += 1
             print(self.line(f"{current}: {headline}"), file=self.stream, flush=True)
 
-    def part(self, current: str, done: int, total: int, what: str = "boots", note: str = "") -> None:
+    def part(self, current: str, done: int, total: int, what: str = "boots", note: str = "",
+             weights: tuple[float, ...] | list[float] | None = None) -> None:
         """Item `current` is `done` of `total` `what` through; a line at most every `every` s.
         A `note` (what the item found, e.g. its crash states) is said once, with the item's
-        expected time as soon as its own rate is known."""
+        expected time as soon as its own rate is known. `weights` (given once, one per unit):
+        what each unit's cost grows with, for a truer ETA than a constant rate."""
         with self._lock:
             now = time.monotonic()
             self._said.setdefault(current, now)  # the start line was just printed
             self._part[current] = min(1.0, done / total) if total else 0.0
             u = self._units.get(current)
             if u is None or u.what != what or u.total != total:
-                u = self._units[current] = _Units(what, total, done, done, now, note or (u.note if u else ""))
+                u = self._units[current] = _Units(what, total, done, done, now, note or (u.note if u else ""),
+                                                  weights=tuple(weights) if weights else (u.weights if u else ()))
             u.done = done
+            if not u.seen or u.seen[-1][0] != done:
+                u.seen.append((done, now))
             if note:
                 u.note = note
             if u.note and not u.said and (left := u.left(now)) is not None:

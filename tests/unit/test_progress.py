@@ -61,3 +61,35 @@ def test_unknown_work_falls_back_to_counting_and_says_so_when_nothing_is_known(c
     q.start("a")
     clock.t += 10
     assert q.eta() is None  # neither a rate nor a finished cell of its kind: "?"
+
+
+def test_eta_of_units_whose_cost_grows_with_their_weight():
+    """States whose check reads every acknowledged record: late ones cost more. A constant rate
+    promises too early an end; the weighted fit projects the true one."""
+    from flashbed.progress import _Units
+
+    total = 400
+    weights = tuple(i // 50 for i in range(total))  # acknowledgements before each state
+    cost = [0.05 + 0.2 * w for w in weights]  # s each: recovery, then the check per acknowledgement
+    t0 = 1000.0
+    u = _Units("crash states", total, 0, 0, t0, weights=weights)
+    t = t0
+    for n in range(1, 201):
+        t += cost[n - 1]
+        u.done = n
+        u.seen.append((n, t))
+    true_left = sum(cost[200:])
+    plain = (total - 200) / u.rate(t)
+    fitted = u.left(t)
+    assert abs(fitted - true_left) / true_left < 0.05
+    assert plain < 0.7 * true_left  # what the constant rate said
+
+
+def test_eta_without_weights_is_the_rate():
+    from flashbed.progress import _Units
+
+    u = _Units("crash states", 100, 0, 0, 0.0)
+    for n in range(1, 51):
+        u.done = n
+        u.seen.append((n, n * 2.0))
+    assert abs(u.left(100.0) - 100.0) < 1e-6
