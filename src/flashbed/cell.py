@@ -338,9 +338,10 @@ class CellHost:
 
     def crash_switch(self, args: dict) -> Any:
         reply = self._log().crash_switch(str(args["state"]))
-        twin = str(args["state"]).endswith(UNDAMAGED)  # a failed state's twin: no state of the listing
-        self._states[0] += not twin
-        self._served(self._states[0], args, progress=not twin)
+        # a failed state's twin is no state of the listing; a state served `again` was counted
+        counted = not (str(args["state"]).endswith(UNDAMAGED) or args.get("again"))
+        self._states[0] += counted
+        self._served(self._states[0], args, progress=counted)
         return reply
 
     def crash_next(self, args: dict) -> Any:

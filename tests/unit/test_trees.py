@@ -89,3 +89,22 @@ def test_a_check_over_its_limit_runs_again(tmp_path):
     sc.check("1", str(a), b"", lambda: {"n_loss": 1, "check_timeout": True, "loss": ["slow"]})
     again = sc.check("2", str(a), b"", lambda: {"n_loss": 0, "loss": []})
     assert sc.runs == 2 and "tree_same" not in again and again["n_loss"] == 0
+
+
+def test_a_walk_that_meets_an_error_is_perturbed_and_runs_no_check(tmp_path, monkeypatch):
+    """Keying may change a damaged state (a FAT that turns read-only on a read the check would
+    not make): such a walk shares nothing and runs no check; the loop checks the state again."""
+    from flashbed.lab.guest import trees
+
+    a = make(tmp_path / "a")
+    real = trees._file_digest
+
+    def eio(path, walk):
+        return walk.err("read", OSError(5, "Input/output error")) if path.endswith("wal.log") else real(path, walk)
+
+    monkeypatch.setattr(trees, "_file_digest", eio)
+    sc = SharedChecks()
+    ran = []
+    v = sc.check("7", str(a), b"", lambda: ran.append(1) or {"n_loss": 0, "loss": []})
+    assert v["tree_perturbed"] and not ran and sc.perturbed == 1 and sc.runs == 0 and not sc.seen
+

@@ -161,6 +161,9 @@ class AppCheck(CrashStates):
             r["tree"] = verify["tree"]
             if verify.get("tree_same"):
                 r["tree_same"] = verify["tree_same"]
+        if verify.get("tree_perturbed"):  # keying its tree met trouble: checked again without it
+            r["tree"] = r.get("tree") or "perturbed"
+            r["tree_perturbed"] = True
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]

@@ -79,7 +79,10 @@ def mount_state(facts: RecoverFacts | dict, fstype: str) -> MountState:
         return MountState.READ_ONLY
     msgs = "\n".join(m1.get("kmsg", []) + facts.run("mount1-attach").get("kmsg", []))
     fs = fscat.by_fstype(fstype)
-    if re.search(fs.recovery_log if fs is not None and fs.recovery_log else ANY_RECOVERY, msgs, re.MULTILINE):
+    if "log_replay" in m1:  # read from the filesystem before the mount (powercut.log_replay_due): decides
+        if m1["log_replay"]:
+            return MountState.RECOVERY
+    elif re.search(fs.recovery_log if fs is not None and fs.recovery_log else ANY_RECOVERY, msgs, re.MULTILINE):
         return MountState.RECOVERY
     if re.search(DIRTY, msgs):
         return MountState.WARNING

@@ -440,6 +440,21 @@ def twin(c: CrashCheckSpec, rspec: RecoverSpec, st: dict, i: int, verify, kmsg, 
     return rec
 
 
+def again(c: CrashCheckSpec, st: dict, i: int, rspec: RecoverSpec, verify, kmsg) -> RecoverFacts:
+    """State `st` served afresh and recovered with the check alone: keying its tree may have
+    changed it (trees.py: a read error, the filesystem turned read-only, a kernel message)."""
+    a = call_host(run_dir(), f"ag{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"], "again": True,
+                                                                         "watchdog": c.watchdog}),
+                  CALL_TIMEOUT, keep=False)
+    if a is None or not a.ok:
+        raise RuntimeError(f"serving state {st['id']} again: {'no answer' if a is None else a.error}")
+    drop_buffers(os.path.expandvars(c.device))
+    facts = powercut.recover_facts(rspec, verify=verify, kmsg=kmsg)
+    if facts.verify is not None:
+        facts.verify["tree_perturbed"] = True  # checked again without the walk: counted on the host
+    return facts
+
+
 def check(c: CrashCheckSpec) -> dict:
     w = CrashWorkSpec.from_json(c.work)
     rspec = RecoverSpec.from_json(c.recover)
@@ -448,9 +463,11 @@ def check(c: CrashCheckSpec) -> dict:
     recs = read_log(os.path.expandvars(w.log))
     marks = [r["m"] for r in recs]  # in order: one workload, one log
     # the user's check runs once per recovered tree (trees.py); the built-in verifiers are cheap
-    shared = trees.SharedChecks() if w.workload == Workload.USER and w.share_trees else None
+    # (a state the walk may have changed is served again: not in a replay, which serves nothing)
+    shared = trees.SharedChecks() if w.workload == Workload.USER and w.share_trees and c.serve else None
     current = {"id": ""}
     judge = verifier(w, shared, lambda: current["id"])
+    plain = verifier(w)
     powercut.Content.source = ContentCache()  # the same versions, state after state
     keep = re.compile(c.kmsg_pattern or ".")
     if c.dust:
@@ -473,6 +490,8 @@ def check(c: CrashCheckSpec) -> dict:
                     t2 = now()
                     upto = recs[:bisect.bisect_left(marks, st["acked"])]
                     facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
+                    if (facts.verify or {}).get("tree_perturbed"):
+                        facts = again(c, st, i, rspec, lambda d: plain(d, upto), kmsg)
                 except Exception as e:  # noqa: BLE001 - this state's check could not run: said, and the next one
                     rec.error = f"{type(e).__name__}: {e}"[:300]
                 else:
@@ -495,7 +514,7 @@ def check(c: CrashCheckSpec) -> dict:
     finally:
         os.close(out_fd)
     return {"listed": len(states), "checked": checked, "stopped": stopped,
-            **({"check_runs": shared.runs} if shared is not None else {})}
+            **({"check_runs": shared.runs, "perturbed": shared.perturbed} if shared is not None else {})}
 
 
 def main(argv: list[str] | None = None) -> int:

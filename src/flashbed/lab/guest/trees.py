@@ -16,6 +16,12 @@ leaves out, and a check must not depend on when it shares verdicts: access and c
 (a recovery stamps them), inode numbers, free space, anything outside the directory, the
 kernel log. A check that reads those runs with `--set appcheck.share_trees=false`.
 
+Computing the key must not change the state it keys: the walk reads with O_NOATIME (no
+inode is dirtied), and a walk that met anything (a read error, the filesystem turning
+read-only, a kernel message while it read: a damaged FAT that remounts read-only on a read
+the check alone would not have made) is `perturbed`: the check loop then serves the state
+again and checks it without the walk, as a lab without sharing would have.
+
 Standard library only (it runs in the guest).
 """
 
@@ -27,93 +33,186 @@ import os
 import stat
 
 CHUNK = 1 << 20
+NOATIME = getattr(os, "O_NOATIME", 0)
 
 
-def _file_digest(path: str) -> str:
+class _Walk:
+    """One key's walk: whether it met an error (then it may have changed the filesystem)."""
+
+    def __init__(self) -> None:
+        self.troubled = False
+
+    def err(self, what: str, e: OSError) -> str:
+        self.troubled = True
+        return f"{what}-errno-{errno.errorcode.get(e.errno or 0, e.errno)}"
+
+
+def _open(path: str, flags: int) -> int:
+    try:
+        return os.open(path, flags | NOATIME)
+    except PermissionError:  # O_NOATIME needs the file's owner (or root, as in the lab)
+        return os.open(path, flags)
+
+
+def _file_digest(path: str, walk: _Walk) -> str:
     h = hashlib.sha256()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = _open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as e:
-        return f"open-errno-{errno.errorcode.get(e.errno or 0, e.errno)}"
+        return walk.err("open", e)
     try:
         while chunk := os.read(fd, CHUNK):
             h.update(chunk)
     except OSError as e:  # part read, then an error: both are what the check would see
-        return f"{h.hexdigest()}:read-errno-{errno.errorcode.get(e.errno or 0, e.errno)}"
+        return f"{h.hexdigest()}:" + walk.err("read", e)
     finally:
         os.close(fd)
     return h.hexdigest()
 
 
-def _xattrs(path: str) -> list[tuple[str, str]]:
+def _xattrs(path: str, walk: _Walk) -> list[tuple[str, str]]:
     try:
         names = os.listxattr(path, follow_symlinks=False)
-    except OSError:  # a filesystem without them (FAT): none
-        return []
+    except OSError as e:
+        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):  # a filesystem without them (FAT): none
+            return []
+        return [("", walk.err("listxattr", e))]
     out = []
     for n in sorted(names):
         try:
             out.append((n, os.getxattr(path, n, follow_symlinks=False).hex()))
         except OSError as e:
-            out.append((n, f"errno-{e.errno}"))
+            out.append((n, walk.err("getxattr", e)))
     return out
 
 
-def _entry(root: str, rel: str) -> str:
+def _entry(root: str, rel: str, walk: _Walk) -> tuple[str, bool]:
+    """The entry's line, and whether it is a directory to descend into."""
     path = os.path.join(root, rel) if rel else root
     try:
         st = os.lstat(path)
     except OSError as e:
-        return f"{rel!r} lstat-errno-{e.errno}"
+        return f"{rel!r} " + walk.err("lstat", e), False
     kind = stat.S_IFMT(st.st_mode)
     fields = [repr(rel), oct(kind), oct(stat.S_IMODE(st.st_mode)), str(st.st_uid), str(st.st_gid),
-              str(st.st_nlink), str(st.st_size), str(st.st_mtime_ns), repr(_xattrs(path))]
+              str(st.st_nlink), str(st.st_size), str(st.st_mtime_ns), repr(_xattrs(path, walk))]
     if stat.S_ISLNK(st.st_mode):
-        fields.append(repr(os.readlink(path)))
+        try:
+            fields.append(repr(os.readlink(path)))
+        except OSError as e:
+            fields.append(walk.err("readlink", e))
     elif stat.S_ISREG(st.st_mode):
-        fields.append(_file_digest(path))
+        fields.append(_file_digest(path, walk))
     elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
         fields.append(str(st.st_rdev))
-    return " ".join(fields)
+    return " ".join(fields), stat.S_ISDIR(st.st_mode)
 
 
-def tree_key(d: str, acked: bytes) -> str:
-    """The key of directory `d` as the check sees it, with the acknowledged labels `acked`."""
-    h = hashlib.sha256()
+def _names(path: str, walk: _Walk) -> list[str] | None:
+    """A directory's entries, read without touching its access time."""
     try:
-        ro = bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+        fd = _open(path, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
-        ro = f"statvfs-errno-{e.errno}"  # type: ignore[assignment]
-    h.update(f"ro={ro}\nacked={hashlib.sha256(acked).hexdigest()}\n".encode())
-    h.update((_entry(d, "") + "\n").encode())
+        walk.err("opendir", e)
+        return None
+    try:
+        return sorted(os.listdir(fd))
+    except OSError as e:
+        walk.err("readdir", e)
+        return None
+    finally:
+        os.close(fd)
 
-    def walk_error(e: OSError) -> None:  # an unreadable directory is part of what the check sees
-        h.update(f"walk-errno-{e.errno} {e.filename!r}\n".encode())
 
-    for top, dirs, files in os.walk(d, onerror=walk_error):
-        dirs.sort()
-        for name in sorted(dirs + files):
-            rel = os.path.relpath(os.path.join(top, name), d)
-            h.update((_entry(d, rel) + "\n").encode())
+def _read_only(d: str) -> bool | str:
+    try:
+        return bool(os.statvfs(d).f_flag & os.ST_RDONLY)
+    except OSError as e:
+        return f"statvfs-errno-{e.errno}"
+
+
+def tree_key(d: str, acked: bytes, walk: _Walk | None = None) -> str:
+    """The key of directory `d` as the check sees it, with the acknowledged labels `acked`."""
+    walk = walk or _Walk()
+    h = hashlib.sha256()
+    h.update(f"ro={_read_only(d)}\nacked={hashlib.sha256(acked).hexdigest()}\n".encode())
+    line, _ = _entry(d, "", walk)
+    h.update((line + "\n").encode())
+    todo = [""]
+    while todo:
+        top = todo.pop()
+        names = _names(os.path.join(d, top) if top else d, walk)
+        if names is None:
+            h.update(f"{top!r} unreadable\n".encode())
+            continue
+        subdirs = []
+        for name in names:
+            rel = os.path.join(top, name) if top else name
+            line, is_dir = _entry(d, rel, walk)
+            h.update((line + "\n").encode())
+            if is_dir:
+                subdirs.append(rel)
+        todo.extend(reversed(subdirs))  # depth first, in name order
     return h.hexdigest()
+
+
+class _KernelWatch:
+    """Whether the kernel logged anything since it was made (its own /dev/kmsg reader: the
+    recovery's reader keeps its lines); no kernel log to read (a unit test): nothing."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+            os.lseek(self.fd, 0, os.SEEK_END)
+        except OSError:
+            self.fd = None
+
+    def said(self) -> bool:
+        if self.fd is None:
+            return False
+        try:
+            while True:
+                try:
+                    if os.read(self.fd, 8192):
+                        return True
+                    return False
+                except BlockingIOError:
+                    return False
+                except OSError as e:
+                    if e.errno == errno.EPIPE:  # overrun: lines were logged
+                        return True
+                    return False
+        finally:
+            os.close(self.fd)
+            self.fd = None
 
 
 class SharedChecks:
     """The check's verdict per tree key, in one lab: a state whose recovered directory and
     acknowledged labels match a checked one's takes its verdict (marked `tree_same`, the state
-    whose check ran). A check that overran its limit is not shared: it runs again."""
+    whose check ran). A check that overran its limit is not shared: it runs again. A walk that
+    may have changed the state (`perturbed`) runs no check: the loop checks the state again
+    without the walk."""
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[str, dict]] = {}
         self.runs = 0
+        self.perturbed = 0
 
     def check(self, state: str, d: str, acked: bytes, run_check) -> dict:
-        key = tree_key(d, acked) if os.path.isdir(d) else None
-        if key is not None and key in self.seen:
+        if not os.path.isdir(d):
+            self.runs += 1
+            return run_check()
+        walk, watch, ro = _Walk(), _KernelWatch(), _read_only(d)
+        key = tree_key(d, acked, walk)
+        if walk.troubled | watch.said() or _read_only(d) != ro:
+            self.perturbed += 1
+            return {"tree_perturbed": True, "n_loss": 0, "n_garbage": 0, "loss": [], "garbage": []}
+        if key in self.seen:
             first, verdict = self.seen[key]
             return {**verdict, "tree": key[:16], "tree_same": first}
         self.runs += 1
         verdict = run_check()
-        if key is not None and not verdict.get("check_timeout"):
+        if not verdict.get("check_timeout"):
             self.seen[key] = (state, verdict)
-        return {**verdict, "tree": key[:16]} if key is not None else verdict
+        return {**verdict, "tree": key[:16]}
