@@ -37,6 +37,7 @@ from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..results import CellKey
 from ..studies import STUDIES
+from ..studies import inputs
 from ..studies.base import CellSpec
 from ..studies.crashstates import PARTS
 from .cells import checked_variants, timed_cell
@@ -62,16 +63,17 @@ def cases(workload: str, check: str | None, ops: int, dedup: bool, tmp: Path) ->
             raise FlashbedError(f"--check goes with a user workload (--workload FILE), not the built-in {workload}")
         p = {**profiles.overrides("quick", "crashstates"), "ops": ops, "workload": workload, "dedup": dedup}
         return [Case(workload, "crashstates", workload, p)]
-    work = userwork.load(workload, "--workload", fio_allowed=False)
+    userwork.load(workload, "--workload", fio_allowed=False)  # one clear line before any lab runs
     trivial = tmp / "trivial-check.sh"
     trivial.write_text(TRIVIAL)
     trivial.chmod(0o755)
-    checks = ([userwork.load(check, "--check", fio_allowed=False)] if check else []) + \
-        [userwork.load(str(trivial), "--check", fio_allowed=False)]
+    checks = ([check] if check else []) + [str(trivial)]
     out = []
     for c in checks:
-        p = {**userwork.overrides(work, c)["appcheck"], "dedup": dedup}
-        label = "check: trivial (exit 0)" if c.path == str(trivial.resolve()) else f"check: {Path(c.path).name}"
+        userwork.load(c, "--check", fio_allowed=False)
+        # the same parameters `flashbed run --workload W --check C` gives the appcheck study
+        p = {**inputs.overrides({"--workload": workload, "--check": c})["appcheck"], "dedup": dedup}
+        label = "check: trivial (exit 0)" if c == str(trivial) else f"check: {Path(c).name}"
         out.append(Case(label, "appcheck", "user", p))
     return out
 
