@@ -186,7 +186,7 @@ done
 """
 
 
-def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(kernel, tmp_path):
+def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_kernel, tmp_path):
     """Issue 30: states that recover to the same workload directory and acknowledged labels share
     the check's run (trees.py); every state's verdict equals the exhaustive run's (every state
     checked, its own check run), failures included."""
@@ -201,11 +201,12 @@ def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(ker
         values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
         p = STUDIES["appcheck"].params(**{**values, **params})
         from flashbed.studies.base import CellSpec
+        # virtual time: both runs record the same workload, so list the same states
         return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="real")
+                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="virtual")
 
-    every = run(kernel, tmp_path / "every", cell(dedup=False, share_trees=False))
-    shared = run(kernel, tmp_path / "shared", cell())
+    every = run(tt_kernel, tmp_path / "every", cell(dedup=False, share_trees=False))
+    shared = run(tt_kernel, tmp_path / "shared", cell())
     for r in (every, shared):
         assert r.status == "ok", r.error
     verdicts = {r: {f["state"]: f["class"] for f in res.extra["failures"]} for r, res in
