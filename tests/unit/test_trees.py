@@ -108,3 +108,22 @@ def test_a_walk_that_meets_an_error_is_perturbed_and_runs_no_check(tmp_path, mon
     v = sc.check("7", str(a), b"", lambda: ran.append(1) or {"n_loss": 0, "loss": []})
     assert v["tree_perturbed"] and not ran and sc.perturbed == 1 and sc.runs == 0 and not sc.seen
 
+
+
+def test_a_kernel_message_during_the_walk_perturbs_it(tmp_path):
+    """The walk's own kernel-log reader (powercut.Kmsg's shape): a line logged while it read
+    means the walk may have changed the state; lines from before it do not count."""
+    a = make(tmp_path / "a")
+
+    class Log:
+        def __init__(self, batches):
+            self.batches = list(batches)
+
+        def take(self):
+            return self.batches.pop(0) if self.batches else []
+
+    quiet = SharedChecks(Log([["EXT4-fs: mounted"], []]))  # before the walk, then nothing
+    assert "tree_perturbed" not in quiet.check("1", str(a), b"", lambda: {"n_loss": 0, "loss": []})
+    loud = SharedChecks(Log([[], ["FAT-fs (ubda): error, fat_get_cluster: invalid cluster chain"]]))
+    v = loud.check("2", str(a), b"", lambda: {"n_loss": 0, "loss": []})
+    assert v["tree_perturbed"] and loud.perturbed == 1 and loud.runs == 0

@@ -464,7 +464,8 @@ def check(c: CrashCheckSpec) -> dict:
     marks = [r["m"] for r in recs]  # in order: one workload, one log
     # the user's check runs once per recovered tree (trees.py); the built-in verifiers are cheap
     # (a state the walk may have changed is served again: not in a replay, which serves nothing)
-    shared = trees.SharedChecks() if w.workload == Workload.USER and w.share_trees and c.serve else None
+    shared = trees.SharedChecks(powercut.Kmsg()) if w.workload == Workload.USER and w.share_trees and c.serve \
+        else None
     current = {"id": ""}
     judge = verifier(w, shared, lambda: current["id"])
     plain = verifier(w)

@@ -156,37 +156,6 @@ def tree_key(d: str, acked: bytes, walk: _Walk | None = None) -> str:
     return h.hexdigest()
 
 
-class _KernelWatch:
-    """Whether the kernel logged anything since it was made (its own /dev/kmsg reader: the
-    recovery's reader keeps its lines); no kernel log to read (a unit test): nothing."""
-
-    def __init__(self) -> None:
-        try:
-            self.fd: int | None = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-            os.lseek(self.fd, 0, os.SEEK_END)
-        except OSError:
-            self.fd = None
-
-    def said(self) -> bool:
-        if self.fd is None:
-            return False
-        try:
-            while True:
-                try:
-                    if os.read(self.fd, 8192):
-                        return True
-                    return False
-                except BlockingIOError:
-                    return False
-                except OSError as e:
-                    if e.errno == errno.EPIPE:  # overrun: lines were logged
-                        return True
-                    return False
-        finally:
-            os.close(self.fd)
-            self.fd = None
-
-
 class SharedChecks:
     """The check's verdict per tree key, in one lab: a state whose recovered directory and
     acknowledged labels match a checked one's takes its verdict (marked `tree_same`, the state
@@ -194,7 +163,10 @@ class SharedChecks:
     may have changed the state (`perturbed`) runs no check: the loop checks the state again
     without the walk."""
 
-    def __init__(self) -> None:
+    def __init__(self, kmsg=None) -> None:
+        """`kmsg`: a kernel-log reader of this object's own (powercut.Kmsg: `take()` gives the lines
+        since its last take; the recovery's reader keeps its lines); None: no kernel log watched."""
+        self.kmsg = kmsg
         self.seen: dict[str, tuple[str, dict]] = {}
         self.runs = 0
         self.perturbed = 0
@@ -203,9 +175,12 @@ class SharedChecks:
         if not os.path.isdir(d):
             self.runs += 1
             return run_check()
-        walk, watch, ro = _Walk(), _KernelWatch(), _read_only(d)
+        if self.kmsg is not None:
+            self.kmsg.take()  # what came before the walk is not the walk's
+        walk, ro = _Walk(), _read_only(d)
         key = tree_key(d, acked, walk)
-        if walk.troubled | watch.said() or _read_only(d) != ro:
+        said = bool(self.kmsg.take()) if self.kmsg is not None else False
+        if walk.troubled or said or _read_only(d) != ro:
             self.perturbed += 1
             return {"tree_perturbed": True, "n_loss": 0, "n_garbage": 0, "loss": [], "garbage": []}
         if key in self.seen:
