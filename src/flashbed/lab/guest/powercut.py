@@ -515,9 +515,9 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
             facts.runs[tag] = {"status": StepStatus.FAILED, "rc": None, "seconds": 0.0, "out": "attach failed",
                                "kmsg": []}
             return False
-    replay = log_replay_due(DirectMount.from_json(spec.direct)) if spec.direct else None
-    m = mount_direct(DirectMount.from_json(spec.direct), spec.mnt, spec.timeout) if spec.direct \
-        else run_all(spec.mount, spec.timeout)
+    direct = DirectMount.from_json(spec.direct) if spec.direct else None
+    replay = log_replay_due(direct) if direct else None
+    m = mount_direct(direct, spec.mnt, spec.timeout) if direct else run_all(spec.mount, spec.timeout)
     m["kmsg"] = kmsg.take()
     if replay is not None:
         m["log_replay"] = replay
