@@ -127,3 +127,15 @@ def test_a_kernel_message_during_the_walk_perturbs_it(tmp_path):
     loud = SharedChecks(Log([[], ["FAT-fs (ubda): error, fat_get_cluster: invalid cluster chain"]]))
     v = loud.check("2", str(a), b"", lambda: {"n_loss": 0, "loss": []})
     assert v["tree_perturbed"] and loud.perturbed == 1 and loud.runs == 0
+
+
+def test_the_host_counts_the_check_s_runs_perturbed_states_included():
+    from flashbed.studies import STUDIES
+
+    study = STUDIES["appcheck"]
+    ran = {"check": {"rc": 0}}
+    recs = [{**ran, "tree": "a"}, {**ran, "tree": "a", "tree_same": "1"}, {**ran, "tree_perturbed": True},
+            {**ran, "tree": "a", "same": "1"}]
+    assert study.check_runs(recs) == 2  # the first of tree a, and the state checked again without a key
+    assert study.check_runs([{**ran, "tree_perturbed": True}]) == 1
+    assert study.check_runs([ran]) is None  # share_trees off: no key at all

@@ -149,7 +149,7 @@ class AppCheck(CrashStates):
     def check_runs(self, records: list[dict]) -> int | None:
         """The check's own runs: a state that took another's verdict (its recovered tree and labels
         were the same, `tree_same`) did not run it; None when no state was keyed (share_trees off)."""
-        if not any(r.get("tree") for r in records):
+        if not any(r.get("tree") or r.get("tree_perturbed") for r in records):
             return None
         return sum(1 for r in records if r.get("check") is not None and not r.get("tree_same")
                    and "same" not in r)
@@ -162,7 +162,6 @@ class AppCheck(CrashStates):
             if verify.get("tree_same"):
                 r["tree_same"] = verify["tree_same"]
         if verify.get("tree_perturbed"):  # keying its tree met trouble: checked again without it
-            r["tree"] = r.get("tree") or "perturbed"
             r["tree_perturbed"] = True
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
