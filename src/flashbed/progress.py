@@ -17,6 +17,8 @@ both terms non-negative) to its own progress so far.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import statistics
 import sys
 import threading
@@ -68,15 +70,18 @@ class _Units:
         if fit is not None:
             a, b = fit
             done = min(self.done, self.total)
-            return a * (self.total - done) + b * (sum(self.weights[done:]))
+            return a * (self.total - done) + b * (self._cum[self.total] - self._cum[done])
         return max(0, self.total - self.done) / r
+
+    @functools.cached_property
+    def _cum(self) -> list[float]:
+        """The weights' running sums (_cum[n]: the first n units'); the weights never change."""
+        return list(itertools.accumulate(self.weights, initial=0.0))
 
     def _fit(self) -> tuple[float, float] | None:
         """(a, b) of seconds = a * units + b * weight over the reports since the first, both
         >= 0 (a negative one: the other alone); None without two distinct reports."""
-        cum = [0.0]
-        for w in self.weights:
-            cum.append(cum[-1] + w)
+        cum = self._cum
         pts = [(n - self.first_done, cum[n] - cum[self.first_done], t - self.first_at)
                for n, t in self.seen if n > self.first_done]
         if len({p[0] for p in pts}) < 2:
