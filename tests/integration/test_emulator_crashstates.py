@@ -264,3 +264,54 @@ def test_a_second_emulator_serves_a_kept_logs_states_as_the_first(spec_for, tmp_
     with pytest.raises(EmulatorError, match="the log was not stopped|crashlog.events"):
         Emulator(dataclasses.replace(spec, state_dir=tmp_path / "st3", mount_dir=tmp_path / "mnt3",
                                      control=tmp_path / "c3.sock", crash_log=tmp_path / "nolog")).start()
+
+
+def test_the_state_file_reads_the_served_state_with_its_writes_and_writes_nothing(spec_for, tmp_path):
+    """The host's checker reads the served state through `state` (statecheck.py): the same bytes as
+    the device file, the state's own writes since the switch included, fresh after each switch
+    (the page cache is dropped at open); no write, no flush of the live device, EIO while the live
+    device is served."""
+    emu = Emulator(spec_for("ideal", 64 * MiB)).start()
+    emu.log_start(tmp_path / "log")
+    fd = os.open(emu.device_path, os.O_RDWR)
+    for u in range(8):
+        os.pwrite(fd, block(u, 1), u * UNIT)
+    os.fsync(fd)
+    emu.log_mark("workload")
+    for k in range(1, 4):
+        os.pwrite(fd, block(k, k + 1), k * UNIT)
+        os.fsync(fd)
+    emu.log_stop()
+    flushes = [s for s in emu.crash_states(subsets=0, tears=0).states if s.kind is CrashKind.FLUSH]
+    assert len(flushes) == 3
+    state = emu.state_path
+    with open(state, "rb") as f:  # nothing served: the live device is not this file's to read
+        with pytest.raises(OSError) as e:
+            f.read(UNIT)
+        assert e.value.errno == errno.EIO
+    for s in flushes:
+        emu.crash_switch(s.id)
+        os.pwrite(fd, block(7, 99), 7 * UNIT)  # the recovery's own write, in the state's scratch
+        served = b"".join(os.pread(fd, MiB, i * MiB) for i in range(64))
+        with open(state, "rb") as f:  # a checker's small reads, through the page cache
+            got = b"".join(iter(lambda: f.read(UNIT), b""))
+        assert got == served, s.id
+        g = os.open(state, os.O_RDONLY)
+        assert read_unit(g, 7) == (7, 99)
+        os.close(g)
+    with pytest.raises(OSError) as e:
+        g = os.open(state, os.O_RDWR)
+        try:
+            os.pwrite(g, b"x" * UNIT, 0)
+        finally:
+            os.fsync(g)  # no flush reaches the device either
+            os.close(g)
+    assert e.value.errno == errno.EROFS
+    emu.crash_switch("live")
+    flushed = emu.stats()["host"]["flushes"]
+    g = os.open(state, os.O_RDONLY)
+    os.fsync(g)
+    os.close(g)
+    assert emu.stats()["host"]["flushes"] == flushed
+    os.close(fd)
+    emu.stop()

@@ -321,6 +321,11 @@ class Emulator:
         return Path(self.info["device"]) if self.info else Path(self.spec.mount_dir) / "device"
 
     @property
+    def state_path(self) -> Path:
+        """The served crash state, read-only through the host's page cache (the emulator's `state` file)."""
+        return Path(self.info["state"]) if self.info and "state" in self.info else Path(self.spec.mount_dir) / "state"
+
+    @property
     def stderr(self) -> str:
         return "".join(self._stderr)
 

@@ -14,6 +14,12 @@
 //! submits at or after it, or would see a request complete after it: that
 //! clock-file call is answered (EIO) only once the lab has been killed (the
 //! lab is held at the cut).
+//!
+//! A third file, `state`, reads what a crash state serves (its scratch writes
+//! included) through the host's page cache, for a checker the host runs on a
+//! state (the crash-state loop's fsck): read-only, its cache dropped at each
+//! open (a switch comes between two opens), EIO while no state is served (the
+//! live device's reads are the lab's alone: paced and counted).
 
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -30,9 +36,11 @@ use crate::shared::{Flow, Shared};
 
 pub const DEVICE_NAME: &str = "device";
 pub const CLOCK_NAME: &str = "clock";
+pub const STATE_NAME: &str = "state";
 const ROOT: u64 = 1;
 const DEV: u64 = 2;
 const CLOCK: u64 = 3;
+const STATE: u64 = 4;
 const TTL: Duration = Duration::from_secs(1);
 
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
@@ -88,6 +96,7 @@ impl EmuFs {
         let (kind, perm, size, nlink) = match ino {
             ROOT => (FileType::Directory, 0o755, 0, 2),
             CLOCK => (FileType::RegularFile, 0o644, 8, 1),
+            STATE => (FileType::RegularFile, 0o444, self.sh.capacity, 1),
             _ => (FileType::RegularFile, 0o644, self.sh.capacity, 1),
         };
         FileAttr {
@@ -114,7 +123,9 @@ impl Filesystem for EmuFs {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         // Large requests in one piece, as a block device would see them.
         let _ = config.set_max_write(1 << 20);
-        let _ = config.set_max_readahead(0);
+        // The device file is direct I/O (no readahead applies); `state` is read through the
+        // page cache, a checker's small reads in large requests.
+        let _ = config.set_max_readahead(1 << 17);
         Ok(())
     }
 
@@ -123,6 +134,8 @@ impl Filesystem for EmuFs {
             reply.entry(&TTL, &self.attr(DEV), 0);
         } else if parent == ROOT && name == CLOCK_NAME && self.virtual_time() {
             reply.entry(&TTL, &self.attr(CLOCK), 0);
+        } else if parent == ROOT && name == STATE_NAME {
+            reply.entry(&TTL, &self.attr(STATE), 0);
         } else {
             reply.error(libc::ENOENT);
         }
@@ -130,7 +143,7 @@ impl Filesystem for EmuFs {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         match ino {
-            ROOT | DEV => reply.attr(&TTL, &self.attr(ino)),
+            ROOT | DEV | STATE => reply.attr(&TTL, &self.attr(ino)),
             CLOCK if self.virtual_time() => reply.attr(&TTL, &self.attr(ino)),
             _ => reply.error(libc::ENOENT),
         }
@@ -156,7 +169,7 @@ impl Filesystem for EmuFs {
     ) {
         // A device has a fixed size; timestamps and modes are not kept.
         if let Some(s) = size {
-            if !(ino == DEV && s == self.sh.capacity || ino == CLOCK && s == 8) {
+            if !((ino == DEV || ino == STATE) && s == self.sh.capacity || ino == CLOCK && s == 8) {
                 reply.error(libc::EINVAL);
                 return;
             }
@@ -167,6 +180,9 @@ impl Filesystem for EmuFs {
     fn open(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
         if ino == DEV || ino == CLOCK && self.virtual_time() {
             reply.opened(0, FOPEN_DIRECT_IO);
+        } else if ino == STATE {
+            // no FOPEN_KEEP_CACHE: the kernel drops the file's cached pages at each open
+            reply.opened(0, 0);
         } else {
             reply.error(libc::EISDIR);
         }
@@ -193,6 +209,18 @@ impl Filesystem for EmuFs {
             let b = done.to_le_bytes();
             let from = (offset.max(0) as usize).min(8);
             reply.data(&b[from..(from + size as usize).min(8)]);
+            return;
+        }
+        if ino == STATE && offset >= 0 {
+            let off = offset as u64;
+            let len = (size as u64).min(self.sh.capacity.saturating_sub(off)) as usize;
+            let mut buf = vec![0u8; len];
+            match self.sh.crash.io(|v| v.read(off, &mut buf)) {
+                _ if len == 0 => reply.data(&buf),
+                Some(Ok(())) => reply.data(&buf),
+                Some(Err(e)) => reply.error(e),
+                None => reply.error(libc::EIO),
+            }
             return;
         }
         if ino != DEV || offset < 0 {
@@ -249,6 +277,10 @@ impl Filesystem for EmuFs {
             }
             return;
         }
+        if ino == STATE {
+            reply.error(libc::EROFS);
+            return;
+        }
         if ino != DEV || offset < 0 {
             reply.error(libc::EINVAL);
             return;
@@ -289,7 +321,11 @@ impl Filesystem for EmuFs {
         reply.ok();
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        if ino == STATE {
+            reply.ok(); // nothing written, and the live device is not this file
+            return;
+        }
         if self.sh.crash.serving() {
             // A served state keeps its scratch writes until the next switch.
             reply.ok();
@@ -350,7 +386,12 @@ impl Filesystem for EmuFs {
             reply.error(libc::ENOTDIR);
             return;
         }
-        let mut entries = vec![(ROOT, FileType::Directory, "."), (ROOT, FileType::Directory, ".."), (DEV, FileType::RegularFile, DEVICE_NAME)];
+        let mut entries = vec![
+            (ROOT, FileType::Directory, "."),
+            (ROOT, FileType::Directory, ".."),
+            (DEV, FileType::RegularFile, DEVICE_NAME),
+            (STATE, FileType::RegularFile, STATE_NAME),
+        ];
         if self.virtual_time() {
             entries.push((CLOCK, FileType::RegularFile, CLOCK_NAME));
         }

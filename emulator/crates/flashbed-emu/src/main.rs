@@ -318,6 +318,7 @@ fn serve(args: &[String]) {
     let dev = open_or_create(&o, &sets, seed);
     let info = serde_json::json!({
         "device": mount.join(fusefs::DEVICE_NAME),
+        "state": mount.join(fusefs::STATE_NAME),
         "capacity_bytes": dev.capacity(),
         "page_size": dev.cfg.geo.page_size,
         "map_unit": dev.cfg.unit_bytes(),
