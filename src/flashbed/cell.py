@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import executors, variants
+from . import executors, statecheck, variants
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
 from .lab.guest.guestlib import read_log
@@ -165,7 +165,7 @@ class CellHost:
             Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,
             Call.LOG_START: self.log_start, Call.LOG_MARK: self.log_mark,
             Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch,
-            Call.CRASH_NEXT: self.crash_next}
+            Call.CRASH_NEXT: self.crash_next, Call.CRASH_CHECK: self.crash_check}
 
     def __call__(self, call: str, args: dict) -> Any:
         handler = self._handlers.get(call)
@@ -362,6 +362,10 @@ class CellHost:
         finally:
             self._served(self.claims.cursor, args)
         return {**reply, "state": st}  # the switch's answer, and which state it is
+
+    def crash_check(self, args: dict) -> Any:
+        """The filesystem's checker on the crash state now served, run here (statecheck.py)."""
+        return statecheck.run_checker(str(args["cmd"]), self._log().state_path(), float(args["timeout"]))
 
     def _served(self, done: int, args: dict, progress: bool = True) -> None:
         """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""

@@ -1,7 +1,8 @@
 """A crash-state cell's states checked by several labs, in the real lab on the emulated eMMC:
-every state's verdict equals the exhaustive run's (one lab, each state checked, no sharing of
-verdicts), with the states deduplicated and split between the cell's lab and a helper (the
-local pool with a core to spare, and a Dask cluster of two workers on loopback)."""
+every state's verdict and fsck result equals the exhaustive run's (one lab, each state checked,
+no sharing of verdicts, its fsck in the lab), with the states deduplicated, split between the
+cell's lab and a helper (the local pool with a core to spare, and a Dask cluster of two
+workers on loopback), and their fsck run by the host on the served state (statecheck.py)."""
 
 from __future__ import annotations
 
@@ -48,11 +49,18 @@ def spec(**params):
                     variant=variants.parse("ext4", dev), params=p, seed=5, pace="none", clock=Clock.VIRTUAL)
 
 
-def verdicts(logs: Path) -> dict[str, str]:
-    """Every listed state's class, whichever lab checked it or whose verdict it shares."""
+def verdicts(logs: Path) -> dict[str, tuple[str, str]]:
+    """Every listed state's class and fsck result, whichever lab checked it or whose verdict it shares."""
     listing = json.loads((logs / STATES_FILE).read_text())
-    own = {r["id"]: STUDY._record(StateFacts.from_json(r), "ext4")["class"] for r in records(logs, CHECKED_FILE)}
+    own = {r["id"]: tuple(STUDY._record(StateFacts.from_json(r), "ext4")[k] for k in ("class", "fsck"))
+           for r in records(logs, CHECKED_FILE)}
     return {s["id"]: own[s.get("same", s["id"])] for s in listing["states"]}
+
+
+def on_host(logs: Path) -> list[bool]:
+    """For each checked state, whether its fsck ran on the host (statecheck.py)."""
+    return [bool((((r.get("facts") or {}).get("fsck") or {}).get("check") or {}).get("on_host"))
+            for r in records(logs, CHECKED_FILE) if r.get("facts")]
 
 
 def store_for(root: Path) -> RunStore:
@@ -64,15 +72,16 @@ def store_for(root: Path) -> RunStore:
 
 @pytest.fixture(scope="module")
 def exhaustive(tt_kernel, tmp_path_factory):
-    """One lab, every state checked itself: the reference."""
+    """One lab, every state checked itself, its fsck in the lab: the reference (the shared runs
+    check on the host, statecheck.py)."""
     root = tmp_path_factory.mktemp("one")
     store = store_for(root)
-    cell = spec(dedup=False)
+    cell = spec(dedup=False, fsck_on_host=False)
     res = run_cell(cell, UmlLab(tt_kernel), store.logs_dir(cell.key), root / "scratch")
     assert res.status == "ok", res.error
     logs = store.logs_dir(cell.key)
     assert not (logs / HELPERS).exists()
-    return verdicts(logs), res
+    return verdicts(logs), res, logs
 
 
 def shared_run(executor, kernel, root: Path):
@@ -88,11 +97,13 @@ def shared_run(executor, kernel, root: Path):
 
 
 def check_same(exhaustive, logs: Path, res):
-    want, one = exhaustive
+    want, one, one_logs = exhaustive
     got = verdicts(logs)
     assert got == want, {k: (want[k], got.get(k)) for k in want if got.get(k) != want[k]}
     c = {m.metric: m.value for m in res.measurements}
     assert c["states"] == len(want) and c["distinct"] < c["states"], "some states share a verdict"
+    assert all(on_host(logs)) and not any(on_host(one_logs)), \
+        "the shared runs' fsck ran on the host, the reference's in the lab"
     assert c["failures"] > 0, "the comparison covers failed states too"
     labs = json.loads((logs / SHARE_FILE).read_text())["labs"]
     helped = [x for x in labs if x["lab"] != "main"]

@@ -191,7 +191,7 @@ def test_the_check_loop_checks_a_damaged_failure_s_twin_and_classifies_a_check_t
             if call.args["state"] == "10+t1" else {}
         return HostAnswer(ok=True, data={"switch_ns": 5, **damage})
 
-    def recover(spec, verify=None, kmsg=None):
+    def recover(spec, verify=None, kmsg=None, checker=None):
         now = served[-1]
         if now == "11":
             raise FileNotFoundError(2, "No such file or directory", "/mnt/cs")

@@ -147,6 +147,10 @@ class WriteLog(Protocol):
         """Serve crash state `state` (or "live") through the device file."""
         ...
 
+    def state_path(self) -> Path:
+        """The served crash state as a read-only file on the host (statecheck.py)."""
+        ...
+
 
 @runtime_checkable
 class Pacing(Protocol):

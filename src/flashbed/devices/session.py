@@ -272,6 +272,9 @@ class EmulatorSession(_PacedModel, _Session):
     def crash_switch(self, state: str) -> dict[str, Any]:
         return self.emu.crash_switch(state)
 
+    def state_path(self) -> Path:
+        return self.emu.state_path
+
 
 class LogSession(EmulatorSession):
     """The crash states of a cell's kept write log, served by an emulator of its own: another

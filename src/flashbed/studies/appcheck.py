@@ -50,7 +50,7 @@ from ..userwork import Kind, UserFile, stage
 from ..variants import FsVariant
 from .base import MNT, RUN, Case, CellSpec
 from .crashplan import VerifierInput
-from .crashstates import LOG_FILE, CrashStates
+from .crashstates import FSCK_ON_HOST, LOG_FILE, CrashStates
 from . import inputs
 from .params import param, user_file
 from .failures import work_seed
@@ -100,6 +100,7 @@ class AppCheck(CrashStates):
                                              "outside the directory: docs/your-workload.md)")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount or unmount")
         fsck_timeout: float = param(300.0, unit="s", above=0)
+        fsck_on_host: bool = param(True, help=FSCK_ON_HOST)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
 
     def joins(self, sets) -> bool:

@@ -100,6 +100,9 @@ WORKLOADS = (Workload.POWERCUT, Workload.SEQUENCES)  # its own; USER is the appc
 KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
 STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"
+FSCK_ON_HOST = ("run the filesystem's check (not its repair) on the host, on the state the emulator serves: the "
+                "same program on the same bytes, without the lab kernel's cost of starting it (statecheck.py); "
+                "false: in the lab")
 FAILURES_KEPT = 200  # failures listed in a cell's result (all are counted)
 
 
@@ -161,6 +164,7 @@ class CrashStates(Study):
                                        "and record its verdict for every state that shares them")
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount, unmount or the verifier")
         fsck_timeout: float = param(300.0, unit="s", above=0)
+        fsck_on_host: bool = param(True, help=FSCK_ON_HOST)
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
         sabotage: bool = param(False, help="skip an fsync the workload logs as made (tests the checks)")
 
@@ -187,7 +191,9 @@ class CrashStates(Study):
         return CrashCheckSpec(work=work.to_json(), states=f"{RUN}/{STATES_FILE}", device=v.device_path(),
                               recover=rs.to_json(), out=f"{RUN}/{CHECKED_FILE}",
                               kmsg_pattern=v.base.log_prefix or v.base.fstype,
-                              watchdog=recover_timeout(rs) + 60, claim=True)
+                              watchdog=recover_timeout(rs) + 60, claim=True,
+                              # a plain block filesystem on the emulated device: the host reads the state
+                              check_on_host=bool(p.fsck_on_host) and not v.lower and rs.check is not None)
 
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params

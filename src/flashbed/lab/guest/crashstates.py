@@ -41,7 +41,7 @@ if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences, trees
     from .guestlib import ContentCache, call_host, now, plain_commands, push, read_log, run, run_shell, wall_limit
     from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
-                           RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
+                           RecoverSpec, StateFacts, StepStatus, TwinPlace, UNDAMAGED, Workload)
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
@@ -49,7 +49,7 @@ else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     import trees
     from guestlib import ContentCache, call_host, now, plain_commands, push, read_log, run, run_shell, wall_limit
     from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
-                          RecoverSpec, StateFacts, TwinPlace, UNDAMAGED, Workload)
+                          RecoverSpec, StateFacts, StepStatus, TwinPlace, UNDAMAGED, Workload)
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
 CALL_TIMEOUT = 120.0
@@ -69,6 +69,27 @@ def host(name: str, call: Call, **args) -> dict:
     if not a.ok:
         raise RuntimeError(f"host call {call}: {a.error}")
     return a.data
+
+
+_HOST_CHECKS = [0]  # host calls made for checks: each call's name once
+
+
+def host_check(cmd: str, timeout: float) -> dict:
+    """The recovery's check (`cmd` on ${FLASHBED_DEV}) run by the host on the state it serves
+    (Call.CRASH_CHECK, statecheck.py): a record as run() gives."""
+    _HOST_CHECKS[0] += 1
+    a = call_host(run_dir(), f"ck{_HOST_CHECKS[0]:06d}", HostCall(Call.CRASH_CHECK, {"cmd": cmd, "timeout": timeout}),
+                  timeout + CALL_TIMEOUT, keep=False)
+    if a is None:
+        return {"cmd": cmd, "status": StepStatus.HANG, "rc": None, "seconds": 0.0, "out": "the host did not answer"}
+    if not a.ok:
+        raise RuntimeError(f"host call {Call.CRASH_CHECK}: {a.error}")
+    return {**a.data, "status": StepStatus(a.data["status"])}
+
+
+def checker_of(c: CrashCheckSpec):
+    """How a state's recovery runs its check: on the host where the spec says so, else in the lab."""
+    return host_check if c.check_on_host and c.serve else None
 
 
 class MarkedLog(powercut.Log):
@@ -429,7 +450,7 @@ def twin(c: CrashCheckSpec, rspec: RecoverSpec, st: dict, i: int, verify, kmsg, 
         return v
     try:
         drop_buffers(os.path.expandvars(c.device))
-        facts = powercut.recover_facts(rspec, verify=verify_and_place, kmsg=kmsg)
+        facts = powercut.recover_facts(rspec, verify=verify_and_place, kmsg=kmsg, checker=checker_of(c))
     except Exception as e:  # noqa: BLE001 - the twin's check could not run: no attribution, no stop
         rec.error = f"{type(e).__name__}: {e}"[:300]
         return rec
@@ -449,7 +470,7 @@ def again(c: CrashCheckSpec, st: dict, i: int, rspec: RecoverSpec, verify, kmsg)
     if a is None or not a.ok:
         raise RuntimeError(f"serving state {st['id']} again: {'no answer' if a is None else a.error}")
     drop_buffers(os.path.expandvars(c.device))
-    facts = powercut.recover_facts(rspec, verify=verify, kmsg=kmsg)
+    facts = powercut.recover_facts(rspec, verify=verify, kmsg=kmsg, checker=checker_of(c))
     if facts.verify is not None:
         facts.verify["tree_perturbed"] = True  # checked again without the walk: counted on the host
     return facts
@@ -490,7 +511,8 @@ def check(c: CrashCheckSpec) -> dict:
                     drop_buffers(os.path.expandvars(c.device))
                     t2 = now()
                     upto = recs[:bisect.bisect_left(marks, st["acked"])]
-                    facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg)
+                    facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg,
+                                                   checker=checker_of(c))
                     if (facts.verify or {}).get("tree_perturbed"):
                         facts = again(c, st, i, rspec, lambda d: plain(d, upto), kmsg)
                 except Exception as e:  # noqa: BLE001 - this state's check could not run: said, and the next one

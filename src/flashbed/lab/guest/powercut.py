@@ -550,10 +550,12 @@ def mount_and_verify(spec: RecoverSpec, facts: RecoverFacts, tag: str, kmsg: Kms
     return True
 
 
-def recover_facts(spec: RecoverSpec, verify: Verifier | None = None, kmsg: Kmsg | None = None) -> RecoverFacts:
+def recover_facts(spec: RecoverSpec, verify: Verifier | None = None, kmsg: Kmsg | None = None,
+                  checker: Callable[[str, float], dict] | None = None) -> RecoverFacts:
     """The recovery after a cut; `verify` replaces the check against spec.log (the
     crash-state loop's logs are cut at each state), `kmsg` a reader kept across
-    recoveries. An empty spec.out keeps the facts in memory only."""
+    recoveries, `checker` how spec.check runs (as run() does: the crash-state loop's
+    runs it on the host). An empty spec.out keeps the facts in memory only."""
     facts = RecoverFacts()
     spec = dataclasses.replace(spec, **{k: os.path.expandvars(getattr(spec, k)) for k in ("log", "dir", "out")})
     kmsg = kmsg or Kmsg()
@@ -566,7 +568,7 @@ def recover_facts(spec: RecoverSpec, verify: Verifier | None = None, kmsg: Kmsg 
         if spec.check:
             facts.phase = Phase.FSCK
             _save(spec.out, facts)
-            c = run(spec.check, spec.fsck_timeout)
+            c = (checker or run)(spec.check, spec.fsck_timeout)
             fsck = {"check": c, "seconds": c["seconds"]}
             if c["status"].is_hang:
                 facts.fsck = fsck

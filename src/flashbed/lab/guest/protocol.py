@@ -139,6 +139,11 @@ class Call(StrEnum):
     # {"state": its listing entry, "switch_ns"} or {"state", "error"}, or {"done": true}: several
     # labs share a cell's states this way (crashshare.py)
     CRASH_NEXT = "crash-next"
+    # run the filesystem's checker (args: cmd, its device ${FLASHBED_DEV}; timeout) on the host, on
+    # the crash state now served (its writes since the switch included): the same program the lab
+    # would start (the lab's root is the host's), without the lab kernel's cost of starting it and
+    # of each of its system calls; answers {"status", "rc", "seconds", "out"} as a guest command's
+    CRASH_CHECK = "crash-check"
     # in virtual time a program that only computes stops the guest's clock, so no guest-side limit
     # fires: the lab bounds it in wall-clock time instead (args: key, what, seconds; 0 lifts the
     # key's limit). Answered by the lab itself (uml.py), whatever the cell's host handler
@@ -344,6 +349,9 @@ class CrashCheckSpec(Message):
     serve: bool = True
     dust: list[list[int]] = field(default_factory=list)
     dust_under: str = ""  # the disk dm-dust goes on
+    # the recovery's check (fsck, not its repair) runs on the host on the served state
+    # (Call.CRASH_CHECK): a plain block filesystem on the device itself, served by the emulator
+    check_on_host: bool = False
 
 
 @dataclass

@@ -1,0 +1,56 @@
+"""A filesystem checker run on the host on the crash state the emulator serves.
+
+The crash-state loop checks thousands of states, each with the filesystem's checker after
+the recovery (`fsck.f2fs -f --dry-run`, `e2fsck -f -n`). In the lab kernel, starting that
+program and each of its system calls (fsck.f2fs makes about 2 000 for a 64 MiB device) cost
+several times what they cost on the host, and for f2fs the check was most of a state's time.
+The emulator serves the state a second way, as a read-only file through the host's page
+cache (its `state` file, the state's own writes since the switch included), and the host
+runs the same program on it: the lab's root is the host's, so the same binary and version,
+on the same bytes (a unit the cut damaged reads as EIO either way). Only the check runs
+here; a repair, which writes, runs in the lab as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .lab.guest.guestlib import plain_argv
+from .lab.guest.protocol import StepStatus
+
+OUT_KEPT = 4000  # characters of the checker's output kept (as a guest command's)
+
+
+def run_checker(cmd: str, state: Path, timeout: float) -> dict:
+    """`cmd` (its device: ${FLASHBED_DEV}) on the state file, killed with its group at
+    `timeout`: a record as the guest's run() gives, its status as a string. A plain command
+    starts without the shell (guestlib.plain_argv), in / (a checker writes nothing of its own)."""
+    env = dict(os.environ, FLASHBED_DEV=str(state))
+    prog, argv = plain_argv(cmd, env) or ("/bin/sh", ["/bin/sh", "-c", cmd])
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, executable=prog, cwd="/", env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    status = StepStatus.OK
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        status = StepStatus.TIMEOUT
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            out, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            status, out = StepStatus.HANG, b""
+    rc = proc.returncode
+    if rc is not None and rc < 0:
+        rc = 128 - rc  # killed by a signal: the status a shell gives
+    if status.ok and rc != 0:
+        status = StepStatus.FAILED
+    return {"cmd": cmd, "status": status.value, "rc": rc, "seconds": round(time.monotonic() - started, 6),
+            "out": out.decode("utf-8", "replace")[-OUT_KEPT:], "on_host": True}

@@ -1,0 +1,53 @@
+"""The crash-state loop's fsck run by the host on the served state (statecheck.run_checker),
+here on image files with the real checkers: the same exit status as through `sh -c` in the
+lab, nothing written, a limit kept."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flashbed.lab.guest.protocol import StepStatus
+from flashbed.statecheck import run_checker
+
+MiB = 1 << 20
+
+
+def image(tmp_path: Path, fs: str) -> Path:
+    p = tmp_path / f"{fs}.img"
+    with open(p, "wb") as f:
+        f.truncate(64 * MiB)
+    mkfs = {"ext4": ["mkfs.ext4", "-q", "-F"], "f2fs": ["mkfs.f2fs", "-f", "-q"]}[fs]
+    subprocess.run([*mkfs, str(p)], check=True, stdout=subprocess.DEVNULL)
+    return p
+
+
+CHECK = {"ext4": "e2fsck -f -n ${FLASHBED_DEV}", "f2fs": "fsck.f2fs -f --dry-run ${FLASHBED_DEV}"}
+
+
+@pytest.mark.parametrize("fs", ["ext4", "f2fs"])
+def test_the_host_runs_the_checker_on_the_state_as_the_shell_would(fs, tmp_path):
+    if not shutil.which(CHECK[fs].split()[0]):
+        pytest.skip(f"{fs}'s checker is not installed")
+    img = image(tmp_path, fs)
+    r = run_checker(CHECK[fs], img, 60)
+    assert r["status"] == StepStatus.OK.value and r["rc"] == 0 and r["on_host"]
+    # a superblock overwritten: the checker fails, as it does in the lab (no repair here: nothing written)
+    with open(img, "r+b") as f:
+        f.seek(1024 if fs == "ext4" else 0)
+        f.write(os.urandom(8192))
+    before = img.read_bytes()
+    bad = run_checker(CHECK[fs], img, 60)
+    sh = subprocess.run(["/bin/sh", "-c", CHECK[fs]], env=dict(os.environ, FLASHBED_DEV=str(img)),
+                        capture_output=True)
+    assert bad["status"] == StepStatus.FAILED.value and bad["rc"] == sh.returncode != 0
+    assert img.read_bytes() == before
+
+
+def test_a_checker_over_its_limit_is_killed_and_said(tmp_path):
+    r = run_checker("sleep 30", tmp_path / "none.img", 0.5)
+    assert r["status"] == StepStatus.TIMEOUT.value and r["seconds"] < 10
