@@ -51,3 +51,22 @@ def test_the_host_runs_the_checker_on_the_state_as_the_shell_would(fs, tmp_path)
 def test_a_checker_over_its_limit_is_killed_and_said(tmp_path):
     r = run_checker("sleep 30", tmp_path / "none.img", 0.5)
     assert r["status"] == StepStatus.TIMEOUT.value and r["seconds"] < 10
+
+
+def test_the_guest_asks_the_host_and_keeps_its_own_clock_for_the_step(monkeypatch, tmp_path):
+    from flashbed.lab.guest import crashstates as guest
+    from flashbed.lab.guest.protocol import Call, HostAnswer
+    asked = []
+
+    def call_host(run_dir, name, call, timeout, keep=True):
+        asked.append((name, call.call, call.args))
+        return HostAnswer(ok=True, data={"cmd": call.args["cmd"], "status": "failed", "rc": 4, "seconds": 7.5,
+                                         "out": "errors", "on_host": True})
+    monkeypatch.setattr(guest, "call_host", call_host)
+    r = guest.host_check("fsck.f2fs -f --dry-run ${FLASHBED_DEV}", 300.0)
+    r2 = guest.host_check("fsck.f2fs -f --dry-run ${FLASHBED_DEV}", 300.0)
+    assert r["status"] is StepStatus.FAILED and r["rc"] == 4 and r["host_seconds"] == 7.5 and r["seconds"] < 7.5
+    assert [a[1] for a in asked] == [Call.CRASH_CHECK] * 2 and asked[0][0] != asked[1][0], "each call's name once"
+    assert r2["out"] == "errors"
+    monkeypatch.setattr(guest, "call_host", lambda *a, **k: None)
+    assert guest.host_check("x", 1.0)["status"] is StepStatus.HANG  # no answer: as a checker that never returned

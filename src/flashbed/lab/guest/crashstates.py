@@ -78,13 +78,17 @@ def host_check(cmd: str, timeout: float) -> dict:
     """The recovery's check (`cmd` on ${FLASHBED_DEV}) run by the host on the state it serves
     (Call.CRASH_CHECK, statecheck.py): a record as run() gives."""
     _HOST_CHECKS[0] += 1
+    t = now()
     a = call_host(run_dir(), f"ck{_HOST_CHECKS[0]:06d}", HostCall(Call.CRASH_CHECK, {"cmd": cmd, "timeout": timeout}),
                   timeout + CALL_TIMEOUT, keep=False)
+    seconds = round(now() - t, 6)
     if a is None:
-        return {"cmd": cmd, "status": StepStatus.HANG, "rc": None, "seconds": 0.0, "out": "the host did not answer"}
+        return {"cmd": cmd, "status": StepStatus.HANG, "rc": None, "seconds": seconds, "out": "the host did not answer"}
     if not a.ok:
         raise RuntimeError(f"host call {Call.CRASH_CHECK}: {a.error}")
-    return {**a.data, "status": StepStatus(a.data["status"])}
+    # "seconds" on the guest's clock, as every step's (in virtual time the host's work takes none
+    # of it); the host's own wall-clock time beside it
+    return {**a.data, "status": StepStatus(a.data["status"]), "seconds": seconds, "host_seconds": a.data["seconds"]}
 
 
 def checker_of(c: CrashCheckSpec):
