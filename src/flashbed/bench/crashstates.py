@@ -1,22 +1,25 @@
 """Crash-state checking throughput: states per hour per core, and where the time goes.
 
   flashbed bench crashstates [--device emmc-8g@128M] [--fs ext4,f2fs] [--workload powercut]
-                             [--ops 60] [--pace none] [--clock real] [--seed 1] [--no-dedup]
+                             [--ops 60] [--pace none] [--clock virtual] [--seed 1] [--no-dedup]
   flashbed bench crashstates --workload examples/sqlite-logger.sh --check examples/sqlite-check.sh
 
 Each filesystem runs one cell (one lab kernel and its emulator on one leased CPU, so one
-core; no helper labs): the workload once with the write log on, then its crash states
-checked in the same boot, each distinct state once (as runs do; --no-dedup checks every
-state). Prints, per filesystem, the states found, distinct and checked; states per hour of
-the check loop, distinct (the lab's checks) and total (every state's verdict, shared ones
-included; on the host's wall clock, from the lab's first state to its last), and of the whole
-cell (boot, mkfs and workload included), per CPU-hour of this process's children (lab and
-emulator); and the median time per checked state of each part (the guest's clock: in
-virtual time the device model's, not what checking cost):
+core; no helper labs), in virtual time as runs check crash states (--clock real: the
+real-time kernel): the workload once with the write log on, then its crash states checked in
+the same boot, each distinct state once (as runs do; --no-dedup checks every state), the
+fsck of each run by the host on the served state (statecheck.py; as runs do). Prints, per
+filesystem, the states found, distinct and checked; states per hour of the check loop,
+distinct (the lab's checks) and total (every state's verdict, shared ones included; on the
+host's wall clock, from the lab's first state to its last), and of the whole cell (boot,
+mkfs and workload included), per CPU-hour of this process's children (lab, emulator and the
+host's fsck: the lab waits for the host's answer on its own CPU, so this is the fairer "per
+core"); and the median time per checked state of each part (the guest's clock: in virtual
+time the device model's, not what checking cost; --clock real for the wall clock):
 switch (the host call that rebuilds and serves the state), drop (the block device's
 buffers), mount (with the journal's or log's recovery), verify (the check: the built-in
 verifier or yours; yours runs once per distinct recovered tree, share_trees, and the count
-of its runs is printed), umount, fsck.
+of its runs is printed), umount, fsck (the host call).
 
 With a user workload (a script, as `flashbed run --workload` takes it) the cells are the
 appcheck study's: once with your check (--check FILE) and once with a trivial check (exit 0:

@@ -65,8 +65,9 @@ def add_parser(sub) -> None:
     bcs.add_argument("--check", help="with your workload: your check (a trivial check runs beside it)")
     bcs.add_argument("--ops", type=int, default=60, help="powercut workload operations")
     bcs.add_argument("--pace", default="none", choices=["none", "real"])
-    bcs.add_argument("--clock", default="real", choices=["real", "virtual"],
-                     help="the lab's clock (virtual: the time-travel kernel, as `run` gives crash-state cells)")
+    bcs.add_argument("--clock", default="virtual", choices=["real", "virtual"],
+                     help="the lab's clock: virtual (default: the time-travel kernel, as `run` gives crash-state "
+                          "cells on an emulated device) or real (the split per state on the wall clock)")
     bcs.add_argument("--no-dedup", action="store_true", help="check every state, not each distinct one once")
     bcs.add_argument("--seed", type=int, default=1)
 
