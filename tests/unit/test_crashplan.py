@@ -131,7 +131,8 @@ def test_parse_gives_every_state_a_verdict_and_counts_the_checks(tmp_path):
     assert [f["state"] for f in out.extra["failures"]] == ["101+m1", "101+m2"]
     assert out.extra["failures"][1]["same"] == "101+m1" and "f00003" in out.extra["failures"][1]["why"]
     assert out.status == "ok", out.error  # the sampled-out state is not "unchecked"
-    assert out.headline.startswith("4 states (3 distinct, 2 checked)")
+    # five found; the sampled-out one has no verdict, and the head says so rather than "4 states"
+    assert out.headline.startswith("5 states (3 distinct, 2 checked; 4 with a verdict): 2 clean, 2 data-loss")
     assert "cut" not in out.extra["coverage"] and "subset 1 of 2" in out.extra["coverage"]
     assert (tmp_path / CHECKED_FILE).is_file()
 
