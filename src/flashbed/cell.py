@@ -365,7 +365,8 @@ class CellHost:
 
     def crash_check(self, args: dict) -> Any:
         """The filesystem's checker on the crash state now served, run here (statecheck.py)."""
-        return statecheck.run_checker(str(args["cmd"]), self._log().state_path(), float(args["timeout"]))
+        return statecheck.run_checker(str(args["cmd"]), self._log().state_path(), float(args["timeout"]),
+                                      now=args.get("now"))
 
     def _served(self, done: int, args: dict, progress: bool = True) -> None:
         """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""

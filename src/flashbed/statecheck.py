@@ -25,11 +25,14 @@ from .lab.guest.protocol import StepStatus
 OUT_KEPT = 4000  # characters of the checker's output kept (as a guest command's)
 
 
-def run_checker(cmd: str, state: Path, timeout: float) -> dict:
+def run_checker(cmd: str, state: Path, timeout: float, now: int | None = None) -> dict:
     """`cmd` (its device: ${FLASHBED_DEV}) on the state file, killed with its group at
     `timeout`: a record as the guest's run() gives, its status as a string. A plain command
-    starts without the shell (guestlib.plain_argv), in / (a checker writes nothing of its own)."""
-    env = dict(os.environ, FLASHBED_DEV=str(state))
+    starts without the shell (guestlib.plain_argv), in / (a checker writes nothing of its own).
+    `now`: the lab's present (s since the epoch), for e2fsck, which holds a superblock's times
+    against it (E2FSCK_TIME): in virtual time the lab's clock is not the host's, and a mount time
+    a day ahead of the host's would be an error here and none in the lab."""
+    env = dict(os.environ, FLASHBED_DEV=str(state), **({"E2FSCK_TIME": str(int(now))} if now is not None else {}))
     prog, argv = plain_argv(cmd, env) or ("/bin/sh", ["/bin/sh", "-c", cmd])
     started = time.monotonic()
     proc = subprocess.Popen(argv, executable=prog, cwd="/", env=env, stdin=subprocess.DEVNULL,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -68,5 +69,19 @@ def test_the_guest_asks_the_host_and_keeps_its_own_clock_for_the_step(monkeypatc
     assert r["status"] is StepStatus.FAILED and r["rc"] == 4 and r["host_seconds"] == 7.5 and r["seconds"] < 7.5
     assert [a[1] for a in asked] == [Call.CRASH_CHECK] * 2 and asked[0][0] != asked[1][0], "each call's name once"
     assert r2["out"] == "errors"
+    assert abs(asked[0][2]["now"] - time.time()) < 60, "the lab's present goes with the call"
     monkeypatch.setattr(guest, "call_host", lambda *a, **k: None)
     assert guest.host_check("x", 1.0)["status"] is StepStatus.HANG  # no answer: as a checker that never returned
+
+
+def test_the_checker_sees_the_lab_s_present_not_the_host_s(tmp_path):
+    """A superblock mount time the lab's clock (virtual time: ahead of the host's) set in the host's
+    future: e2fsck on the host, given the lab's now, reads it as the lab's e2fsck would."""
+    if not shutil.which("debugfs") or not shutil.which("e2fsck"):
+        pytest.skip("e2fsprogs is not installed")
+    img = image(tmp_path, "ext4")
+    subprocess.run(["debugfs", "-w", "-R", "ssv mtime 20300101", str(img)], check=True, capture_output=True)
+    lab_now = 1893542400  # 2030-01-02, the day after
+    assert "in the future" in run_checker(CHECK["ext4"], img, 60)["out"]
+    r = run_checker(CHECK["ext4"], img, 60, now=lab_now)
+    assert "in the future" not in r["out"] and r["rc"] == 0
