@@ -14,46 +14,21 @@ here; a repair, which writes, runs in the lab as before.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
-from .lab.guest.guestlib import plain_argv
-from .lab.guest.protocol import StepStatus
+from .lab.guest.guestlib import run_shell
 
 OUT_KEPT = 4000  # characters of the checker's output kept (as a guest command's)
 
 
 def run_checker(cmd: str, state: Path, timeout: float, now: int | None = None) -> dict:
-    """`cmd` (its device: ${FLASHBED_DEV}) on the state file, killed with its group at
-    `timeout`: a record as the guest's run() gives, its status as a string. A plain command
-    starts without the shell (guestlib.plain_argv), in / (a checker writes nothing of its own).
-    `now`: the lab's present (s since the epoch), for e2fsck, which holds a superblock's times
-    against it (E2FSCK_TIME): in virtual time the lab's clock is not the host's, and a mount time
-    a day ahead of the host's would be an error here and none in the lab."""
+    """`cmd` (its device: ${FLASHBED_DEV}) on the state file, as the lab runs a command
+    (guestlib.run_shell: killed with its group at `timeout`; a plain command without the shell),
+    in / (a checker writes nothing of its own): a record as the guest's run() gives, its status
+    as a string. `now`: the lab's present (s since the epoch), for e2fsck, which holds a
+    superblock's times against it (E2FSCK_TIME): in virtual time the lab's clock is not the
+    host's, and a mount time a day ahead of the host's would be an error here and none in the lab."""
     env = dict(os.environ, FLASHBED_DEV=str(state), **({"E2FSCK_TIME": str(int(now))} if now is not None else {}))
-    prog, argv = plain_argv(cmd, env) or ("/bin/sh", ["/bin/sh", "-c", cmd])
-    started = time.monotonic()
-    proc = subprocess.Popen(argv, executable=prog, cwd="/", env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    status = StepStatus.OK
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = StepStatus.TIMEOUT
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, _ = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            status, out = StepStatus.HANG, b""
-    rc = proc.returncode
-    if rc is not None and rc < 0:
-        rc = 128 - rc  # killed by a signal: the status a shell gives
-    if status.ok and rc != 0:
-        status = StepStatus.FAILED
-    return {"cmd": cmd, "status": status.value, "rc": rc, "seconds": round(time.monotonic() - started, 6),
-            "out": out.decode("utf-8", "replace")[-OUT_KEPT:], "on_host": True}
+    status, rc, out, err, seconds = run_shell(cmd, timeout, cwd="/", env=env, plain=True)
+    return {"cmd": cmd, "status": status.value, "rc": rc, "seconds": round(seconds, 6),
+            "out": (out + err).decode("utf-8", "replace")[-OUT_KEPT:], "on_host": True}

@@ -298,18 +298,19 @@ def plain_commands():
         _PLAIN.pop()
 
 
-def run_shell(cmd: str, timeout: float, cwd: str | None = None,
-              env: dict[str, str] | None = None) -> tuple[StepStatus, int | None, bytes, bytes, float]:
-    """`sh -c cmd` in its own session, killed with its group at `timeout` (within
-    plain_commands, a plain command without the shell: the same program, arguments and exit
-    status).
+def run_shell(cmd: str, timeout: float, cwd: str | None = None, env: dict[str, str] | None = None,
+              plain: bool | None = None) -> tuple[StepStatus, int | None, bytes, bytes, float]:
+    """`sh -c cmd` in its own session, killed with its group at `timeout` (with `plain`, or
+    within plain_commands when it is None, a plain command without the shell: the same
+    program, arguments and exit status).
 
     Returns (status, rc, stdout, stderr, seconds); status is ok / failed /
     timeout, or hang when even SIGKILL does not end it within 5 s (a task stuck
     in the kernel, D state: then the lab itself hangs here).
     """
     started = now()
-    prog, argv = (_PLAIN[-1] and plain_argv(cmd, env)) or ("/bin/sh", ["/bin/sh", "-c", cmd])
+    use_plain = _PLAIN[-1] if plain is None else plain
+    prog, argv = (use_plain and plain_argv(cmd, env)) or ("/bin/sh", ["/bin/sh", "-c", cmd])
     proc = subprocess.Popen(argv, executable=prog, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     status = StepStatus.OK
