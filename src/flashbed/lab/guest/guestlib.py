@@ -18,7 +18,6 @@ import json
 import os
 import random
 import re
-import shlex
 import shutil
 import signal
 import subprocess
