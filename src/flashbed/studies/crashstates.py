@@ -292,13 +292,14 @@ class CrashStates(Study):
             error += "".join(f"; {e['lab']}: {e['error']}" for e in ends or [] if e.get("error"))
         counts = Counter(r["class"] for r in records)
         runs = self.check_runs(records)
-        # a sample leaves states without a verdict: the head counts what was found, then what was judged
-        head = (f"{plan.found if plan else len(records)} states"
-                + (f" ({plan.distinct} distinct, {plan.checked} checked"
-                   + (f"; {len(records)} with a verdict" if len(records) != plan.found else "") + ")"
-                   if plan and (plan.distinct, plan.checked, len(records)) != (plan.found,) * 3 else "")
-                + (f" (the check ran on {runs} distinct recovered trees)" if runs is not None else "")
-                + ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common()))
+        head = f"{plan.found if plan else len(records)} states"
+        if plan and (plan.distinct, plan.checked, len(records)) != (plan.found,) * 3:
+            # a sample leaves states without a verdict: what was found, then what was judged
+            judged = f"; {len(records)} with a verdict" if len(records) != plan.found else ""
+            head += f" ({plan.distinct} distinct, {plan.checked} checked{judged})"
+        if runs is not None:
+            head += f" (the check ran on {runs} distinct recovered trees)"
+        head += ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
         causes = Counter(r["cause"] for r in records if r.get("cause"))
         if causes:
             head += "; by cause: " + ", ".join(f"{n} {c}" for c, n in causes.most_common())
