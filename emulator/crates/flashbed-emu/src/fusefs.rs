@@ -215,8 +215,11 @@ impl Filesystem for EmuFs {
             let off = offset as u64;
             let len = (size as u64).min(self.sh.capacity.saturating_sub(off)) as usize;
             let mut buf = vec![0u8; len];
+            if len == 0 {
+                reply.data(&buf);
+                return;
+            }
             match self.sh.crash.io(|v| v.read(off, &mut buf)) {
-                _ if len == 0 => reply.data(&buf),
                 Some(Ok(())) => reply.data(&buf),
                 Some(Err(e)) => reply.error(e),
                 None => reply.error(libc::EIO),
