@@ -14,8 +14,9 @@ distinct (the lab's checks) and total (every state's verdict, shared ones includ
 host's wall clock, from the lab's first state to its last), and of the whole cell (boot,
 mkfs and workload included), per CPU-hour of this process's children (lab, emulator and the
 host's fsck: the lab waits for the host's answer on its own CPU, so this is the fairer "per
-core"); and the median time per checked state of each part (the guest's clock: in virtual
-time the device model's, not what checking cost; --clock real for the wall clock):
+core"); and with --clock real the median wall-clock time per checked state of each part (in
+virtual time the guest's clock is the device model's, which a served state does not move: no
+split is printed):
 switch (the host call that rebuilds and serves the state), drop (the block device's
 buffers), mount (with the journal's or log's recovery), verify (the check: the built-in
 verifier or yours; yours runs once per distinct recovered tree, share_trees, and the count
