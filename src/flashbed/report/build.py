@@ -7,7 +7,7 @@ from ..yaffs2 import note as yaffs2_note
 from . import figures as F
 from . import recommend as R
 from . import tables as T
-from . import catalog, footing, units
+from . import catalog, footing, glance, units
 from .doc import Document, Paragraph, Section
 from .load import EMULATOR_FIGURES, NOT_OBSERVABLE, RunData
 
@@ -114,7 +114,10 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
                      f"table; the report reads it every time it runs."))
     ap.add(R.weights_table(run))
     sections.append(ap)
+    answer = R.answer_section(run, recs, lambda r: footing.answer_text(feet.get(r.device), r.use_case))
+    picture = glance.figure(run, recs)
+    if picture is not None:  # the report opens with it, above the first screen's text
+        answer.blocks.insert(0, picture)
     return Document(title=f"flashbed report: {run.run_id}",
                     subtitle="Which filesystem, with which options, for this flash part and this workload.",
-                    meta=run_meta(run), sections=sections,
-                    answer=R.answer_section(run, recs, lambda r: footing.answer_text(feet.get(r.device), r.use_case)))
+                    meta=run_meta(run), sections=sections, answer=answer)

@@ -44,6 +44,7 @@ class Figure:
     title: str
     svg: str
     caption: str  # provenance: device, kernel, tools, profile, repeats
+    compact: bool = False  # drawn without its title bar and frame (the first screen's picture)
 
 
 @dataclass

@@ -40,6 +40,7 @@ ol.ranking li, ul li { margin: .25rem 0; }
 code { background: var(--bg2); padding: 0 .25em; border-radius: 3px; font-size: .92em; }
 figure { margin: 1.2rem 0; padding: .5rem; border: 1px solid var(--line); border-radius: 6px; overflow-x: auto; }
 figure svg { display: block; max-width: 100%; height: auto; }
+div.compact > figure { margin: .3rem 0 .2rem; padding: 0; border: 0; }
 figcaption { font-size: .85rem; color: var(--muted); margin-bottom: .3rem; }
 figcaption strong { color: var(--fg); font-size: .95rem; }
 .tablewrap { overflow-x: auto; margin: 1rem 0; }
@@ -149,6 +150,9 @@ def _table(t: Table) -> str:
 
 def _figure(f: Figure) -> str:
     # the provenance (device, kernel, tools, profile, repeats) is written inside the SVG itself
+    if f.compact:  # the title as the picture's accessible name, no title bar: the first screen keeps its room
+        return (f'<div class="compact" role="img" aria-label="{esc(f.title)}"><figure id="{esc(f.id)}" class="fig">'
+                f'\n{f.svg}</figure></div>')
     return (f'<figure id="{esc(f.id)}" class="fig"><figcaption><strong>{esc(f.title)}</strong>'
             f'</figcaption>\n{f.svg}</figure>')
 
