@@ -191,3 +191,134 @@ class SharedChecks:
         if not verdict.get("check_timeout"):
             self.seen[key] = (state, verdict)
         return {**verdict, "tree": key[:16]}
+
+
+# --- the recovered tree handed to the host (its copy for a check run there) -------------------
+
+PACK_MAGIC = b"flashbed-tree 1\n"
+
+
+class NotPortable(Exception):
+    """The tree holds what a copy on the host cannot be: its check runs in the lab (the reason)."""
+
+
+def pack(d: str, out: str) -> int:
+    """Everything of directory `d` the key covers but its filesystem's own figures, into the file `out`:
+    after PACK_MAGIC, one JSON line per entry (parents before children: path, type, mode, owner, group,
+    mtime in ns, xattrs, a symlink's target, a hard link's first path, a file's size) and a file's bytes
+    after its line. NotPortable for what the host's copy could not be: a device node or socket, a file
+    with links outside `d`, an entry that cannot be read (the key's walk would have said so first).
+    The bytes written."""
+    import json
+    paths: dict[tuple[int, int], tuple[str, int]] = {}  # (dev, ino) of a linked file -> its first path, links seen
+    with open(out, "wb") as f:
+        f.write(PACK_MAGIC)
+        todo = [""]
+        while todo:
+            top = todo.pop()
+            here = os.path.join(d, top) if top else d
+            if not top:
+                f.write((json.dumps(_pack_head("", here, os.lstat(here))) + "\n").encode())
+            subdirs = []
+            for name in sorted(os.listdir(here)):
+                rel = os.path.join(top, name) if top else name
+                path = os.path.join(d, rel)
+                st = os.lstat(path)
+                head = _pack_head(rel, path, st)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                    first = paths.get((st.st_dev, st.st_ino))
+                    if first is not None:
+                        paths[(st.st_dev, st.st_ino)] = (first[0], first[1] + 1)
+                        f.write((json.dumps({"p": rel, "t": "h", "to": first[0]}) + "\n").encode())
+                        continue
+                    paths[(st.st_dev, st.st_ino)] = (rel, 1)
+                if stat.S_ISREG(st.st_mode):
+                    fd = _open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    try:
+                        data = b"".join(iter(lambda: os.read(fd, CHUNK), b""))
+                    finally:
+                        os.close(fd)
+                    head["n"] = len(data)
+                    f.write((json.dumps(head) + "\n").encode())
+                    f.write(data)
+                    continue
+                f.write((json.dumps(head) + "\n").encode())
+                if stat.S_ISDIR(st.st_mode):
+                    subdirs.append(rel)
+            todo.extend(reversed(subdirs))  # depth first, in name order (as the key's walk)
+        for (_dev, _ino), (first, seen) in paths.items():
+            if seen != os.lstat(os.path.join(d, first)).st_nlink:
+                raise NotPortable(f"{first} has hard links outside the directory")
+        return f.tell()
+
+
+def _pack_head(rel: str, path: str, st: os.stat_result) -> dict:
+    kinds = {stat.S_IFDIR: "d", stat.S_IFREG: "f", stat.S_IFLNK: "l", stat.S_IFIFO: "p"}
+    kind = kinds.get(stat.S_IFMT(st.st_mode))
+    if kind is None:
+        what = "device node" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "socket"
+        raise NotPortable(f"{rel or '.'} is a {what}")
+    head = {"p": rel, "t": kind, "m": stat.S_IMODE(st.st_mode), "u": st.st_uid, "g": st.st_gid, "mt": st.st_mtime_ns}
+    walk = _Walk()
+    xattrs = _xattrs(path, walk)
+    if walk.troubled:
+        raise NotPortable(f"the extended attributes of {rel or '.'} cannot be read")
+    if xattrs:
+        head["x"] = xattrs
+    if kind == "l":
+        head["to"] = os.readlink(path)
+    return head
+
+
+def unpack(src: str, d: str) -> int:
+    """The tree packed in `src` made again in the empty directory `d` (its entries' attributes set last,
+    children before their directory, so each keeps its time); NotPortable naming the attribute this
+    place cannot give (an owner its user namespace does not map, an xattr it does not take). Entries."""
+    import json
+    heads = []
+    with open(src, "rb") as f:
+        if f.read(len(PACK_MAGIC)) != PACK_MAGIC:
+            raise NotPortable(f"{src} is not a packed tree")
+        for line in iter(f.readline, b""):
+            head = json.loads(line)
+            path = os.path.join(d, head["p"]) if head["p"] else d
+            kind = head["t"]
+            if kind == "f":
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                try:
+                    left = head["n"]
+                    while left:
+                        chunk = f.read(min(left, CHUNK))
+                        if not chunk:
+                            raise NotPortable(f"{src} ends inside {head['p']}")
+                        os.write(fd, chunk)
+                        left -= len(chunk)
+                finally:
+                    os.close(fd)
+            elif kind == "d" and head["p"]:
+                os.mkdir(path, 0o700)
+            elif kind == "l":
+                os.symlink(head["to"], path)
+            elif kind == "p":
+                os.mkfifo(path, 0o600)
+            elif kind == "h":
+                os.link(os.path.join(d, head["to"]), path)
+                continue
+            heads.append((path, head))
+    for path, head in reversed(heads):
+        link = head["t"] == "l"
+        try:
+            os.chown(path, head["u"], head["g"], follow_symlinks=False)
+        except OSError as e:
+            raise NotPortable(f"owner {head['u']}:{head['g']} of {head['p'] or '.'} cannot be set here "
+                              f"({os.strerror(e.errno or 0)})") from None
+        for name, value in head.get("x", []):
+            try:
+                os.setxattr(path, name, bytes.fromhex(value), follow_symlinks=False)
+            except OSError as e:
+                raise NotPortable(f"extended attribute {name} of {head['p'] or '.'} cannot be set here "
+                                  f"({os.strerror(e.errno or 0)})") from None
+        if not link:
+            os.chmod(path, head["m"])
+        os.utime(path, ns=(head["mt"], head["mt"]), follow_symlinks=False)
+    return len(heads)

@@ -1,0 +1,1 @@
+"""The host's side of checking crash states."""
