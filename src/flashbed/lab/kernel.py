@@ -12,6 +12,7 @@ second build with nothing changed returns at once.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import fcntl
@@ -20,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -434,42 +436,31 @@ def _last_error(log_file: Path) -> str:
     return (errs or lines or ["(empty log)"])[-1].strip()[:300]
 
 
+# in a key's build directory once its source is extracted, patched and configured: an interrupted
+# build (Ctrl-C, a lost session) resumes from there, and make compiles only the objects it lacks
+# (make deletes the one it was writing when stopped); the kernel is used only once info.json is
+# written, after the link, so a half-built one never is
+PREPARED = ".prepared"
+
+
 def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> KernelInfo:
     started = time.monotonic()
     work = out / "build"
-    if work.exists():
-        shutil.rmtree(work)
-    work.mkdir()
+    src, obj = work / spec.package, work / "obj"
     log_file = out / "build.log"
-    log_file.write_text("")
     what = f" ({spec.flavour} flavour)" if spec.flavour else ""
-    log(f"kernel {spec.name}: building {spec.package} {version}{what} for ARCH=um (key {key}); log: {log_file}")
-    tarball = source_tarball(spec, log)
-
-    log(f"kernel {spec.name}: extracting source")
-    with tarfile.open(tarball) as tar:
-        tar.extractall(work, **TAR_TRUSTED)
-    src = work / spec.package
-    if not src.is_dir():
-        raise FlashbedError(f"kernel build: {tarball} did not contain {spec.package}/")
-
-    for p in spec.patch_files():
-        log(f"kernel {spec.name}: applying {p.name}")
-        _run(["patch", "-p1", "--forward", "--fuzz=0", "-i", str(p)], src, log_file, f"patch {p.name}")
-
-    obj = work / "obj"
-    fragment = work / "fragment.config"
-    fragment.write_text("\n".join(_fragment_lines(spec)) + "\n")
-    _run(["make", "ARCH=um", f"O={obj}", "allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"],
-         src, log_file, "configuration")
-    missing = missing_options(obj / ".config", spec)
-    if missing:
-        raise FlashbedError(f"kernel {spec.name} config: required options did not stick: " + ", ".join(missing))
+    if (work / PREPARED).exists():
+        done = sum(1 for _ in obj.rglob("*.o"))
+        log(f"kernel {spec.name}: resuming the interrupted build of {spec.package} {version}{what}: {done} objects "
+            f"already compiled (key {key}); log: {log_file}")
+    else:
+        _prepare(spec, version, key, work, log_file, what, log)
+        done = 0
 
     estimate_file = kernel_root() / f"objects-estimate-{spec.name}"
     estimate = int(estimate_file.read_text()) if estimate_file.exists() else spec.object_estimate
     jobs = os.cpu_count() or 2
-    compiled = _make_with_progress(spec.name, src, obj, jobs, estimate, log_file, log)
+    compiled = _make_with_progress(spec.name, src, obj, jobs, estimate, log_file, log, done)
     estimate_file.write_text(str(compiled))
 
     missing = missing_options(obj / ".config", spec)
@@ -494,29 +485,77 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
     return info
 
 
+def _prepare(spec: KernelSpec, version: str, key: str, work: Path, log_file: Path, what: str, log: Log) -> None:
+    """The build directory from nothing: the source extracted and patched, the configuration made."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir()
+    log_file.write_text("")
+    log(f"kernel {spec.name}: building {spec.package} {version}{what} for ARCH=um (key {key}); log: {log_file}")
+    tarball = source_tarball(spec, log)
+
+    log(f"kernel {spec.name}: extracting source")
+    with tarfile.open(tarball) as tar:
+        tar.extractall(work, **TAR_TRUSTED)
+    src = work / spec.package
+    if not src.is_dir():
+        raise FlashbedError(f"kernel build: {tarball} did not contain {spec.package}/")
+
+    for p in spec.patch_files():
+        log(f"kernel {spec.name}: applying {p.name}")
+        _run(["patch", "-p1", "--forward", "--fuzz=0", "-i", str(p)], src, log_file, f"patch {p.name}")
+
+    obj = work / "obj"
+    fragment = work / "fragment.config"
+    fragment.write_text("\n".join(_fragment_lines(spec)) + "\n")
+    _run(["make", "ARCH=um", f"O={obj}", "allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"],
+         src, log_file, "configuration")
+    missing = missing_options(obj / ".config", spec)
+    if missing:
+        raise FlashbedError(f"kernel {spec.name} config: required options did not stick: " + ", ".join(missing))
+    (work / PREPARED).write_text("")
+
+
 def _make_with_progress(name: str, src: Path, obj: Path, jobs: int, estimate: int,
-                        log_file: Path, log: Log) -> int:
+                        log_file: Path, log: Log, done: int = 0) -> int:
+    """make's `linux` target with a progress line every 5 s; `done` objects compiled before (a
+    resumed build). Returns the objects the whole build compiled (the next build's estimate)."""
     cmd = ["make", "ARCH=um", f"O={obj}", f"-j{jobs}", "linux"]
     started = time.monotonic()
-    compiled = 0
-    last = 0.0
     with open(log_file, "a") as lf:
         lf.write(f"$ {' '.join(cmd)}\n")
-        proc = subprocess.Popen(cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lf.write(line)
-            if line.lstrip().startswith(("CC ", "AS ")):
-                compiled += 1
-                now = time.monotonic()
-                if now - last >= 5:
-                    last = now
-                    elapsed = now - started
-                    frac = min(compiled / max(estimate, 1), 0.99)
-                    eta = elapsed * (1 - frac) / frac if frac > 0 else 0
-                    log(f"kernel {name}: compiled {compiled}/~{estimate} objects ({frac:.0%}), "
-                        f"elapsed {format_duration(elapsed)}, ETA {format_duration(eta)}")
+        # its own process group: stopped (Ctrl-C, SIGTERM) make and its compilers end together, and make
+        # deletes the object it was writing (kbuild recompiles any object without its .cmd record)
+        proc = subprocess.Popen(cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        try:
+            compiled = _follow(name, proc, lf, started, estimate, done, log)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+            raise
         rc = proc.wait()
     if rc != 0:
         raise FlashbedError(f"kernel build: make failed (exit {rc}); see {log_file}: {_last_error(log_file)}")
+    return compiled
+
+
+def _follow(name: str, proc: subprocess.Popen, lf, started: float, estimate: int, done: int, log: Log) -> int:
+    """make's output into the log, a progress line every 5 s; the objects compiled by the end."""
+    compiled, last = done, 0.0
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lf.write(line)
+        if line.lstrip().startswith(("CC ", "AS ")):
+            compiled += 1
+            now = time.monotonic()
+            if now - last >= 5:
+                last = now
+                elapsed = now - started
+                frac = min(compiled / max(estimate, 1), 0.99)
+                # this run's pace over what is left (a resumed build's earlier objects took none of it)
+                eta = elapsed * max(estimate - compiled, 0) / (compiled - done)
+                log(f"kernel {name}: compiled {compiled}/~{estimate} objects ({frac:.0%}), "
+                    f"elapsed {format_duration(elapsed)}, ETA {format_duration(eta)}")
     return compiled
