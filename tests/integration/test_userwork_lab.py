@@ -219,3 +219,28 @@ def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_
     assert "check_runs" not in ce
     assert cs["check_runs"] < cs["checked"] <= ce["checked"], (cs, ce)
     assert "recovered trees" in shared.headline
+
+
+def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kernel, tmp_path):
+    """A check that alternates pass and fail (it counts its own runs outside the directory): the
+    first recurrence of a recovered tree runs it again, the two verdicts differ, and the tree's
+    states have no verdict: counted, said, and no filesystem's failure."""
+    wal, check = tmp_path / "wal.sh", tmp_path / "flaky.sh"
+    wal.write_text(WAL)
+    check.write_text('#!/bin/sh\nf="$(dirname "$FLASHBED_ACKED")/flaky.count"\nn=$(cat "$f" 2>/dev/null || echo 0)\n'
+                     'echo $((n + 1)) > "$f"\n[ $((n % 2)) -eq 0 ] || { echo "odd run $n"; exit 1; }\n')
+    for f in (wal, check):
+        f.chmod(0o755)
+    dev = presets.load_spec(DEVICE)
+    values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+    from flashbed.studies.base import CellSpec
+    cell = CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
+                    variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**values), seed=1,
+                    pace="none", clock="virtual")
+    res = run(tt_kernel, tmp_path / "run", cell)
+    assert res.status == "ok", res.error
+    c = counts(res)
+    assert c["no_verdict"] > 0 and c["fs_failures"] == 0, c
+    why = res.extra["no_verdict"]["why"]
+    assert any("your check gave different verdicts to one recovered tree" in w for w in why), why
+    assert "without a verdict" in res.headline

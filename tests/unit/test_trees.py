@@ -78,9 +78,25 @@ def test_shared_checks_runs_once_per_key_and_names_the_first(tmp_path):
     first = sc.check("1", str(a), b"x\n", check("a"))
     second = sc.check("2", str(b), b"x\n", check("b"))
     third = sc.check("3", str(c), b"x\n", check("c"))
-    assert runs == ["a", "c"] and sc.runs == 2
+    fourth = sc.check("4", str(b), b"x\n", check("d"))
+    # the first recurrence of a tree runs the check again (it agreed); after that, shared
+    assert runs == ["a", "b", "c"] and sc.runs == 3 and not sc.unstable
     assert "tree_same" not in first and second["tree_same"] == "1" and second["check"]["out"] == "a"
+    assert second["tree_rerun"] and fourth["tree_same"] == "1" and "tree_rerun" not in fourth
     assert second["tree"] == first["tree"] != third["tree"]
+
+
+def test_a_check_with_two_verdicts_for_one_tree_gives_it_none(tmp_path):
+    """A nondeterministic check (passes once, fails on the same tree): the disagreeing run says
+    so (check_unstable: the state whose run it contradicts) and later states share that mark."""
+    a, b, c = make(tmp_path / "a"), make(tmp_path / "b"), make(tmp_path / "c")
+    verdicts = iter([{"n_loss": 0, "loss": []}, {"n_loss": 1, "loss": ["row 3 missing"]}])
+    sc = SharedChecks()
+    first = sc.check("1", str(a), b"", lambda: next(verdicts))
+    second = sc.check("2", str(b), b"", lambda: next(verdicts))
+    third = sc.check("3", str(c), b"", lambda: pytest.fail("the tree's verdict is known to be unstable"))
+    assert "check_unstable" not in first and second["check_unstable"] == "1" and second["n_loss"] == 1
+    assert third["check_unstable"] == "1" and third["tree_same"] == "1" and sc.unstable == 1 and sc.runs == 2
 
 
 def test_a_check_over_its_limit_runs_again(tmp_path):
@@ -137,5 +153,6 @@ def test_the_host_counts_the_check_s_runs_perturbed_states_included():
     recs = [{**ran, "tree": "a"}, {**ran, "tree": "a", "tree_same": "1"}, {**ran, "tree_perturbed": True},
             {**ran, "tree": "a", "same": "1"}]
     assert study.check_runs(recs) == 2  # the first of tree a, and the state checked again without a key
+    assert study.check_runs([*recs, {**ran, "tree": "a", "tree_same": "1", "tree_rerun": True}]) == 3
     assert study.check_runs([{**ran, "tree_perturbed": True}]) == 1
     assert study.check_runs([ran]) is None  # share_trees off: no key at all

@@ -41,6 +41,7 @@ class Check:
     value: float | None = None
     why: str = ""
     reproducer: Reproducer | None = None  # one state that shows the failure, when the study keeps them
+    pending: bool = False  # UNCHECKED because states have no verdict (why says how many): not decided
 
 
 @dataclass
@@ -85,6 +86,8 @@ def check(run: RunData, device: str, fs: str, req: Requirement) -> Check:
     if vals:
         worst = req.worst(vals)
         if req.holds(worst):
+            if (why := _without_verdict(run, device, fs, req, cases)):  # no evidence, no eligibility
+                return Check(req, Verdict.UNCHECKED, worst, why, pending=True)
             return Check(req, Verdict.MET, worst)
         return Check(req, Verdict.FAILED, worst, _evidence(run, device, fs, req, worst),
                      _reproducer(run, device, fs, req))
@@ -94,6 +97,23 @@ def check(run: RunData, device: str, fs: str, req: Requirement) -> Check:
     if run.not_applicable(device, fs, req.study):
         return Check(req, Verdict.NA, why=run.not_applicable(device, fs, req.study))
     return Check(req, Verdict.UNCHECKED, why=f"study {req.study} has no {req.metric} for {fs}")
+
+
+def _without_verdict(run: RunData, device: str, fs: str, req: Requirement, cases: list[str]) -> str:
+    """How many of the crash states a requirement's cells set out to check have no verdict (the
+    check hung or disagreed with itself, the lab stopped, the state was not checked), and why;
+    "" when every one has one. A state without a verdict is no evidence: the use case waits."""
+    n = sum(v for k in cases if (st := run.get(device, fs, req.study, k, "no_verdict")) for v in st.values)
+    if not n:
+        return ""
+    of = sum(v for k in cases if (st := run.get(device, fs, req.study, k, "to_judge")) for v in st.values)
+    why: dict[str, int] = {}
+    for e in run.extras.get((device, fs, req.study), []):
+        for w, k in ((e.get("no_verdict") or {}).get("why") or {}).items():
+            why[w] = why.get(w, 0) + k
+    reasons = "; ".join(f"{w} ({k:.0f})" for w, k in sorted(why.items(), key=lambda kv: -kv[1])[:3])
+    return (f"{n:.0f} of {of:.0f} crash states it set out to check have no verdict"
+            + (f" ({reasons})" if reasons else ""))[:400]
 
 
 def _evidence(run: RunData, device: str, fs: str, req: Requirement, worst: float) -> str:

@@ -259,6 +259,13 @@ def _undecided(run: RunData, r: Ranking) -> list[Undecided]:
     unchecked: dict[str, tuple[list[str], list[str], list[str]]] = {}
     for e in r.checks.values():
         for c in e.checks:
+            if c.verdict is Verdict.UNCHECKED and c.pending and e.eligible:
+                # its checks ran but did not finish: not decided, with the count (eligibility.py)
+                out.append(Undecided(-1, f"requirement {c.req.label} not decided for {e.fs}: {c.why}",
+                                     measure_command(run, r.device, [c.req.study]),
+                                     "give each state a verdict (a check that finishes, and gives one tree one "
+                                     "verdict), then run it again"))
+                continue
             if c.verdict is Verdict.UNCHECKED and e.eligible:
                 labels, fss, failed = unchecked.setdefault(c.req.study, ([], [], []))
                 labels += [c.req.label] if c.req.label not in labels else []

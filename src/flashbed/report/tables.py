@@ -403,8 +403,10 @@ def workload_table(run: RunData, device: str, study: str) -> Table | None:
             else:
                 why = next((f.get("why", "") for e in run.extras.get((device, fs, "appcheck"), [])
                             for f in e.get("failures") or []), "")
+                nv, of = val("no_verdict", "appcheck", "user"), val("to_judge", "appcheck", "user")
                 verdict = f"{n - (bad or 0):.0f}/{n:.0f} consistent" + \
-                    (f", {bad:.0f} failed ({lost or 0:.0f} by your check): {why[:80]}" if bad else "")
+                    (f", {bad:.0f} failed ({lost or 0:.0f} by your check): {why[:80]}" if bad else "") + \
+                    (f"; {nv:.0f} of {of or nv:.0f} without a verdict (not decided)" if nv else "")
                 cover = next((e.get("coverage") for e in run.extras.get((device, fs, "appcheck"), [])
                               if "sample" in (e.get("coverage") or "")), None)
                 if cover:  # a seeded sample of the distinct states: what a clean result then bounds

@@ -105,8 +105,10 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
             n, bad = int(cm.get("iterations", 0)), int(cm.get("failures", 0))
             theirs = int(cm.get("fs_failures", bad))  # the filesystem's (all, before attribution)
             dev = int(cm.get("cause:device", 0))
+            nv = int(cm.get("no_verdict", 0))  # no evidence either way (hung, not checked, unstable)
             verdict = f"{n - bad}/{n} consistent" + (f", {theirs} FAILED" if theirs else "") + \
-                (f", {dev} lost to the device's damage" if dev else "")
+                (f", {dev} lost to the device's damage" if dev else "") + \
+                (f", {nv} of {int(cm.get('to_judge', nv))} without a verdict" if nv else "")
             if "distinct" in cm:  # each distinct state checked once (studies/crashplan.py)
                 verdict += f" ({int(cm['distinct'])} distinct, {int(cm.get('checked', 0))} checked)"
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"

@@ -152,8 +152,8 @@ class AppCheck(CrashStates):
         were the same, `tree_same`) did not run it; None when no state was keyed (share_trees off)."""
         if not any(r.get("tree") or r.get("tree_perturbed") for r in records):
             return None
-        return sum(1 for r in records if r.get("check") is not None and not r.get("tree_same")
-                   and "same" not in r)
+        return sum(1 for r in records if r.get("check") is not None
+                   and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r)
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         r = super()._record(s, fstype)
@@ -162,11 +162,16 @@ class AppCheck(CrashStates):
             r["tree"] = verify["tree"]
             if verify.get("tree_same"):
                 r["tree_same"] = verify["tree_same"]
+            if verify.get("tree_rerun"):  # the first recurrence of a tree: the check ran again, and agreed
+                r["tree_rerun"] = True
         if verify.get("tree_perturbed"):  # keying its tree met trouble: checked again without it
             r["tree_perturbed"] = True
         if verify.get("check_timeout") and r["class"] == PowerCutClass.DATA_LOSS:
             r["class"] = PowerCutClass.HANG  # a recorded outcome: the check, not the filesystem, stuck
             r["why"] = (verify.get("loss") or ["the check did not finish"])[0]
+            r["no_verdict"] = "your check did not finish"
+        if verify.get("check_unstable"):  # two runs of the check on one recovered tree disagreed
+            r["unstable"] = verify["check_unstable"]
         r["why"] = printable(r["why"])  # the check's own words: never a terminal escape in the results
         check = verify.get("check")
         r["check"] = {**check, "out": printable(str(check.get("out", "")))} if isinstance(check, dict) else check

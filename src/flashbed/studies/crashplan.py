@@ -105,9 +105,14 @@ class CheckPlan:
                    max_states=d.get("max_states", 0), seed=d.get("seed", 0),
                    strata=tuple(Stratum(s["kind"], s["distinct"], s["checked"]) for s in d.get("strata", [])))
 
-    def coverage(self) -> str:
-        """What was checked and what a clean result then says, in one sentence."""
+    def coverage(self, judged: int | None = None) -> str:
+        """What was checked and what a clean result then says, in one sentence; `judged`: how many
+        of the checked states got a verdict (fewer than checked: the sample bounds nothing)."""
         head = f"{self.found} states found, {self.distinct} distinct"
+        if judged is not None and judged < self.checked:
+            return (f"{head}; {self.checked} to check{f' (a seeded sample, max_states {self.max_states})' if self.sampled else ''}"
+                    f", {judged} with a verdict: {self.checked - judged} without one, so a clean result "
+                    f"bounds nothing")
         if not self.sampled:
             return head + ", each checked"
         parts = []

@@ -267,6 +267,11 @@ class CrashStates(Study):
             stopped = f"state {records[-1]['state']}: {records[-1]['why']}"
         unchecked = want - len(records)
         records = with_shared(states, records)
+        mark_verdictless(records)
+        lab_nv = Counter(r["no_verdict"] for r in records if r.get("no_verdict") and "same" not in r)
+        if unchecked:
+            lab_nv[f"not checked ({stopped.split(': ', 1)[0]} stopped the check)" if stopped
+                   else "not checked"] += unchecked
         failures = [r for r in records if not PowerCutClass(r["class"]).good]
         seed = work_seed(spec.seed, 0)
         recs = read_log(str(run_dir / LOG_FILE))
@@ -280,6 +285,9 @@ class CrashStates(Study):
         # the check step's own time, which in virtual time is the guest's)
         walls = [e["wall"] for e in ends or [] if e.get("wall")]
         meas = self._measure(case, listing, records, failures, res, sum(walls) if walls else None)
+        # states without a verdict are no evidence either way (report/eligibility.py): counted
+        meas += m(case, "no_verdict", sum(lab_nv.values()), "count")
+        meas += m(case, "to_judge", want, "count")
         log = run_dir / CRASHLOG
         if not failures and log.is_dir():
             shutil.rmtree(log)  # kept for failed cells only: they replay from it
@@ -295,7 +303,8 @@ class CrashStates(Study):
         head = f"{plan.found if plan else len(records)} states"
         if plan and (plan.distinct, plan.checked, len(records)) != (plan.found,) * 3:
             # a sample leaves states without a verdict: what was found, then what was judged
-            judged = f"; {len(records)} with a verdict" if len(records) != plan.found else ""
+            verdicts = sum(1 for r in records if not r.get("no_verdict"))
+            judged = f"; {verdicts} with a verdict" if verdicts != plan.found else ""
             head += f" ({plan.distinct} distinct, {plan.checked} checked{judged})"
         if runs is not None:
             head += f" (the check ran on {runs} distinct recovered trees)"
@@ -313,12 +322,16 @@ class CrashStates(Study):
             "log_bytes": listing.get("log_bytes"),
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
         }
+        if lab_nv:
+            extra["no_verdict"] = {"states": sum(lab_nv.values()), "of": want, "why": dict(lab_nv.most_common())}
         if plan:
-            extra["coverage"] = plan.coverage() + (
+            extra["coverage"] = plan.coverage(judged=want - sum(lab_nv.values())) + (
                 f"; your check ran once per distinct recovered tree and acknowledged labels: {runs} runs"
                 if runs is not None else "")
         if stopped and unchecked:
             head += f"; {unchecked} states after it not checked"
+        if lab_nv:
+            head += f"; {sum(lab_nv.values())} of {want} without a verdict (no evidence either way)"
         status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
         return Outcome(meas, head, extra=extra, status=status, error=error[:400])
 
@@ -394,6 +407,35 @@ class CrashStates(Study):
             vals = [r["seconds"][part] for r in lab if part in (r.get("seconds") or {})]
             out += m(case, f"{part}_ms", 1000 * statistics.median(vals) if vals else None, "ms")
         return out
+
+
+def mark_verdictless(records: list[dict]) -> int:
+    """Marks each state that has no verdict (`no_verdict`, why) and takes its cause away: it is
+    evidence neither for the filesystem nor against it. No verdict: the state could not be set up
+    (class error), the lab stuck or died on it (no cause), its twin could not say whose loss it
+    was (cause unknown), the check did not finish, or the check gave its recovered tree two
+    verdicts (`unstable`: the state whose run it contradicted; every state of that tree). Returns
+    how many records are marked."""
+    unstable: dict[str, str] = {}  # the state whose run was contradicted: the first that contradicted it
+    for r in records:
+        if r.get("unstable") and not r.get("tree_same"):
+            unstable.setdefault(r["unstable"], r["state"])
+    for r in records:
+        first = r.get("unstable") or next((u for u in (r["state"], r.get("same"), r.get("tree_same"))
+                                           if u in unstable), None)
+        cls = PowerCutClass(r["class"])
+        if first:
+            r["no_verdict"] = (f"your check gave different verdicts to one recovered tree (states {first} and "
+                               f"{unstable.get(first, r['state'])}): it is not a function of the tree")
+        elif r.get("no_verdict"):
+            pass
+        elif not cls.ran:
+            r["no_verdict"] = "not checked: " + r.get("why", "")[:120]
+        elif not cls.good and r.get("cause") in (None, LossCause.UNKNOWN):
+            r["no_verdict"] = r.get("why", "")[:160] or str(cls)
+        if r.get("no_verdict") and r.get("cause") is not LossCause.UNKNOWN:  # unknown: said as such
+            r["cause"], r["fs_class"] = None, None
+    return sum(1 for r in records if r.get("no_verdict"))
 
 
 def _died_on(st: dict, crashed: bool, console: str, why: str = "") -> dict:
