@@ -31,8 +31,42 @@ def check_disks(disks: list[Path], destroy: tuple[str, ...]) -> list[writeguard.
     other = writeguard.unused_destroy(destroy, [str(d) for d in disks])
     if other is not None:  # a typo must not pass for permission
         raise FlashbedError(f"--destroy-data-on {other} names no --disk: repeat the --disk path exactly")
-    return [writeguard.check(d, "--disk", writeguard.Target.DISK, devices=True, destroy=destroy,
-                             noun="the lab's writes") for d in disks]
+    allowed = [writeguard.check(d, "--disk", writeguard.Target.DISK, devices=True, destroy=destroy,
+                                noun="the lab's writes") for d in disks]
+    seen: dict[tuple[int, int], str] = {}
+    for a in allowed:  # one file as two disks: two writers of one image, each unaware of the other
+        try:
+            st = os.stat(a.path)
+        except OSError:
+            continue  # writeguard said what it allows of a path that is not there yet
+        ident = (st.st_dev, st.st_ino) if not a.device else (st.st_rdev, -1)
+        if ident in seen:
+            raise FlashbedError(f"--disk {a.given} and --disk {seen[ident]} are the same "
+                                f"{'device' if a.device else 'file'}: give it once (the lab would see one image "
+                                f"as two disks)")
+        seen[ident] = str(a.given)
+    return allowed
+
+
+# what `lab exec` exits with when a step timed out (as timeout(1) does)
+TIMED_OUT = 124
+
+
+def exit_code(cmds: list[str], steps) -> tuple[int, str]:
+    """`lab exec`'s exit code from its steps, as a shell script's with `set -e` would be: the first
+    step that did not succeed gives its own exit code (124 when it ran past --timeout, 1 when it
+    never ran); 0 when every step ran and exited 0. With the line that says which step it was."""
+    by_name = {s.name: s for s in steps}
+    for i, cmd in enumerate(cmds):
+        s = by_name.get(f"s{i}")
+        if s is None:
+            return 1, f"step {i + 1} ({cmd!r}) did not run"
+        if s.status.is_hang:
+            return TIMED_OUT, f"step {i + 1} ({cmd!r}) ran past its limit of --timeout ({s.status})"
+        if not s.status.ok:
+            rc = s.rc if isinstance(s.rc, int) and 0 < s.rc < 256 else 1
+            return rc, f"step {i + 1} ({cmd!r}) exited {s.rc}"
+    return 0, ""
 
 
 @contextlib.contextmanager
@@ -98,10 +132,13 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
         if stats is not None:
             print(f"device {device}: " + json.dumps(stats), file=err)
         print(f"clock {clock.value}: lab wall-clock {r.total_seconds:.2f}s", file=err)
+        rc, why = exit_code(cmds, r.steps)
         if not r.ok:
             print(Path(r.console_log).read_text()[-4000:], file=err)
-            raise FlashbedError(f"lab: {r.status}: {r.error}")
-    return 0
+            raise FlashbedError(f"lab: {r.status}: {r.error}" + (f" ({why})" if why else ""))
+        if rc:
+            print(f"flashbed: lab exec: {why}: exit {rc}", file=err)
+    return rc
 
 
 def _with_device(spec: str, run_dir: Path, steps: tuple[Step, ...], extra: tuple[BlockDevice, ...], budget: float,
