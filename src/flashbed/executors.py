@@ -184,6 +184,10 @@ class DaskExecutor:
 
     scheduler: str
 
+    def reach(self) -> None:
+        """One line if nothing listens at the scheduler's address (said before the run directory is made)."""
+        check_scheduler(self.scheduler)
+
     def run(self, task: Task, items: Sequence[T], name: Callable[[T], str],
             on_result: Callable[[T, R], str], progress: Progress) -> None:
         try:
@@ -224,5 +228,38 @@ def make_executor(kind: str, jobs: int | None = None, scheduler: str | None = No
     if kind == "dask":
         if not scheduler:
             raise FlashbedError("--executor dask needs --scheduler ADDR (e.g. tcp://127.0.0.1:8786)")
-        return DaskExecutor(scheduler)
+        return DaskExecutor(check_scheduler(scheduler, reach=False))
     raise FlashbedError(f"unknown executor '{kind}': choose local or dask")
+
+
+# the schemes of a Dask scheduler flashbed's cells can reach from other processes (inproc:// is one
+# process's own, and a lab's cell runs in a worker process)
+SCHEDULER_SCHEMES = ("tcp", "tls")
+REACH_TIMEOUT = 5.0  # seconds to connect to the scheduler before the run directory is made
+
+
+def check_scheduler(addr: str, timeout: float = REACH_TIMEOUT, reach: bool = True) -> str:
+    """--scheduler, parsed (one line if not): SCHEME://HOST:PORT with a scheme of SCHEDULER_SCHEMES;
+    with `reach`, something listening there too (DaskExecutor.reach: before the run directory)."""
+    import socket
+    from urllib.parse import urlsplit
+    example = "e.g. tcp://127.0.0.1:8786"
+    try:
+        u = urlsplit(addr if "://" in addr else f"tcp://{addr}")  # HOST:PORT is tcp's, as Dask reads it
+        host, port = u.hostname, u.port
+    except ValueError as e:
+        raise FlashbedError(f"--scheduler '{addr}' is not a scheduler address ({e}): give SCHEME://HOST:PORT, "
+                            f"{example}") from None
+    if u.scheme not in SCHEDULER_SCHEMES or not host or port is None or u.path not in ("", "/") or u.query:
+        why = (f"scheme {u.scheme}:// cannot reach workers in other processes" if u.scheme == "inproc" else
+               f"scheme '{u.scheme}' is not one of {', '.join(s + '://' for s in SCHEDULER_SCHEMES)}"
+               if u.scheme not in SCHEDULER_SCHEMES else "it needs a host and a port")
+        raise FlashbedError(f"--scheduler '{addr}': {why}: give SCHEME://HOST:PORT, {example}")
+    if not reach:
+        return addr
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise FlashbedError(f"cannot reach the Dask scheduler at {addr}: {getattr(e, 'strerror', None) or e} "
+                            f"(start `dask scheduler` there, or check the address)") from None
+    return addr

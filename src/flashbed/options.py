@@ -39,17 +39,19 @@ class Parser(argparse.ArgumentParser):
 def _guarded(action: argparse.Action) -> argparse.Action:
     if action.nargs != 0 and not isinstance(action, argparse._SubParsersAction):
         action.type = not_empty(action.type, action.option_strings[0] if action.option_strings else "",
-                                action.metavar or action.dest)
+                                action.metavar or action.dest, alone=action.nargs == "?")
     return action
 
 
-def not_empty(convert, option: str, name: str):
+def not_empty(convert, option: str, name: str, alone: bool = False):
     """`convert` (argparse's type) behind a refusal of an empty or blank value: a FlashbedError,
-    which argparse lets through, so main says it as every other refusal."""
+    which argparse lets through, so main says it as every other refusal. `alone`: the option
+    takes its default value when given without one (nargs='?', as --robust), not when left out."""
     def read(text: str):
         if isinstance(text, str) and not text.strip():
-            raise FlashbedError(f"{option} '{text}': an empty value: give one, or leave {option} out for its "
-                                f"default" if option else f"{name} '{text}': an empty value: give one")
+            default = f"give {option} alone for its default" if alone else f"leave {option} out for its default"
+            raise FlashbedError(f"{option} '{text}': an empty value: give one, or {default}" if option
+                                else f"{name} '{text}': an empty value: give one")
         try:
             return convert(text) if convert is not None else text
         except BadValue as e:

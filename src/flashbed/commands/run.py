@@ -34,10 +34,11 @@ def add_parser(sub) -> None:
     devices.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                          help="allow a run on a real device that carries data (a filesystem or partition table): "
                          "repeat its --device path")
-    devices.add_argument("--robust", nargs="?", type=int, const=-1, metavar="DRAWS",  # -1: the default draws
+    from ..robust import MAX_DRAWS, draw_count
+    devices.add_argument("--robust", nargs="?", type=draw_count, const=-1, metavar="DRAWS",  # -1: the default
                          help="also run each use case's decisive studies on variants of the twin across its "
-                         "preset's assumptions (each at the ends of its range, and DRAWS joint draws; default 8); "
-                         "the report says whether each answer holds")
+                         f"preset's assumptions (each at the ends of its range, and DRAWS joint draws, 0 to "
+                         f"{MAX_DRAWS}; default 8); the report says whether each answer holds")
     _lab_options(r.add_argument_group("lab and clock"))
     board = r.add_argument_group("board")
     board.add_argument("--target", metavar="ssh://USER@HOST[:PORT]", help="run the studies on a board over SSH, on "
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         plan = make_plan(req, target, tuple(args.destroy_data_on))
         check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
         target.check_plan(plan)
+        if hasattr(executor, "reach"):  # a cluster that is not there: said before the run directory is made
+            executor.reach()
         store.create("--out" if args.out else "the run directory")  # one line, not after the notes
         for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
             _say(line)
