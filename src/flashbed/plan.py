@@ -133,6 +133,7 @@ def make_plan(req: PlanRequest, target: "Target | None" = None, destroy_data_on:
             kinds = "raw NAND (e.g. nand-2g-4k)" if parsed[spec][0].media == "mtd" else "block (e.g. emmc-8g)"
             raise FlashbedError(f"{spec} has no device to run on: add a {kinds} device with --device")
     _no_cells(req, b, devices)
+    _robust_in_virtual_time(r, b)
     return Plan(r, devices, b.cells, b.na, tuple(c.label for c in choices), b.skipped, b.real_time, notes)
 
 
@@ -145,6 +146,30 @@ def _robust(r: PlanRequest, devices: dict[str, Device]) -> tuple[dict[str, Devic
     devices = robust.expand(devices, r.robust, r.seed)
     rerun = robust.rerun_studies(r.studies)
     return devices, rerun, robust.notes(devices, rerun)
+
+
+def _robust_in_virtual_time(r: PlanRequest, b: "_Build") -> None:
+    """One line if a robust pass's variants would run in real time (--clock real, or a kernel
+    without a virtual-time flavour). The pass asks whether an answer holds across the device's
+    assumptions; on the wall clock the host's own load moves the timed figures as much as an
+    assumption does (a variant would hold or fail on the host's noise), and every variant would
+    spend its device time on the wall clock. Refused rather than run."""
+    if r.robust is None:
+        return
+    variants_of = {c.key.device for c in b.cells if c.device.variant}
+    real = [c for c in b.cells if c.key.device in variants_of and not c.clock.time_travel]
+    if not real:
+        return
+    kernels = sorted({t.kernel for t in b.real_time if t.why is clock.RealWhy.KERNEL and t.device in variants_of})
+    if kernels:
+        raise FlashbedError(f"--robust runs its variants in virtual time, and kernel {', '.join(kernels)} has no "
+                            f"virtual-time flavour: use --kernel 7.3, or drop --robust")
+    if clock.Clock.REAL in b.clocks.each:
+        raise FlashbedError("--robust runs its variants in virtual time (in real time the host's load moves the "
+                            "timed figures as much as an assumption does): drop --clock real, or drop --robust")
+    why = sorted({str(t.why.value) for t in b.real_time if t.device in variants_of})
+    raise FlashbedError(f"--robust runs its variants in virtual time, and {real[0].key.id} cannot "
+                        f"({', '.join(why) or 'real time'}): drop --robust, or the study that needs real time")
 
 
 def _check_numbers(req: PlanRequest) -> None:

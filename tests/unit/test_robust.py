@@ -265,3 +265,16 @@ def test_an_answer_of_none_eligible_is_tested_too(tmp_path):
     assert "no filesystem meets the requirements" in line
     assert "**depends on paired-page protection" in line and \
         "(`nand.protect_paired_pages`, nominal false): with it the winner is **ext4**" in line
+
+
+@pytest.mark.parametrize("asked,said", [
+    ({"clocks": ("real",)}, "drop --clock real"), ({"clocks": ("real", "virtual")}, "drop --clock real"),
+    ({"kernels": ("6.12",)}, "kernel 6.12 has no virtual-time flavour: use --kernel 7.3")])
+def test_a_robust_pass_in_real_time_is_refused_in_one_line(asked, said):
+    """On the wall clock the host's load moves the variants' timed figures as much as an assumption
+    does: the pass's variants run in virtual time or not at all."""
+    req = PlanRequest(devices=("emmc-8g@512M",), fs=("ext4",), studies=("bigfile",), robust=1, **asked)
+    with pytest.raises(FlashbedError, match=said):
+        make_plan(req)
+    assert all(c.clock.time_travel for c in make_plan(PlanRequest(devices=("emmc-8g@512M",), fs=("ext4",),
+                                                                  studies=("bigfile",), robust=1)).cells)
