@@ -3,6 +3,7 @@ their cells in the plan, and the report's footing of each answer (holds, or depe
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -278,3 +279,29 @@ def test_a_robust_pass_in_real_time_is_refused_in_one_line(asked, said):
         make_plan(req)
     assert all(c.clock.time_travel for c in make_plan(PlanRequest(devices=("emmc-8g@512M",), fs=("ext4",),
                                                                   studies=("bigfile",), robust=1)).cells)
+
+
+def test_an_interrupted_robust_run_says_first_that_it_is_unfinished(tmp_path):
+    """Counted against the plan (the manifest's cells): 'Holds in 4 of 4' over the variants that
+    happened to finish is no footing; the first screen says the run is unfinished before any answer."""
+    run_dir = _robust_run(tmp_path, {})
+    cells = sorted((run_dir / "cells").glob("*.json"))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    (run_dir / "manifest.json").write_text(json.dumps({**manifest, "cells": len(cells)}))
+    assert "unfinished" not in write_report(run_dir).markdown.read_text().split("## ", 2)[1].lower()
+    gone = [p for p in cells if "draw-1" in p.name]
+    for p in gone:
+        p.unlink()
+    answer = write_report(run_dir).markdown.read_text().split("## ", 2)[1]
+    first = next(x for x in answer.splitlines()[1:] if x.strip())
+    assert first.startswith(f"**This run is unfinished: {len(cells) - len(gone)} of its {len(cells)} planned cells "
+                            f"are in** ({len(gone)} not run; robust pass: 4 of 5 variants finished)")
+    line = next(x for x in answer.splitlines() if "Media recording" in x)
+    assert "Footing unfinished: holds in 4 of the 4 finished variants of this part (1 of 5 planned not finished" \
+        in line and "**Holds in" not in line
+    from flashbed.report.text import print_results
+    from flashbed.store import RunStore
+    out = io.StringIO()
+    print_results(RunStore(run_dir), stream=out)
+    assert out.getvalue().startswith(f"run {manifest['run_id']} is UNFINISHED: {len(cells) - len(gone)} of its "
+                                     f"{len(cells)} planned cells are in")

@@ -116,8 +116,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     sections.append(ap)
     answer = R.answer_section(run, recs, lambda r: footing.answer_text(feet.get(r.device), r.use_case))
     picture = glance.figure(run, recs)
-    if picture is not None:  # the report opens with it, above the first screen's text
-        answer.blocks.insert(0, picture)
+    if picture is not None:  # the report opens with it, above the first screen's text (an unfinished run's line first)
+        answer.blocks.insert(1 if R.unfinished_text(run) else 0, picture)
     return Document(title=f"flashbed report: {run.run_id}",
                     subtitle="Which filesystem, with which options, for this flash part and this workload.",
                     meta=run_meta(run), sections=sections, answer=answer)

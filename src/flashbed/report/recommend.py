@@ -406,6 +406,21 @@ def recommend(run: RunData) -> dict[str, list[Ranking]]:
     return recs
 
 
+def unfinished_text(run: RunData) -> str:
+    """'' for a run whose planned cells are all in; else that it is unfinished, first, with its cells
+    (and a robust pass's variants) counted against the plan, and how to finish it."""
+    from .footing import variants_done
+    planned = int(run.manifest.get("cells") or 0)
+    have = len(run.cells) + len(run.variant_cells)
+    if not planned or have >= planned:
+        return ""
+    done, variants = variants_done(run)
+    robust = f"; robust pass: {done} of {variants} variants finished" if variants and done < variants else ""
+    return (f"**This run is unfinished: {have} of its {planned} planned cells are in** ({planned - have} not run"
+            f"{robust}). Every answer below rests on the finished cells only; `flashbed run --resume {run.run_id}` "
+            f"finishes it.")
+
+
 def run_failure(run: RunData) -> str:
     """'' for a run most of whose cells finished; else what failed, with the first error: such a
     run recommends nothing (its figures are the few cells that happened to finish)."""
@@ -594,6 +609,9 @@ def answer_section(run: RunData, recs: dict[str, list[Ranking]],
     case the choice, the runner-up and the deciding figures, or why it is not decided and what to run;
     with a robust pass, what each choice rests on (`footing`: report/footing.py)."""
     sec = Section("answer", "Answer")
+    unfinished = unfinished_text(run)
+    if unfinished:  # first: every answer below rests on the cells that are in
+        sec.add(Paragraph(unfinished, cls="missing"))
     failed = run_failure(run)
     if failed:  # before anything else: no figure below can be read as an answer
         sec.add(Paragraph(f"**No recommendation: most of this run failed.** {failed}. Fix that and resume the run "

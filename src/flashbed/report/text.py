@@ -21,8 +21,13 @@ def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.std
     kern = ", ".join(f"{label} ({k.get('release')})" for label, k in kernels.items()) if len(kernels) > 1 \
         else man.get("kernel", {}).get("release")
     cpus = f", {man['cpus']} guest vCPUs" if (man.get("cpus") or 1) > 1 else ""
+    planned = man.get("cells")
+    if isinstance(planned, int) and len(results) < planned:  # first: the figures below are not the plan's
+        print(f"run {man.get('run_id')} is UNFINISHED: {len(results)} of its {planned} planned cells are in "
+              f"({planned - len(results)} not run): `flashbed run --resume {man.get('run_id')}` finishes it",
+              file=stream)
     print(f"run {man.get('run_id')}: profile {man.get('profile')}, kernel {kern}{cpus}, "
-          f"{len(results)}/{man.get('cells')} cells", file=stream)
+          f"{len(results)}/{planned} cells", file=stream)
     for label, info in (man.get("devices") or {}).items():
         if isinstance(info, dict) and info.get("kind") == "real":
             print(f"device {label}: {info.get('description', 'real device')}; {EMULATOR_FIGURES}: "
