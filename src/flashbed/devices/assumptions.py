@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import re
+import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -135,6 +136,8 @@ PARAMS: dict[str, Param] = {p.path: p for p in _CATALOGUE}
 PUBLISHED = {key for key, _label, _unit in FIGURES}
 # varied in powers of two above this ratio of a range's ends, else linearly
 LOG_ABOVE = 4.0
+# a rate's unit: its range starts above 0 (the emulator models 0 as no limit)
+RATE_UNITS = ("MB/s",)
 
 
 class Basis(StrEnum):
@@ -365,6 +368,9 @@ def _assumption(path: Path, name: str, spec: Any, data: dict[str, Any]) -> Assum
                                  f"{value_text(p, nominal)}: widen it to hold it, or change the value")
     if p.kind is not Kind.FLAG and (float(low) <= 0 and (p.kind in (Kind.SIZE, Kind.POW2))):
         raise _fail(path, where, f"range {_show(p, rng)}: a size starts above 0")
+    if p.unit in RATE_UNITS and float(low) <= 0:  # the emulator's 0 is no limit at all, not a slow rate
+        raise _fail(path, where, f"range {_show(p, rng)}: a rate starts above 0 (the emulator reads 0 as "
+                                 f"infinitely fast)")
     source = spec.get("source")
     if not isinstance(source, str) or not source.strip():
         raise _fail(path, where, 'give the range\'s source: source = "..." (a datasheet family, a survey of '
@@ -416,3 +422,42 @@ def _example(p: Param) -> str:
 def _show(p: Param, rng: list) -> str:
     vals = [_number(p, x) for x in rng]
     return "[" + ", ".join(value_text(p, v) if v is not None else repr(x) for v, x in zip(vals, rng)) + "]"
+
+
+# ---- the emulator's own limits ---------------------------------------------------------------
+
+_CHECKED: dict[tuple[str, str], None] = {}  # (preset file, its text): its ranges passed the emulator
+
+
+def check_limits(path: Path, text: str, footing: Footing, describe) -> None:
+    """Each end of each range (assumed and fitted), set on the preset as a variant would be, read by
+    the emulator's own parser (`describe`: emulator.describe): the limits live in one place, the
+    emulator, and a range it would refuse (a negative time, 1e300, an 8G cache) is one line when the
+    preset loads, naming the field, not a variant narrowed later and blamed on the published rates.
+    Once per preset text and process."""
+    from .emulator import EmulatorError
+    if (str(path), text) in _CHECKED:
+        return
+    ends: list[tuple[str, str, str]] = []  # (where, path, TOML value)
+    for a in footing.assumptions:
+        for v in (a.low, a.high):
+            ends.append((f'[assumptions."{a.param.path}"] range end {a.text(v)}', a.param.path,
+                         toml_value(a.param, v)))
+    data = tomllib.loads(text)
+    for f in footing.fitted:
+        for v in (f.low, f.high):
+            if f.index is None:
+                value = repr(float(v))
+            else:  # one page type's time: the others as the preset has them
+                times = [float(x) for x in lookup(data, f.param.path)]
+                times[f.index] = float(v)
+                value = "[" + ", ".join(repr(x) for x in times) + "]"
+            ends.append((f'[fitted] "{f.key}" range end {v:g}', f.param.path, value))
+    for where, field, value in ends:
+        try:
+            describe(path, None, ((field, value),))
+        except EmulatorError as e:
+            why = re.sub(r"\d{16,}", lambda m: f"{float(m.group()):g}", str(e).split(f"`{field}`: ", 1)[-1])
+            raise _fail(path, where, f"the emulator refuses {field} = {value} ({why}): keep the range inside "
+                                     f"what the device model takes") from None
+    _CHECKED[(str(path), text)] = None

@@ -205,11 +205,13 @@ def load(name: str, capacity: int | None = None, variant: str = "",
     if data.get("kind") == "file":
         return _plain_file(name, path, data, capacity)
     from . import emulator  # block presets: the emulator is the authority
-    from .assumptions import load_footing
+    from .assumptions import check_limits, load_footing
 
     info = emulator.describe(path, capacity, sets)  # the model's values first: its checks are the authority
     own = info if capacity is None and not sets else emulator.describe(path, None)
     footing = load_footing(path, data)
+    if not sets:  # a variant's values come from these ranges, checked with its preset
+        check_limits(path, path.read_text(), footing, emulator.describe)
     info["footing"] = footing.describe()
     return Device(name=name, path=path, kind="block", capacity=int(info["capacity_bytes"]),
                   page_size=int(info["page_size"]), erase_block=int(info["erase_block_bytes"]),
