@@ -41,14 +41,21 @@ def _on_sigterm(signum, frame):
 def main(argv: list[str] | None = None) -> int:
     old = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() \
         else None
+    args = None
     try:
-        rc = _dispatch(parser().parse_args(argv))
+        args = parser().parse_args(argv)
+        rc = _dispatch(args)
         # stdout to a pipe is buffered: a reader that is gone (`| head`) shows here, not at exit
         sys.stdout.flush()
         return rc
     except FlashbedError as e:
         print(f"flashbed: error: {one_line(str(e))}", file=sys.stderr)
         return e.exit_code
+    except PermissionError as e:
+        # a path this user may not search, read or write (a directory of another user's, a run made by
+        # root): one line with the path, wherever flashbed met it; finished cells stay as they are
+        print(f"flashbed: error: {one_line(permission_line(e, args))}", file=sys.stderr)
+        return FlashbedError.exit_code
     except Terminated:
         print("flashbed: terminated (SIGTERM); finished results are kept: the same command resumes", file=sys.stderr)
         return 143
@@ -64,6 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+
+
+def permission_line(e: PermissionError, args: argparse.Namespace | None) -> str:
+    """What a PermissionError says to the user: the path, and what to do about it."""
+    path = e.filename if e.filename is not None else "a path"
+    also = f" (and {e.filename2})" if e.filename2 is not None else ""
+    hint = "run flashbed as a user who may use it, or give a path of your own"
+    if args is not None and hasattr(args, "out"):
+        hint += " (--out DIR for what this command writes)"
+    return f"{path}{also}: permission denied ({e.strerror or 'not permitted'}): {hint}"
 
 
 if __name__ == "__main__":

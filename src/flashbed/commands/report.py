@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -26,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
         raise FlashbedError("--force replaces files in --out: a run's own report needs none; drop --force")
     if len(args.runs) == 1:
         store = resolve_run(args.runs[0])
+        if args.out is None and not os.access(store.root, os.W_OK | os.X_OK):  # said before it is rendered
+            raise FlashbedError(f"cannot write the report into run {store.root} (permission denied: its owner's): "
+                                f"give --out DIR, a directory of your own, for the report")
         paths = write_report(store.root, args.out, force=args.force)
         if not any(r.ok for r in store.results()):  # no evidence: the report recommends nothing
             print(f"report: {paths.html}")
