@@ -80,3 +80,17 @@ def test_ctrl_c_while_connecting_leaves_no_control_directory(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         conn.start()
     assert made and not made[0].exists()
+
+
+@pytest.mark.parametrize("text", ["ssh://root@[::1]", "ssh://root@[::1]:2222", "ssh://[fe80::1]"])
+def test_an_ipv6_target_reads_back_as_the_user_wrote_it(text):
+    """Issue 42, 15: ssh://root@[::1] was refused by `run` as 'ssh://root@::1', a URL the user did not type."""
+    t = parse_target(text)
+    assert t.url == text and parse_target(t.url) == t and ":" in t.host and "[" not in t.host
+
+
+def test_a_run_on_an_ipv6_target_gets_as_far_as_connecting(capsys, tmp_path):
+    assert main(["run", "--fs", "ext4", "--study", "mkfs", "--device", "/dev/mmcblk0p3", "--out",
+                 str(tmp_path / "run"), "--target", "ssh://root@[::1]:1"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot reach ssh://root@[::1]:1" in err and err.count("\n") == 1

@@ -35,7 +35,8 @@ class SshTarget:
 
     @property
     def url(self) -> str:
-        return f"ssh://{self.user + '@' if self.user else ''}{self.host}" + (f":{self.port}" if self.port != 22 else "")
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address, as the user wrote it
+        return f"ssh://{self.user + '@' if self.user else ''}{host}" + (f":{self.port}" if self.port != 22 else "")
 
 
 def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
