@@ -37,11 +37,16 @@ while [ $# -gt 0 ]; do
         *) usage ;;
     esac
 done
+# the name goes into a root shell in the chroot: a whole user name (useradd's default rule), nothing else
+case "$user" in
+    '') ;;
+    *[!a-z0-9_-]*|[!a-z_]*) die "--user '$user': give a user name: a lower-case letter or _ first, then lower-case letters, digits, _ or -" ;;
+esac
+[ ${#user} -le 32 ] || die "--user '$user': a user name has at most 32 characters"
 [ "$(id -u)" = 0 ] || die "makes a root with mmdebstrap and enters it with chroot: run it as root"
 command -v mmdebstrap >/dev/null || die "mmdebstrap is missing: apt-get install mmdebstrap"
 [ -c /dev/fuse ] || die "no /dev/fuse on this machine: the lab's emulated devices need FUSE (modprobe fuse)"
 [ ! -e "$dir" ] || die "$dir exists: remove it, or give another --dir"
-case "$user" in ''|[a-z]*) ;; *) die "--user $user: give a user name (lower-case letters first)" ;; esac
 
 root=$dir/root
 logs=$dir/logs
