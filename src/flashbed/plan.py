@@ -236,6 +236,10 @@ class _Build:
             self.na.append(NotApplicable(dev.label, v.spec, sname, READ_ONLY))  # it writes
             return
         if study.needs_write_log and not session_has(session, WriteLog):
+            if self.r.target:  # a board's device has none, and --target takes no preset
+                raise FlashbedError(f"study {sname} needs the flash emulator's write log, which a board's device "
+                                    f"({dev.label}) has not: run it in the lab, without --target (e.g. --device "
+                                    f"emmc-8g@512M), or drop it")
             raise FlashbedError(f"study {sname} needs an emulated device (its write log), but {dev.label} "
                                 f"is not one: use e.g. --device emmc-8g@512M")
         for case, params in study.cases(params_all, dev):

@@ -126,13 +126,14 @@ def test_a_device_with_data_needs_destroy_data_on(board, tmp_path):
 
 @pytest.mark.parametrize("study,words", [
     ("powercut", "study powercut cuts the device's power: give the board's power switch with --power-cmd"),
-    ("crashstates", "study crashstates needs an emulated device (its write log)"),
+    ("crashstates", "study crashstates needs the flash emulator's write log, which a board's device"),
 ])
 def test_studies_a_board_cannot_run_are_one_line(board, tmp_path, study, words):
     with loop_device(tmp_path, 512 << 20) as node:
         r = on_board(board, node, tmp_path / "run", "--destroy-data-on", node, "--fs", "ext4", "--study", study,
                      timeout=120)
     one_line(r, words)
+    assert "--device emmc-8g" not in r.stderr or "without --target" in r.stderr  # never a device --target refuses
     assert not (tmp_path / "run").exists()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 import subprocess
 import sys
@@ -261,3 +262,18 @@ def test_bigfile_runs_on_a_loop_device_end_to_end(kernel, loop, tmp_path):
     report = (out / "report" / "report.md").read_text() if (out / "report" / "report.md").exists() else \
         next(out.rglob("report.md")).read_text()
     assert "not observable on a real device" in report
+
+
+def test_destroy_data_on_a_second_node_of_the_same_device_is_that_device(loop, tmp_path, capsys):
+    """Issue 42, 17: a second node of the device (mknod, same device number) was told to 'repeat
+    the --device path exactly'; it names the same device, so it is the permission for it."""
+    node = loop(64 * MiB, setup=_mbr)
+    st = os.stat(node)
+    twin = tmp_path / "twin"
+    os.mknod(twin, 0o600 | stat.S_IFBLK, st.st_rdev)
+    err = _refused(capsys, [*RUN, "--device", node, "--destroy-data-on", str(twin), "--study", "powercut"],
+                   tmp_path / "run")
+    assert "names no real device" not in err and "study powercut cannot run on loop" in err
+    other = loop()
+    err = _refused(capsys, [*RUN, "--device", node, "--destroy-data-on", other], tmp_path / "run")
+    assert f"--destroy-data-on {other} names no real device of this run" in err

@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise FlashbedError("--max-open must be at least 2 (one AU is the baseline)")
     args.preset_to = None
     if args.write_preset is not None:
+        if args.write_preset.is_dir():  # an example that keeps the .toml the next check asks for
+            raise FlashbedError(f"--write-preset {args.write_preset} is a directory: give a preset file path, e.g. "
+                                f"{args.write_preset / 'mypart.toml'}")
         if args.write_preset.suffix != ".toml":
             raise FlashbedError(f"--write-preset {args.write_preset}: a preset file ends in .toml")
         args.preset_to = writeguard.check(args.write_preset, "--write-preset", writeguard.Target.FILE,

@@ -421,8 +421,15 @@ def load(spec: str, destroy: tuple[str, ...] = (), host: Host = HOST) -> Device:
 
 
 def same_node(a: str, b: str) -> bool:
-    """Two paths of one device node (/dev/disk/by-id/... and /dev/sdb)."""
-    return os.path.realpath(a) == os.path.realpath(b)
+    """Two paths of one device (/dev/disk/by-id/... and /dev/sdb; two nodes of one block device,
+    e.g. one made with mknod: the same device number)."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return stat.S_ISBLK(sa.st_mode) and stat.S_ISBLK(sb.st_mode) and sa.st_rdev == sb.st_rdev
 
 
 def _exclusive(node: str) -> str | None:

@@ -234,10 +234,14 @@ def check(study: str, cls: type, values: dict[str, Any], *, edge: bool = False) 
     values = _user_files(study, ks, values)
     out = {}
     for key, v in values.items():
-        settable = [k for k, kind in ks.items() if not (edge and kind.per_case)]
+        # what --set can change: not a user's file (its option sets it), not a field with one value only
+        settable = [k for k, kind in ks.items() if not (edge and kind.per_case) and not kind.user_file
+                    and len(kind.choices) != 1]
         if key not in ks:
             valid = ", ".join(settable) or "(none: this study has no parameters)"
-            raise FlashbedError(f"unknown parameter '{key}' for study {study}: choose from {valid}")
+            set_by = [(f.name, f.metadata["set_by"]) for f in dataclasses.fields(cls) if f.metadata.get("set_by")]
+            by = " (" + "; ".join(f"{name}: set by {option}" for name, option in set_by) + ")" if set_by else ""
+            raise FlashbedError(f"unknown parameter '{key}' for study {study}: choose from {valid}{by}")
         if edge and ks[key].per_case:
             raise FlashbedError(f"{study}.{key} is set per case, from {study}.{ks[key].per_case}: "
                                 f"set that instead, e.g. --set {study}.{ks[key].per_case}={v}")
