@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import profiles, robust, variants
+from . import fsspace, profiles, robust, variants
 from .devices.presets import Device, format_size
 from .errors import FlashbedError
 from .identity import PlanRequest
@@ -243,7 +243,7 @@ class _Build:
             raise FlashbedError(f"study {sname} needs an emulated device (its write log), but {dev.label} "
                                 f"is not one: use e.g. --device emmc-8g@512M")
         for case, params in study.cases(params_all, dev):
-            _check_capacity(study, sname, params, dev)
+            _check_capacity(study, sname, params, dev, v)
             for rep in range(self.r.repeat):
                 for choice, clk in ((ch, c) for ch in self.choices for c in self.clocks.each):
                     self.cell(dev, v, study, case, params, rep, choice, clk)
@@ -271,7 +271,7 @@ class _Build:
                                        cpu_profile=prof))
 
 
-def _check_capacity(study: Any, sname: str, params: Any, dev: Device) -> None:
+def _check_capacity(study: Any, sname: str, params: Any, dev: Device, v: Any = None) -> None:
     need = study.min_capacity(params)
     if need > dev.capacity:
         bigger = "use a larger device" if dev.backend == "real" else \
@@ -280,6 +280,17 @@ def _check_capacity(study: Any, sname: str, params: Any, dev: Device) -> None:
             f"study {sname} needs a device of at least {format_size(_round_up(need))} for its "
             f"files ({study.capacity_reason(params) or 'its own sizes'}), but {dev.label} has "
             f"{format_size(dev.capacity)}: {bigger}, or smaller files")
+    space = study.min_space(params)
+    free = fsspace.fits(v, dev.capacity, space) if space and v is not None else None
+    if free is not None and space > free:  # what the filesystem's own mkfs leaves for files
+        fits = next((c for c in (dev.capacity << k for k in range(1, 7))
+                     if (fsspace.usable(v, c) or 0) >= space), None)
+        bigger = "use a larger device" if dev.backend == "real" or fits is None else \
+            f"give a larger --device SIZE (e.g. {dev.name}@{format_size(fits)})"
+        raise FlashbedError(
+            f"study {sname}'s files ({study.capacity_reason(params) or 'its own sizes'}) do not fit {v.spec} on "
+            f"{dev.label}: its mkfs leaves {format_size(free)} of {format_size(dev.capacity)} for files "
+            f"(over-provisioning and metadata): {bigger}, or smaller files")
 
 
 def _no_cells(req: PlanRequest, b: _Build, devices: dict) -> None:

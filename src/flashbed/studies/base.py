@@ -200,6 +200,11 @@ class Study:
     def min_capacity(self, params: Any) -> int:
         return 0
 
+    def min_space(self, params: Any) -> int:
+        """The bytes of files the study writes at once, which the filesystem must hold (fsspace.py);
+        0: its min_capacity margin is enough."""
+        return 0
+
     def capacity_reason(self, params: Any) -> str:
         """The settings min_capacity follows, as --set would give them (the sizes of its files)."""
         ks = P.kinds(self.Params)
