@@ -33,6 +33,7 @@ from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec, boot_dir
 from .studies.crashplan import VerifierInput, plan_checks, to_check, verifier_keys
 from .crashshare import Claims, Helpers, Share, lab_end
+from .crashhost import usercheck
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
@@ -165,7 +166,7 @@ class CellHost:
             Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,
             Call.LOG_START: self.log_start, Call.LOG_MARK: self.log_mark,
             Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch,
-            Call.CRASH_NEXT: self.crash_next, Call.CRASH_CHECK: self.crash_check}
+            Call.CRASH_NEXT: self.crash_next, Call.CRASH_CHECK: self.crash_check, Call.USER_CHECK: self.user_check}
 
     def __call__(self, call: str, args: dict) -> Any:
         handler = self._handlers.get(call)
@@ -367,6 +368,10 @@ class CellHost:
         """The filesystem's checker on the crash state now served, run here (statecheck.py)."""
         return statecheck.run_checker(str(args["cmd"]), self._log().state_path(), float(args["timeout"]),
                                       now=args.get("now"))
+
+    def user_check(self, args: dict) -> Any:
+        """The user's check on a copy of the recovered directory, run here in a sandbox (crashhost/usercheck.py)."""
+        return usercheck.answer(args, self.run_dir)
 
     def _served(self, done: int, args: dict, progress: bool = True) -> None:
         """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""

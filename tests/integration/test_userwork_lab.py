@@ -234,9 +234,11 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     dev = presets.load_spec(DEVICE)
     values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
     from flashbed.studies.base import CellSpec
+    # in the lab: its count lives in the run directory, which only the lab's check may write (on the
+    # host it reads read-only, and every run would be the first)
     cell = CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                    variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**values), seed=1,
-                    pace="none", clock="virtual")
+                    variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**values, check_in_lab=True),
+                    seed=1, pace="none", clock="virtual")
     res = run(tt_kernel, tmp_path / "run", cell)
     assert res.status == "ok", res.error
     c = counts(res)
@@ -244,3 +246,49 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     why = res.extra["no_verdict"]["why"]
     assert any("your check gave different verdicts to one recovered tree" in w for w in why), why
     assert "without a verdict" in res.headline
+
+
+def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
+    """Every state's verdict (its class and why), those shared with another state's included."""
+    import json
+    from flashbed.lab.guest.protocol import StateFacts
+    from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
+    study = STUDIES["appcheck"]
+    logs = root / res.attempt_dir if res.attempt_dir else next((root / "logs").rglob(STATES_FILE)).parent
+    lab = [study.record(StateFacts.from_json(json.loads(line)), "ext4")
+           for f in sorted(logs.rglob(CHECKED_FILE)) for line in f.read_text().splitlines() if line.strip()]
+    states = json.loads(next(logs.rglob(STATES_FILE)).read_text())["states"]
+    return {r["state"]: (r["class"], r.get("why", "")) for r in with_shared(states, lab)}
+
+
+def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tmp_path):
+    """Issue 43: the user's check run on the host, in a sandbox, on a copy of each recovered directory,
+    gives every state the verdict the check run in the lab gives it (the unsafe tail's losses too), and
+    the result says where it ran."""
+    wal, check = tmp_path / "wal.sh", tmp_path / "walcheck.sh"
+    wal.write_text(WAL)
+    check.write_text(WAL_CHECK)
+    for f in (wal, check):
+        f.chmod(0o755)
+
+    def cell(**params):
+        dev = presets.load_spec(DEVICE)
+        values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+        p = STUDIES["appcheck"].params(**{**values, **params})
+        from flashbed.studies.base import CellSpec
+        # virtual time: both runs record the same workload, so list the same states
+        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
+                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="virtual")
+
+    lab = run(tt_kernel, tmp_path / "lab", cell(check_in_lab=True))
+    host = run(tt_kernel, tmp_path / "host", cell())
+    for r in (lab, host):
+        assert r.status == "ok", r.error
+    in_lab, on_host = state_verdicts(tmp_path / "lab", lab), state_verdicts(tmp_path / "host", host)
+    assert len(in_lab) == counts(lab)["iterations"] == counts(host)["iterations"]
+    assert {s: v for s, v in on_host.items() if v != in_lab.get(s)} == {}
+    assert any(c == PowerCutClass.DATA_LOSS for c, _ in in_lab.values())  # the unsafe tail lost records
+    assert host.extra["check_where"]["host"] == counts(host)["check_runs"] and host.extra["check_where"]["lab"] == 0
+    assert lab.extra["check_where"] == {"host": 0, "lab": counts(lab)["check_runs"],
+                                        "why": {"appcheck.check_in_lab=true": counts(lab)["check_runs"]}}
+    assert "on the host" in host.headline and "in the lab (appcheck.check_in_lab=true)" in lab.headline

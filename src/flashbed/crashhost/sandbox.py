@@ -202,7 +202,7 @@ def run(cmd: str, workdir: str, env: dict[str, str], timeout: float, *, pack: st
         why = (err.decode("utf-8", "replace").strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         return Ran("failed", None, out, err, seconds, how, refused=f"the sandbox ended early: {why}"[:300],
                    peak=peak)
-    rc = end["exit"] if "exit" in end else -end["signal"]  # as Popen gives a program a signal killed
+    rc = end["exit"] if "exit" in end else 128 + end["signal"]  # as the shell says a signal killed it
     return Ran("ok" if rc == 0 else "failed", rc, out, err, seconds, how, peak=peak)
 
 
@@ -274,8 +274,12 @@ def _setup(spec: Spec) -> None:
     _mount(None, "/dev", None, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY, "mode=755,size=1m")
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec.scratch}")
     place = os.path.dirname(spec.workdir.rstrip("/")) or "/"
-    if place in ("/", "/tmp") or not os.path.isdir(place):
-        raise trees.NotPortable(f"the lab's directory {spec.workdir} has no place of its own here")
+    try:
+        if place in ("/", "/tmp"):
+            raise OSError(0, "")
+        os.makedirs(place, exist_ok=True)  # a place under the scratch is made there
+    except OSError:
+        raise trees.NotPortable(f"the lab's directory {spec.workdir} has no place of its own here") from None
     _mount("tmpfs", place, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=755,size={spec.scratch}")
     os.mkdir(spec.workdir, 0o755)
     if pack >= 0:

@@ -39,9 +39,11 @@ so) and such a state is held to its recovery (and to your check) only.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..crashhost import usercheck
 from ..errors import FlashbedError
 from ..results import printable
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
@@ -101,6 +103,10 @@ class AppCheck(CrashStates):
         step_timeout: float = param(60.0, unit="s", above=0, help="limit of a mount or unmount")
         fsck_timeout: float = param(300.0, unit="s", above=0)
         fsck_on_host: bool = param(True, help=FSCK_ON_HOST)
+        check_in_lab: bool = param(False, help="run your check in the lab on the mounted filesystem, not on the host "
+                                               "on a copy of each recovered directory (a check that needs the "
+                                               "filesystem itself is kept there without it: "
+                                               "crashhost/usercheck.py)")
         check_timeout: float = param(6 * 3600.0, unit="s", above=0, help="limit of checking all states of a cell")
 
     def joins(self, sets) -> bool:
@@ -138,7 +144,14 @@ class AppCheck(CrashStates):
         return CrashWorkSpec(workload=Workload.USER, mnt=MNT, dir=f"{MNT}/cs", log=f"{RUN}/{LOG_FILE}",
                              seed=work_seed(spec.seed, 0), mount=v.mount_cmds(MNT), umount=v.umount_cmds(MNT),
                              timeout=float(p.timeout), command=cmd, check=check,
-                             check_timeout=float(p.check_limit), share_trees=bool(p.share_trees))
+                             check_timeout=float(p.check_limit), share_trees=bool(p.share_trees),
+                             check_in_lab=self.check_place(spec))
+
+    def check_place(self, spec: CellSpec) -> str:
+        """Why the user's check runs in the lab ('' : on the host, on a copy of each recovered directory)."""
+        p = spec.params
+        return usercheck.where(Path(p.check.path) if p.check else None, bool(p.check_in_lab), bool(p.share_trees),
+                               p.file.kind is Kind.FIO)
 
     verifier_input = VerifierInput.ACKS  # the check reads the acknowledged labels ($FLASHBED_ACKED)
     # another lab's check reads the user's check and fio's read-back as staged, and fio's write state
@@ -154,6 +167,23 @@ class AppCheck(CrashStates):
             return None
         return sum(1 for r in records if r.get("check") is not None
                    and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r)
+
+    def check_where(self, spec: CellSpec, records: list[dict]) -> tuple[str, dict | None]:
+        """': 310 on the host, 2 in the lab (why)': the check's own runs by where they ran, the lab's reasons
+        (the cell's, or what a state's copy could not be) with how many runs each."""
+        ran = [r["check"] for r in records if isinstance(r.get("check"), dict)
+               and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r]
+        if not any("where" in c for c in ran):  # none ran, or recorded before the check could run on the host
+            return "", None
+        host = sum(1 for c in ran if c.get("where") == "host")
+        cell_why = self.check_place(spec)
+        whys = Counter(c.get("why") or cell_why or "not said" for c in ran if c.get("where") != "host")
+        lab = sum(whys.values())
+        text = (f": {host} on the host" if host else "") + (", " if host and lab else ": " if lab else "")
+        if lab:
+            text += f"{lab} in the lab (" + "; ".join(f"{n}: {w}" if len(whys) > 1 or host else w
+                                                      for w, n in whys.most_common(3)) + ")"
+        return text, {"host": host, "lab": lab, "why": dict(whys.most_common(5))}
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         r = super()._record(s, fstype)

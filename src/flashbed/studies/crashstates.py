@@ -227,6 +227,11 @@ class CrashStates(Study):
         recover alike (appcheck's share_trees); None: once per checked state."""
         return None
 
+    def check_where(self, spec: CellSpec, records: list[dict]) -> tuple[str, dict | None]:
+        """Where the verifier ran (appcheck: the host or the lab), as the cell's head says it and as its
+        result keeps it; ('', None) where it always runs in the lab."""
+        return "", None
+
     def sequence_count(self, spec: CellSpec) -> int:
         w = self.work_spec(spec, spec.variant)
         return len(sequences.generate(w.exhaustive, w.sequences, w.max_len, w.seed, tuple(w.skip)))
@@ -306,8 +311,9 @@ class CrashStates(Study):
             verdicts = sum(1 for r in records if not r.get("no_verdict"))
             judged = f"; {verdicts} with a verdict" if verdicts != plan.found else ""
             head += f" ({plan.distinct} distinct, {plan.checked} checked{judged})"
+        where, where_counts = self.check_where(spec, records)
         if runs is not None:
-            head += f" (the check ran on {runs} distinct recovered trees)"
+            head += f" (the check ran on {runs} distinct recovered trees{where})"
         head += ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
         causes = Counter(r["cause"] for r in records if r.get("cause"))
         if causes:
@@ -321,6 +327,7 @@ class CrashStates(Study):
             "failures": failures[:FAILURES_KEPT], "log": CRASHLOG if failures else None,
             "log_bytes": listing.get("log_bytes"),
             "stopped": stopped, "sequences": self.sequence_count(spec) if case == Workload.SEQUENCES else None,
+            **({"check_where": where_counts} if where_counts else {}),
         }
         if lab_nv:
             extra["no_verdict"] = {"states": sum(lab_nv.values()), "of": want, "why": dict(lab_nv.most_common())}

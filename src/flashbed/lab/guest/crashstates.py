@@ -203,6 +203,47 @@ def user_work(w: CrashWorkSpec, d: str, log: MarkedLog) -> dict:
     return {"workload_seconds": round(secs, 6), "acks": acks}
 
 
+PACK = "tree.pack"  # the recovered directory handed to the host (trees.pack), in the run directory
+# the guest's variables the check gets on the host too (besides the FLASHBED_ ones)
+HOST_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TERM", "USER", "LOGNAME", "SHELL")
+_USER_CHECKS = [0]
+
+
+def host_user_check(w: CrashWorkSpec, d: str) -> tuple[dict | None, str]:
+    """The user's check run by the host on a copy of `d` (Call.USER_CHECK): (its record as run_shell's,
+    with the host's own time), or (None, why the lab runs it: what the copy cannot be, or the host's
+    refusal). Called after the tree's key was taken cleanly: the pack reads what the walk read."""
+    path = os.path.join(run_dir(), PACK)
+    try:
+        trees.pack(d, path)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            push(fd)  # the host reads it whole once it is asked
+        finally:
+            os.close(fd)
+    except trees.NotPortable as e:
+        return None, str(e)
+    except OSError as e:
+        return None, f"its copy could not be made ({e.strerror})"
+    env = {k: v for k, v in os.environ.items() if k.startswith("FLASHBED_") or k in HOST_ENV}
+    args = {"cmd": w.check, "timeout": w.check_timeout, "dir": d, "pack": PACK, "acked": ACKED,
+            "ro": trees._read_only(d) is True, "env": env}
+    _USER_CHECKS[0] += 1
+    t = now()
+    a = call_host(run_dir(), f"uc{_USER_CHECKS[0]:06d}", HostCall(Call.USER_CHECK, args),
+                  w.check_timeout + CALL_TIMEOUT, keep=False)
+    if a is None:
+        return None, "the host did not answer"
+    if not a.ok:
+        return None, f"the host could not run it: {a.error}"[:300]
+    if a.data.get("refused"):
+        return None, str(a.data["refused"])[:300]
+    # "seconds" on the guest's clock, as a check run here (in virtual time the host's work takes none of
+    # it); the host's own wall-clock time beside it
+    return {**a.data, "status": StepStatus(a.data["status"]), "seconds": now() - t,
+            "host_seconds": a.data["seconds"]}, ""
+
+
 def user_check(w: CrashWorkSpec, d: str, recs: list[dict], shared: "trees.SharedChecks | None" = None,
                state: str = "") -> dict:
     """The user's check on the recovered filesystem: exit 0 = consistent. It reads the labels
@@ -219,12 +260,20 @@ def user_check(w: CrashWorkSpec, d: str, recs: list[dict], shared: "trees.Shared
         f.write(labels)
 
     def run_check() -> dict:
-        with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
-            status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
-                                                 env=user_env(d, FLASHBED_ACKED=acked))
-        lines = (so + se).decode("utf-8", "replace").strip().splitlines()
+        # on the host only after a clean walk of the tree (shared): its copy is what the key covers
+        ran, why = host_user_check(w, d) if shared is not None and not w.check_in_lab else (None, "")
+        if ran is not None:
+            status, rc, text, secs = ran["status"], ran["rc"], ran["out"], ran["seconds"]
+            where = {"where": "host", "host_seconds": round(float(ran["host_seconds"]), 6)}
+        else:
+            with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
+                status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
+                                                     env=user_env(d, FLASHBED_ACKED=acked))
+            text = (so + se).decode("utf-8", "replace")
+            where = {"where": "lab", **({"why": why} if why else {})}
+        lines = text.strip().splitlines()
         last = lines[-1][:200] if lines else ""
-        v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6)},
+        v: dict = {"check": {"status": str(status), "rc": rc, "out": last, "seconds": round(secs, 6), **where},
                    "n_garbage": 0, "garbage": []}
         if status.ok:
             return {**v, "n_loss": 0, "loss": []}

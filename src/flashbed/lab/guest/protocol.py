@@ -144,6 +144,11 @@ class Call(StrEnum):
     # would start (the lab's root is the host's), without the lab kernel's cost of starting it and
     # of each of its system calls; answers {"status", "rc", "seconds", "out"} as a guest command's
     CRASH_CHECK = "crash-check"
+    # run the user's check on the host, in a sandbox (crashhost/sandbox.py), on a copy of the recovered
+    # workload directory the guest packed into the run directory (args: cmd, timeout, dir, pack, acked,
+    # ro, env): without the lab kernel's cost of every program it starts; answers {"status", "rc",
+    # "seconds", "out", "pids"} as a guest command's, or {"refused": why} (the lab then runs it)
+    USER_CHECK = "user-check"
     # in virtual time a program that only computes stops the guest's clock, so no guest-side limit
     # fires: the lab bounds it in wall-clock time instead (args: key, what, seconds; 0 lifts the
     # key's limit). Answered by the lab itself (uml.py), whatever the cell's host handler
@@ -323,6 +328,9 @@ class CrashWorkSpec(Message):
     check_timeout: float = 0.0
     # the check run once per recovered tree and acknowledged labels, its verdict shared (trees.py)
     share_trees: bool = False
+    # why the check runs in the lab ('' : on the host, on a copy of each recovered directory the tree
+    # key covers, where the copy can be made: Call.USER_CHECK)
+    check_in_lab: str = "the host does not run it"
 
 
 @dataclass(frozen=True)
