@@ -1,0 +1,616 @@
+"""An emulated board made of stock Debian parts, for the board path's own tests:
+
+    python -m flashbed.boards.qemu --dir DIR [--recipe debian|busybox] ACTION
+    (scripts/qemu-board.sh ACTION ...: the same)
+
+ACTION is build, on, off, cycle (the power switch: `--power-cmd 'scripts/qemu-board.sh --dir DIR
+{action}'`), start, stop, restart (the same, start and restart waiting until SSH answers),
+status, url.
+
+The board: QEMU's arm64 `virt` machine under TCG (qemu-system-aarch64, Debian's qemu-system-arm),
+Debian's own arm64 kernel (linux-image-arm64) and a userland made by mmdebstrap, its root on a
+virtio disk, its data device an SD card behind an SDHCI controller (`sdhci-pci` + `sd-card`: the
+board sees /dev/mmcblk0 with a CID), sshd with a key made for it, user-mode networking with
+only its SSH port forwarded, on 127.0.0.1.
+
+A power cut is a real one: `off` kills the QEMU process with SIGKILL, so the board's kernel,
+its page cache and the controller's state are gone at once. The card's drive is raw with
+cache=none: QEMU keeps no copy of its own (O_DIRECT), and the SD card model has no write cache,
+so what the card acknowledged is in the card's file and nothing else is. The root disk is a qcow2
+overlay on the built image (cache=writeback: a disk with a volatile cache, which its ext4
+flushes as it would on a real disk): the board's /var/tmp survives a cut as far as it was
+flushed, as on a board's eMMC.
+
+The image is built once per recipe into flashbed's cache (board/NAME-SUITE-ARCH-KEY): mmdebstrap
+extracts the packages (signature-checked by apt, the mirror taken from this machine's apt sources),
+genext2fs makes the root file system, and a first boot under a busybox initramfs unpacks and
+configures the packages on the board's own CPU (a foreign architecture: no binfmt here). That
+first boot is long under TCG (tens of minutes); every later boot is the built image's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import FlashbedError
+from ..paths import build_lock, cache_dir
+
+BUILD_VERSION = 1  # bump when the build below changes what an image holds
+QEMU = "qemu-system-aarch64"
+# TCG's translation cache: QEMU's default (1 GiB) would be most of the board's memory here
+MACHINE = ["-M", "virt", "-cpu", "cortex-a57", "-accel", "tcg,tb-size=128"]
+CONSOLE = "ttyAMA0"
+MEM_MB = 512
+CPUS = 2
+CARD_BYTES = 512 << 20  # QEMU's SD card model takes only a power-of-two size
+SSH_WAIT = 600.0  # seconds a TCG boot may take to answer SSH
+STAGE2_WAIT = 4 * 3600.0  # the first boot that configures every package
+# modules the stage-2 initramfs and the busybox board load, in order (their dependencies first)
+INITRAMFS_MODULES = ("virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "failover", "net_failover",
+                     "virtio_net", "virtio_blk", "sdhci", "cqhci", "sdhci-pci", "mmc_block", "jbd2", "mbcache",
+                     "crc16", "ext4")
+# what a tool missing here is packaged in (Debian)
+HOST_TOOLS = {"mmdebstrap": "mmdebstrap", "genext2fs": "genext2fs", "tune2fs": "e2fsprogs", "debugfs": "e2fsprogs",
+              "ssh-keygen": "openssh-client", "ssh": "openssh-client", QEMU: "qemu-system-arm",
+              "qemu-img": "qemu-utils", "cpio": "cpio"}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a board's image is made of."""
+
+    name: str
+    suite: str
+    arch: str
+    packages: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        text = json.dumps({**asdict(self), "build": BUILD_VERSION}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def full(self) -> bool:
+        """A Debian userland on its own root disk (else: busybox in an initramfs, nothing kept)."""
+        return self.name != "busybox"
+
+
+RECIPES = {
+    # the board flashbed supports: sshd, python3, fio, the mkfs tools, flashbench
+    "debian": Recipe("debian", "bookworm", "arm64", (
+        "systemd-sysv", "udev", "kmod", "openssh-server", "python3", "fio", "e2fsprogs", "f2fs-tools", "xfsprogs",
+        "btrfs-progs", "util-linux", "dosfstools", "flashbench", "procps", "iproute2", "linux-image-arm64",
+        "initramfs-tools", "busybox-static")),
+    # a poor userland: busybox's tools and dropbear, no python3, no fio, no mkfs.f2fs
+    "busybox": Recipe("busybox", "bookworm", "arm64", ("busybox-static", "dropbear-bin", "linux-image-arm64")),
+}
+
+
+def _need(*tools: str) -> None:
+    for t in tools:
+        if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists():
+            raise FlashbedError(f"the emulated board needs {t}: apt-get install {HOST_TOOLS.get(t, t)}")
+
+
+def _tool(t: str) -> str:
+    return shutil.which(t) or f"/usr/sbin/{t}"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A built board image in the cache."""
+
+    dir: Path
+    recipe: Recipe
+
+    @property
+    def ready(self) -> bool:
+        return (self.dir / "image.json").is_file()
+
+    @property
+    def kernel(self) -> Path:
+        return self.dir / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.dir / "initrd"
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "root.img"
+
+    @property
+    def key_file(self) -> Path:
+        return self.dir / "id_ed25519"
+
+    @property
+    def host_key(self) -> Path:
+        return self.dir / "host_key.pub"
+
+
+def image_for(recipe: Recipe) -> Image:
+    return Image(cache_dir() / "board" / f"{recipe.name}-{recipe.suite}-{recipe.arch}-{recipe.key}", recipe)
+
+
+# --- the build --------------------------------------------------------------------------------
+
+class _Log:
+    def __init__(self, path: Path):
+        self.f = open(path, "a")
+
+    def run(self, *cmd: str, timeout: float = 3600) -> None:
+        self.f.write("$ " + " ".join(cmd) + "\n")
+        self.f.flush()
+        r = subprocess.run(cmd, stdout=self.f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+        if r.returncode != 0:
+            raise FlashbedError(f"building the emulated board: {Path(cmd[0]).name} failed (exit {r.returncode}; "
+                                f"log: {self.f.name})")
+
+
+def build(recipe: Recipe, say=print) -> Image:
+    """The recipe's image, built into the cache if it is not there yet."""
+    img = image_for(recipe)
+    if img.ready:
+        return img
+    _need("mmdebstrap", "genext2fs", "tune2fs", "debugfs", "ssh-keygen", QEMU, "cpio")
+    from ..lab.debsource import debian_mirror, host_sources
+    mirror = debian_mirror(host_sources())
+    with build_lock(img.dir, f"the emulated board '{recipe.name}'"):
+        if img.ready:
+            return img
+        started = time.monotonic()
+        work = img.dir / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        log = _Log(img.dir / "build.log")
+        say(f"qemu-board: building the '{recipe.name}' board ({recipe.suite} {recipe.arch}; log: {log.f.name})")
+        tar = work / "root.tar"
+        include = ([f"--include=?essential", "--include=?priority(required)"] if recipe.full else []) + \
+            [f"--include={','.join(recipe.packages)}"]
+        log.run(_tool("mmdebstrap"), "--variant=extract", f"--architectures={recipe.arch}", "--skip=check/qemu",
+                "--skip=cleanup/apt/cache", "--setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh",
+                *include, "--format=tar", recipe.suite, str(tar), mirror)
+        for name in ("id_ed25519", "host_key"):
+            (work / name).unlink(missing_ok=True)
+            (work / f"{name}.pub").unlink(missing_ok=True)
+            log.run(_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", f"flashbed-board-{recipe.name}",
+                    "-f", str(work / name))
+        kernel, release = _kernel_of(tar)
+        (work / "vmlinuz").write_bytes(kernel)
+        if recipe.full:
+            _build_full(recipe, work, tar, log)
+        else:
+            _write_initramfs(work / "initrd", tar, release, _BUSYBOX_INIT, extra=_dropbear_files(tar, work))
+        for name in ("vmlinuz", "initrd", "root.img", "id_ed25519", "id_ed25519.pub", "host_key.pub"):
+            if (work / name).exists():
+                os.replace(work / name, img.dir / name)
+        shutil.rmtree(work, ignore_errors=True)
+        (img.dir / "image.json").write_text(json.dumps(
+            {"recipe": asdict(recipe), "key": recipe.key, "release": release,
+             "build_seconds": round(time.monotonic() - started, 1),
+             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+    return img
+
+
+def _kernel_of(tar: Path) -> tuple[bytes, str]:
+    with tarfile.open(tar) as t:
+        for m in t.getmembers():
+            name = m.name.lstrip("./")
+            if name.startswith("boot/vmlinuz-") and m.isfile():
+                f = t.extractfile(m)
+                assert f is not None
+                data = f.read()
+                if data[:2] == b"\x1f\x8b":  # arm64's Image.gz: QEMU boots the Image
+                    data = gzip.decompress(data)
+                return data, name.removeprefix("boot/vmlinuz-")
+    raise FlashbedError(f"building the emulated board: no kernel (boot/vmlinuz-*) in {tar.name}")
+
+
+def _member(t: tarfile.TarFile, path: str) -> bytes | None:
+    for prefix in ("./", "", "./usr/", "usr/"):
+        try:
+            f = t.extractfile(prefix + path)
+        except KeyError:
+            continue
+        if f is not None:
+            return f.read()
+    return None
+
+
+def _modules(t: tarfile.TarFile, release: str) -> list[tuple[str, bytes]]:
+    """INITRAMFS_MODULES that are modules in this kernel (built-in ones are not), numbered in order."""
+    names = {}
+    for m in t.getmembers():
+        if f"/modules/{release}/kernel/" in m.name and m.isfile() and ".ko" in m.name:
+            base = Path(m.name).name.split(".ko")[0]
+            names[base.replace("-", "_")] = m
+    out = []
+    for i, mod in enumerate(INITRAMFS_MODULES):
+        m = names.get(mod.replace("-", "_"))
+        if m is None:
+            continue
+        f = t.extractfile(m)
+        assert f is not None
+        data = f.read()
+        if m.name.endswith(".xz"):
+            import lzma
+            data = lzma.decompress(data)
+        elif m.name.endswith(".zst"):
+            continue  # not in bookworm's kernels
+        out.append((f"modules/{i:02d}-{mod}.ko", data))
+    return out
+
+
+_COMMON_INIT = """#!/bin/sh
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+/bin/busybox --install -s /bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev
+for m in /modules/*.ko; do insmod "$m" 2>/dev/null; done
+"""
+
+# the first boot of a full image: the packages unpacked and configured on the board's own CPU
+_STAGE2_INIT = _COMMON_INIT + """mkdir -p /newroot
+mount -t ext4 /dev/vda /newroot || { echo "FLASHBED-STAGE2 FAILED: no root"; poweroff -f; }
+for d in proc sys dev; do mount --bind /$d /newroot/$d; done
+if chroot /newroot /bin/sh /flashbed-stage2; then echo "FLASHBED-STAGE2 OK"; else echo "FLASHBED-STAGE2 FAILED"; fi
+for d in proc sys dev; do umount /newroot/$d; done
+sync; umount /newroot; sync
+poweroff -f
+"""
+
+_STAGE2 = """#!/bin/sh
+set -e
+export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin
+printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
+dpkg --force-depends --force-confdef --force-confold --unpack /var/cache/apt/archives/*.deb
+dpkg --force-confdef --force-confold --configure -a
+rm -f /usr/sbin/policy-rc.d /var/cache/apt/archives/*.deb
+systemctl enable systemd-networkd ssh
+echo 'root:flashbed' | chpasswd
+rm -f /flashbed-stage2
+ls /boot/initrd.img-*
+"""
+
+# the busybox board: the whole userland in the initramfs; nothing survives a cut
+_BUSYBOX_INIT = _COMMON_INIT + """mkdir -p /dev/pts; mount -t devpts devpts /dev/pts
+hostname flashbed-busybox
+ip link set lo up; ip link set eth0 up
+ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2
+mkdir -p /var/tmp /tmp; chmod 1777 /var/tmp /tmp
+echo "FLASHBED-BOARD busybox up"
+dropbear -r /etc/dropbear/dropbear_ed25519_host_key -E -F -p 22 &
+while true; do sleep 3600; done
+"""
+
+
+def _dropbear_files(tar: Path, work: Path) -> list[tuple[str, bytes]]:
+    """dropbear, its libraries, root's authorized key and a host key for the busybox board."""
+    out: list[tuple[str, bytes]] = []
+    with tarfile.open(tar) as t:
+        for m in t.getmembers():
+            n = m.name.lstrip("./")
+            if m.isfile() and (n in ("usr/sbin/dropbear", "usr/bin/dropbearkey", "usr/bin/dropbearconvert")
+                               or (n.startswith("usr/lib/aarch64-linux-gnu/") and ".so" in n)
+                               or n.startswith("usr/lib/ld-linux")):
+                f = t.extractfile(m)
+                assert f is not None
+                out.append((n, f.read()))
+        # symlinks of the libraries (libc.so.6 -> ...) as copies
+        for m in t.getmembers():
+            n = m.name.lstrip("./")
+            if m.issym() and n.startswith(("usr/lib/aarch64-linux-gnu/", "usr/lib/ld-linux", "lib/ld-linux")):
+                target = (Path(n).parent / m.linkname).as_posix() if not m.linkname.startswith("/") \
+                    else m.linkname.lstrip("/")
+                data = dict(out).get(target)
+                if data is not None:
+                    out.append((n, data))
+    out.append(("root/.ssh/authorized_keys", (work / "id_ed25519.pub").read_bytes()))
+    return out
+
+
+def _write_initramfs(path: Path, tar: Path, release: str, init: str, extra: list[tuple[str, bytes]] = ()) -> None:
+    """A gzip'ed newc cpio: busybox, the modules, `init` and `extra` files (made with cpio(1))."""
+    with tarfile.open(tar) as t:
+        busybox = _member(t, "bin/busybox")
+        if busybox is None:
+            raise FlashbedError("building the emulated board: no busybox in the image (package busybox-static)")
+        mods = _modules(t, release)
+    with tempfile.TemporaryDirectory(prefix="flashbed-initramfs-") as tmp:
+        root = Path(tmp)
+        for d in ("bin", "dev", "proc", "sys", "newroot", "modules", "tmp", "etc/dropbear", "root/.ssh", "run",
+                  "var/log", "lib"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        files = [("bin/busybox", busybox), ("init", init.encode()), *mods, *extra]
+        for name, data in files:
+            p = root / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+            p.chmod(0o755 if name in ("init", "bin/busybox") or name.startswith(("usr/sbin", "usr/bin"))
+                    or ".so" in name or "ld-linux" in name else 0o644)
+        if (root / "usr/lib").is_dir() and not (root / "lib/ld-linux-aarch64.so.1").exists():
+            (root / "lib").rmdir()
+            (root / "lib").symlink_to("usr/lib")
+        (root / "root/.ssh").chmod(0o700)
+        (root / "bin/sh").symlink_to("busybox")
+        names = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
+        cpio = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=names, capture_output=True,
+                              check=True).stdout
+    path.write_bytes(gzip.compress(cpio, 6))
+
+
+def _build_full(recipe: Recipe, work: Path, tar: Path, log: _Log) -> None:
+    """A Debian userland: the root file system, configured by a first boot on the board's CPU."""
+    key = (work / "id_ed25519.pub").read_bytes()
+    host = (work / "host_key").read_bytes(), (work / "host_key.pub").read_bytes()
+    files = {
+        "etc/fstab": b"/dev/vda / ext4 rw,errors=remount-ro 0 1\n",
+        "etc/hostname": b"flashbed-board\n",
+        "etc/hosts": b"127.0.0.1 localhost\n127.0.1.1 flashbed-board\n",
+        "etc/systemd/network/50-wired.network": b"[Match]\nName=e*\n\n[Network]\nDHCP=ipv4\n",
+        "root/.ssh/authorized_keys": key,
+        "etc/ssh/ssh_host_ed25519_key": host[0],
+        "etc/ssh/ssh_host_ed25519_key.pub": host[1],
+        "flashbed-stage2": _STAGE2.encode(),
+    }
+    with tarfile.open(tar, "a") as t:
+        for d in ("root/.ssh", "etc/systemd/network"):
+            info = tarfile.TarInfo("./" + d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o700 if d == "root/.ssh" else 0o755
+            t.addfile(info)
+        for name, data in files.items():
+            info = tarfile.TarInfo("./" + name)
+            info.size = len(data)
+            info.mode = 0o600 if name in ("etc/ssh/ssh_host_ed25519_key", "root/.ssh/authorized_keys") else 0o644
+            t.addfile(info, io.BytesIO(data))
+    root = work / "root.img"
+    log.run(_tool("genext2fs"), "-B", "4096", "-b", str(786432), "-N", "131072", "-m", "1", "-z", "-a", str(tar),
+            str(root))
+    log.run(_tool("tune2fs"), "-O", "has_journal,extent,dir_index,uninit_bg", "-L", "board-root", str(root))
+    _, release = _kernel_of(tar)
+    _write_initramfs(work / "stage2.initrd", tar, release, _STAGE2_INIT)
+    console = work / "stage2.console"
+    cmd = [QEMU, *MACHINE, "-smp", str(CPUS), "-m", "1024", "-display", "none", "-monitor", "none", "-no-reboot",
+           "-kernel", str(work / "vmlinuz"), "-initrd", str(work / "stage2.initrd"),
+           "-append", f"console={CONSOLE} panic=-1",
+           "-drive", f"file={root},if=none,id=root,format=raw,cache=unsafe", "-device", "virtio-blk-pci,drive=root",
+           "-serial", f"file:{console}"]
+    log.run(*cmd, timeout=STAGE2_WAIT)
+    text = console.read_text(errors="replace")
+    log.f.write(text)
+    if "FLASHBED-STAGE2 OK" not in text:
+        raise FlashbedError(f"building the emulated board: its first boot did not configure the packages "
+                            f"(log: {log.f.name})")
+    log.run(_tool("tune2fs"), "-c", "0", "-i", "0", str(root))
+    initrd = subprocess.run([_tool("debugfs"), "-R", f"cat /boot/initrd.img-{release}", str(root)],
+                            capture_output=True).stdout
+    if not initrd:
+        raise FlashbedError(f"building the emulated board: no /boot/initrd.img-{release} in its root")
+    (work / "initrd").write_bytes(initrd)
+
+
+# --- a board --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BoardDir:
+    """One board's own state: its root overlay, its card, its port, its QEMU process."""
+
+    dir: Path
+
+    @property
+    def config(self) -> Path:
+        return self.dir / "board.json"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.dir / "qemu.pid"
+
+    @property
+    def console(self) -> Path:
+        return self.dir / "console.log"
+
+    @property
+    def card(self) -> Path:
+        return self.dir / "card.img"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.dir / "ssh_config"
+
+    def load(self) -> dict:
+        try:
+            return json.loads(self.config.read_text())
+        except (OSError, ValueError):
+            raise FlashbedError(f"{self.dir} is not an emulated board's directory: run "
+                                f"'qemu-board.sh --dir {self.dir} start' first") from None
+
+    def pid(self) -> int | None:
+        try:
+            pid = int(self.pidfile.read_text().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            if QEMU not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                return None
+        except OSError:
+            return None
+        return pid
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def create(where: Path, recipe: Recipe, card_bytes: int = CARD_BYTES, port: int = 0, say=print) -> BoardDir:
+    """The board's directory (kept if it is there): its card, its overlay, its ssh config."""
+    b = BoardDir(where)
+    if b.config.is_file():
+        return b
+    if card_bytes <= 0 or card_bytes & (card_bytes - 1):
+        raise FlashbedError(f"--card-size {card_bytes}: QEMU's SD card takes a power of two (e.g. 512M, 1G)")
+    img = build(recipe, say)
+    _need("qemu-img")
+    where.mkdir(parents=True, exist_ok=True)
+    with open(b.card, "wb") as f:
+        f.truncate(card_bytes)
+    if recipe.full:
+        subprocess.run([_tool("qemu-img"), "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(img.root),
+                        str(where / "root.qcow2")], check=True)
+    port = port or _free_port()
+    known = where / "known_hosts"
+    if img.host_key.is_file():
+        known.write_text(f"[127.0.0.1]:{port} {img.host_key.read_text().split(' ', 2)[0]} "
+                         f"{img.host_key.read_text().split()[1]}\n")
+        check = f"StrictHostKeyChecking yes\n  UserKnownHostsFile {known}\n"
+    else:  # a host key made at each boot (the busybox board keeps nothing)
+        check = "StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
+    b.ssh_config.write_text(f"Host 127.0.0.1\n  User root\n  IdentityFile {img.key_file}\n  IdentitiesOnly yes\n"
+                            f"  {check}")
+    b.config.write_text(json.dumps({"recipe": recipe.name, "image": str(img.dir), "port": port,
+                                    "card_bytes": card_bytes, "full": recipe.full}, indent=1))
+    return b
+
+
+def qemu_command(b: BoardDir) -> list[str]:
+    c = b.load()
+    img = Path(c["image"])
+    cmd = [QEMU, *MACHINE, "-smp", str(CPUS), "-m", str(MEM_MB), "-display", "none", "-monitor", "none",
+           "-no-reboot", "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd")]
+    if c["full"]:
+        cmd += ["-append", f"root=/dev/vda rw console={CONSOLE} panic=-1",
+                "-drive", f"file={b.dir / 'root.qcow2'},if=none,id=root,format=qcow2,cache=writeback",
+                "-device", "virtio-blk-pci,drive=root"]
+    else:
+        cmd += ["-append", f"console={CONSOLE} panic=-1"]
+    cmd += ["-drive", f"file={b.card},if=none,id=card,format=raw,cache=none",
+            "-device", "sdhci-pci", "-device", "sd-card,drive=card",
+            "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{c['port']}-:22",
+            "-device", "virtio-net-pci,netdev=n0,romfile=",
+            "-serial", f"file:{b.console}", "-pidfile", str(b.pidfile), "-daemonize"]
+    return cmd
+
+
+def power_on(b: BoardDir) -> None:
+    if b.pid() is not None:
+        return
+    _need(QEMU)
+    b.pidfile.unlink(missing_ok=True)
+    r = subprocess.run(qemu_command(b), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        err = r.stderr.strip().splitlines()
+        raise FlashbedError(f"QEMU did not start the board: {err[-1] if err else f'exit {r.returncode}'}")
+
+
+def power_off(b: BoardDir) -> None:
+    """The cut: SIGKILL, no flush, no shutdown; returns once the process is gone."""
+    pid = b.pid()
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    b.pidfile.unlink(missing_ok=True)
+
+
+def wait_ssh(b: BoardDir, wait: float = SSH_WAIT) -> float:
+    """Seconds until the board answers SSH (one line after `wait`)."""
+    c = b.load()
+    started = time.monotonic()
+    while True:
+        r = subprocess.run(["ssh", "-F", str(b.ssh_config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                            "-p", str(c["port"]), "127.0.0.1", "true"], capture_output=True, stdin=subprocess.DEVNULL)
+        if r.returncode == 0:
+            return time.monotonic() - started
+        if b.pid() is None:
+            raise FlashbedError(f"the board's QEMU ended while booting (console: {b.console})")
+        if time.monotonic() - started > wait:
+            raise FlashbedError(f"the board did not answer SSH within {wait:.0f}s (console: {b.console})")
+        time.sleep(2)
+
+
+def url(b: BoardDir) -> str:
+    return f"ssh://root@127.0.0.1:{b.load()['port']}"
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    try:
+        return int(float(t[:-1]) * units[t[-1]]) if t and t[-1] in units else int(t)
+    except ValueError:
+        raise FlashbedError(f"--card-size {text}: give a size such as 512M or 1G") from None
+
+
+ACTIONS = ("build", "on", "off", "cycle", "start", "stop", "restart", "status", "url")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="qemu-board.sh", description="An emulated arm64 board with an SD card "
+                                "(QEMU, Debian's packages); on/off/cycle are its power switch.")
+    p.add_argument("--dir", default="", help="the board's own directory (made on first start)")
+    p.add_argument("--recipe", choices=sorted(RECIPES), default="debian", help="what the board runs")
+    p.add_argument("--card-size", default="512M", help="the SD card's size, a power of two (default 512M)")
+    p.add_argument("--port", type=int, default=0, help="the SSH port on 127.0.0.1 (default: a free one)")
+    p.add_argument("action", choices=ACTIONS)
+    a = p.parse_args(argv)
+    try:
+        recipe = RECIPES[a.recipe]
+        if a.action == "build":
+            img = build(recipe)
+            print(img.dir)
+            return 0
+        if not a.dir:
+            raise FlashbedError(f"qemu-board.sh {a.action}: give the board's directory with --dir DIR")
+        where = Path(a.dir).resolve()
+        b = (create(where, recipe, _size(a.card_size), a.port) if a.action in ("on", "start", "cycle", "restart")
+             else BoardDir(where))
+        b.load()
+        if a.action in ("on", "start"):
+            started = time.monotonic()
+            power_on(b)
+            if a.action == "start":
+                wait_ssh(b)
+                print(f"qemu-board: {url(b)} answers SSH {time.monotonic() - started:.1f}s after power on "
+                      f"(--ssh-config {b.ssh_config})")
+        elif a.action in ("off", "stop"):
+            power_off(b)
+        elif a.action in ("cycle", "restart"):
+            power_off(b)
+            started = time.monotonic()
+            power_on(b)
+            if a.action == "restart":
+                wait_ssh(b)
+                print(f"qemu-board: {url(b)} answers SSH {time.monotonic() - started:.1f}s after power on")
+        elif a.action == "status":
+            pid = b.pid()
+            print(f"{url(b)} {'on (QEMU pid ' + str(pid) + ')' if pid else 'off'}")
+        elif a.action == "url":
+            print(url(b))
+        return 0
+    except FlashbedError as e:
+        print(f"qemu-board: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

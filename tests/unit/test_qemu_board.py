@@ -1,0 +1,94 @@
+"""The emulated board's driver (flashbed.boards.qemu) without QEMU: its command line, its
+power cut, its refusals."""
+
+import json
+import subprocess
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from flashbed.boards import qemu
+from flashbed.errors import FlashbedError
+
+
+def _board(tmp_path: Path, full: bool = True) -> qemu.BoardDir:
+    b = qemu.BoardDir(tmp_path / "board")
+    b.dir.mkdir()
+    b.config.write_text(json.dumps({"recipe": "debian" if full else "busybox", "image": str(tmp_path / "img"),
+                                    "port": 40022, "card_bytes": 512 << 20, "full": full}))
+    return b
+
+
+def test_the_card_is_an_sd_card_with_no_cache_of_qemus_own(tmp_path):
+    cmd = qemu.qemu_command(_board(tmp_path))
+    card = next(a for a in cmd if a.startswith(f"file={tmp_path / 'board' / 'card.img'}"))
+    assert "cache=none" in card and "format=raw" in card
+    assert "sdhci-pci" in cmd and "sd-card,drive=card" in cmd
+
+
+def test_only_ssh_is_forwarded_and_only_on_loopback(tmp_path):
+    cmd = qemu.qemu_command(_board(tmp_path))
+    net = cmd[cmd.index("-netdev") + 1]
+    assert net.count("hostfwd=") == 1 and "hostfwd=tcp:127.0.0.1:40022-:22" in net
+
+
+def test_the_busybox_board_has_no_root_disk(tmp_path):
+    cmd = qemu.qemu_command(_board(tmp_path, full=False))
+    assert "virtio-blk-pci,drive=root" not in cmd
+    assert "root=" not in cmd[cmd.index("-append") + 1]
+
+
+def test_off_is_a_sigkill_of_the_qemu_process(tmp_path):
+    b = _board(tmp_path)
+    # a stand-in process whose command line names QEMU, that ignores SIGTERM: only SIGKILL ends it
+    p = subprocess.Popen(["bash", "-c", f"trap '' TERM; exec -a {qemu.QEMU} sleep 60"])
+    try:
+        b.pidfile.write_text(f"{p.pid}\n")
+        deadline = time.monotonic() + 5
+        while b.pid() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.pid() == p.pid
+        qemu.power_off(b)
+        assert p.wait(5) == -9
+        assert b.pid() is None and not b.pidfile.exists()
+    finally:
+        p.kill()
+
+
+def test_off_never_kills_a_process_that_is_not_qemu(tmp_path):
+    b = _board(tmp_path)
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        b.pidfile.write_text(f"{p.pid}\n")
+        qemu.power_off(b)
+        assert p.poll() is None
+    finally:
+        p.kill()
+
+
+def test_a_card_size_that_is_not_a_power_of_two_is_refused_in_one_line(tmp_path):
+    with pytest.raises(FlashbedError, match="power of two"):
+        qemu.create(tmp_path / "b", qemu.RECIPES["debian"], card_bytes=3 << 20)
+    assert not (tmp_path / "b").exists()
+
+
+def test_sizes():
+    assert qemu._size("512M") == 512 << 20 and qemu._size("1G") == 1 << 30 and qemu._size("1GiB") == 1 << 30
+    with pytest.raises(FlashbedError, match="--card-size"):
+        qemu._size("big")
+
+
+def test_the_image_key_follows_the_recipe():
+    r = qemu.RECIPES["debian"]
+    assert r.key == qemu.RECIPES["debian"].key
+    assert replace(r, packages=r.packages + ("sqlite3",)).key != r.key
+    assert qemu.image_for(r).dir.name.startswith("debian-bookworm-arm64-")
+
+
+def test_an_action_on_a_board_never_made_says_how_to_make_it(tmp_path, capsys):
+    assert qemu.main(["--dir", str(tmp_path / "none"), "status"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "start" in err
+    assert not (tmp_path / "none").exists()
