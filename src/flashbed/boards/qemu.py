@@ -293,7 +293,7 @@ ip link set lo up; ip link set eth0 up
 ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2
 mkdir -p /var/tmp /tmp; chmod 1777 /var/tmp /tmp
 echo "FLASHBED-BOARD busybox up"
-dropbear -r /etc/dropbear/dropbear_ed25519_host_key -E -F -p 22 &
+dropbear -R -E -F -p 22 &
 while true; do sleep 3600; done
 """
 
