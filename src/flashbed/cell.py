@@ -18,22 +18,22 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from . import executors, statecheck, variants
+from . import executors, variants
+from .clock import Clock, emulator_pace
+from .crashhost.host import CrashHost
+from .crashhost.claims import CLAIMS, Claims, planned
+from .crashhost.share import DONE, STARTED, HelperJob, Helpers, lab_end, stage_inputs
+from .devices.session import LogSession
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
-from .lab.guest.guestlib import read_log
-from .lab.guest.protocol import UNDAMAGED, Call
-from .clock import Clock, emulator_pace
+from .lab.guest.protocol import Call
 from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
-                         TimedCut, WriteLog, session_has)
+                         TimedCut, session_has)
 from .results import CellResult, printable
 from .status import CellStatus
 from .store import RunStore
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec, boot_dir
-from .studies.crashplan import VerifierInput, plan_checks, to_check, verifier_keys
-from .crashshare import Claims, Helpers, Share, lab_end
-from .crashhost import usercheck
 from .studies.params import as_json
 
 OnPart = Callable[..., None]  # (boots done, boots in all[, what: "boots" or another unit of the cell's work])
@@ -44,12 +44,51 @@ def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root:
     """One cell of the run directory `root`, in the lab `labs` gives it, in a directory of
     this attempt's own: a killed attempt's files (a crash-state log the guest appends to)
     never mix into the next one's. Where the executor has cores to spare, other labs may
-    help check its crash states (crashshare.py)."""
+    help check its crash states (help_check, crashhost/share.py)."""
     logs = RunStore(root).new_attempt(spec.key)
     scratch = root / "scratch" / f"{logs.parent.name}.{logs.name}"
-    helpers = Helpers(executors.spawner(), labs, spec, root / "scratch" / f"{logs.parent.name}.{logs.name}-helpers")
+    helpers = Helpers(executors.spawner(), labs, spec, root / "scratch" / f"{logs.parent.name}.{logs.name}-helpers",
+                      help_check)
     result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part, helpers=helpers)
     return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
+
+
+def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
+    """A helper's work (an executor's task, offered by a crash-state cell: crashhost/share.py):
+    a lab of its own checks the states it claims, its verdicts in its own directory; `done.json`
+    says how it ended. Never raises."""
+    d = job.dir
+    d.mkdir(parents=True, exist_ok=True)
+    (d / STARTED).touch()  # before looking at `closed`: the cell's host waits for every started helper
+    out: dict[str, Any] = {"lab": job.name, "boot": None, "in_flight": None, "checked": 0}
+    try:
+        spec = job.spec
+        study = STUDIES[spec.key.study]
+        claims = Claims(job.run_dir / CLAIMS, planned(job.run_dir, study.states_file), job.name)
+        if not claims.left():
+            out["boot"] = "not needed"
+            return out
+        virtual = spec.clock is Clock.VIRTUAL
+        if virtual:  # the cell's recovery commands are those of its seeded variant
+            spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
+        stage_inputs(study.check_inputs, job.run_dir, d)
+        (check,) = [s for s in study.boots(spec, job.run_dir)[0] if s.name == "check"]
+        lab = labs(job.spec)
+        with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=spec.pace,
+                        clock=spec.clock) as dev:
+            host = CellHost(dev, virtual=virtual)
+            host.crash.claims = claims
+            with host.boot(d) as kill:
+                res = lab.boot(BootSpec(run_dir=d, steps=(check,), disks=dev.disks(), mem_mb=dev.mem_mb(),
+                                        timeout=check.timeout + 120, cpus=spec.cpus,
+                                        cpu=cpuprofile.cell_costs(spec.clock, spec.cpu_profile)),
+                               host=host, kill=kill)
+        out.update(lab_end(res, host.crash, claims, d / study.checked_file))
+    except Exception as e:  # a helper's failure leaves its claimed state unchecked: the cell says so
+        out["error"] = f"{type(e).__name__}: {e}"[:400]
+    finally:
+        (d / DONE).write_text(json.dumps(out))
+    return out
 
 
 def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
@@ -85,13 +124,14 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                 with host.boot(run_dir) as kill:  # the device is back after a cut: then its disks
                     bspec = BootSpec(run_dir=run_dir, steps=tuple(steps), disks=dev.disks(),
                                      nandsim=study.nandsim(spec, dev.nandsim()), mem_mb=dev.mem_mb(),
-                                     timeout=_budget(steps), cpus=spec.cpus, cpu=_cpu_costs(spec))
+                                     timeout=_budget(steps), cpus=spec.cpus,
+                                     cpu=cpuprofile.cell_costs(spec.clock, spec.cpu_profile))
                     boots.append(lab.boot(bspec, host=host, kill=kill))
                 if on_boot is not None:
                     on_boot(i + 1, len(steps_per_boot))
                 if not boots[-1].status.as_planned and not study.continue_after_failure:
                     break
-            host.settle(boots[-1] if boots else None)  # labs that helped check its crash states end
+            host.crash.settle(boots[-1] if boots else None)  # labs that helped check its crash states end
         if _disk_full(logs) and not all(b.ok for b in boots):  # the guest's writes failed, not the filesystem
             return _error(spec, f"the disk holding {logs} is full", started, prov, disk_full=True)
         outcome = study.parse(spec, boots, logs)
@@ -139,7 +179,9 @@ def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[s
 
 class CellHost:
     """The host's side of one cell's guest calls (lab.target.HostHandler): one handler per
-    Call, over the cell's device session and what it can do (its capabilities)."""
+    Call, over the cell's device session and what it can do (its capabilities): statistics,
+    power and timed cuts here, the write log and its crash states in `crash`
+    (crashhost/host.py)."""
 
     def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, virtual: bool = False,
                  helpers: Helpers | None = None):
@@ -155,18 +197,14 @@ class CellHost:
         self._timers: list[threading.Timer] = []
         self._watch: tuple[threading.Thread, threading.Event] | None = None  # an armed cut's watcher
         self._landed: dict | None = None  # what an armed cut did (virtual time), until the lab is gone
-        self._states = [0, 0]  # crash states served, listed (the cell's progress while it checks them)
-        self.helpers = helpers  # where other labs may help check this cell's crash states
-        self.share: Share | None = None  # the crash states' claims and helpers (crash_states)
-        self.claims: Claims | None = None  # whence crash_next takes states (a helper's host is given one)
-        self.current_state: dict | None = None  # the crash state last handed to the guest
-        self.taking: list[float] = []  # wall-clock times of the first and the last crash_next (the lab's checking)
+        self.crash = CrashHost(dev, on_part, helpers, watchdog=self._watchdog)  # the write log, crash states
         self._handlers: dict[str, Callable[[dict], Any]] = {
             Call.RESET_STATS: self.reset_stats, Call.STATS: self.stats,
             Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,
-            Call.LOG_START: self.log_start, Call.LOG_MARK: self.log_mark,
-            Call.CRASH_STATES: self.crash_states, Call.CRASH_SWITCH: self.crash_switch,
-            Call.CRASH_NEXT: self.crash_next, Call.CRASH_CHECK: self.crash_check, Call.USER_CHECK: self.user_check}
+            Call.LOG_START: self.crash.log_start, Call.LOG_MARK: self.crash.log_mark,
+            Call.CRASH_STATES: self.crash.crash_states, Call.CRASH_SWITCH: self.crash.crash_switch,
+            Call.CRASH_NEXT: self.crash.crash_next, Call.CRASH_CHECK: self.crash.crash_check,
+            Call.USER_CHECK: self.crash.user_check}
 
     def __call__(self, call: str, args: dict) -> Any:
         handler = self._handlers.get(call)
@@ -178,7 +216,7 @@ class CellHost:
     def boot(self, run_dir: Path) -> Iterator[threading.Event]:
         """Around one boot: the device back after a cut before it, no timer left after it."""
         self.kill.clear()
-        self.run_dir = run_dir
+        self.run_dir = self.crash.run_dir = run_dir
         if session_has(self.dev, PowerSwitch):
             self.dev.restart_if_cut()
         try:
@@ -292,103 +330,11 @@ class CellHost:
         self._timers.append(timer)
         timer.start()
 
-    # -- the write log and its crash states (kept in the boot's run directory; the study keeps it or not) --
-    def _log(self) -> WriteLog:
-        if not session_has(self.dev, WriteLog):
-            raise FlashbedError("this device has no write log: crash states need an emulated device (e.g. emmc-8g)")
-        return self.dev  # type: ignore[return-value]
-
-    def log_start(self, args: dict) -> Any:
-        self._log().log_start(self.run_dir / CRASHLOG)
-        return {}
-
-    def log_mark(self, args: dict) -> Any:
-        return {"pos": self._log().log_mark(str(args["label"]))}
-
-    def crash_states(self, args: dict) -> Any:
-        listing = self._log().crash_states(subsets=int(args["subsets"]), tears=int(args["tears"]),
-                                           seed=int(args["seed"]), marks=bool(args.get("marks")),
-                                           images=bool(args.get("images")))
-        log = self.run_dir / CRASHLOG
-        listing["log_bytes"] = sum(f.stat().st_size for f in log.iterdir()) if log.is_dir() else 0
-        todo = len(listing["states"])
-        weights: list[int] | None = None
-        if args.get("verifier"):  # the study says what its verifier reads: plan the checks (crashplan.py)
-            records = read_log(str(self.run_dir / Path(str(args["log"])).name))
-            plan = plan_checks(listing["states"], records, VerifierInput(args["verifier"]),
-                               dedup=bool(args.get("dedup", True)), max_states=int(args.get("max_states") or 0),
-                               seed=int(args["seed"]))
-            listing["plan"] = plan.to_json()
-            todo = plan.checked
-            # a state's check reads what was acknowledged before it: the ETA weighs states by that
-            weights = verifier_keys(to_check(listing["states"]), records, VerifierInput(args["verifier"]))
-        (self.run_dir / Path(str(args["out"])).name).write_text(json.dumps(listing))
-        self._states = [0, todo]
-        if self.on_part is not None and todo:  # said with the expected time once the first states are checked
-            plan = listing.get("plan") or {}
-            self.on_part(0, todo, "crash states",
-                         note=f"{len(listing['states'])} crash states found"
-                         + (f", {plan['distinct']} distinct" if plan else "") + f", {todo} to check",
-                         **({"weights": weights} if weights is not None and len(weights) == todo else {}))
-        # the states go to the guest one claim at a time (crash_next); labs with cores to spare may help
-        self.share = Share(self.run_dir, to_check(listing["states"]), self.helpers,
-                           float(args.get("watchdog") or 600.0))
-        self.claims = self.share.claims
-        self._checked_file = Path(str(args.get("checked") or "checked.jsonl")).name
-        return {k: v for k, v in listing.items() if k != "states"} | {"states": len(listing["states"])}
-
-    def crash_switch(self, args: dict) -> Any:
-        reply = self._log().crash_switch(str(args["state"]))
-        # a failed state's twin is no state of the listing; a state served `again` was counted
-        counted = not (str(args["state"]).endswith(UNDAMAGED) or args.get("again"))
-        self._states[0] += counted
-        self._served(self._states[0], args, progress=counted)
-        return reply
-
-    def crash_next(self, args: dict) -> Any:
-        """The next state no lab has taken, served (or {"done": true}); a state the device
-        cannot serve is the guest's to record as such."""
-        if self.claims is None:
-            raise FlashbedError("no crash states were listed in this cell: nothing to take")
-        self.taking[1:] = [time.monotonic()]
-        if len(self.taking) == 1:
-            self.taking.insert(0, self.taking[0])
-        st = self.current_state = self.claims.take()
-        if st is None:
-            return {"done": True}
-        try:
-            reply = self._log().crash_switch(str(st["id"]))
-        except FlashbedError as e:
-            return {"state": st, "error": str(e)}
-        finally:
-            self._served(self.claims.cursor, args)
-        return {**reply, "state": st}  # the switch's answer, and which state it is
-
-    def crash_check(self, args: dict) -> Any:
-        """The filesystem's checker on the crash state now served, run here (statecheck.py)."""
-        return statecheck.run_checker(str(args["cmd"]), self._log().state_path(), float(args["timeout"]),
-                                      now=args.get("now"))
-
-    def user_check(self, args: dict) -> Any:
-        """The user's check on a copy of the recovered directory, run here in a sandbox (crashhost/usercheck.py)."""
-        return usercheck.answer(args, self.run_dir)
-
-    def _served(self, done: int, args: dict, progress: bool = True) -> None:
-        """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""
-        if progress and self.on_part is not None and self._states[1]:
-            self.on_part(min(done, self._states[1]), self._states[1], "crash states")
-        if args.get("watchdog"):
-            # a lab stuck on this state (its kernel, not one command) is killed if it
-            # asks for no other state in time: the study counts a hang
-            for t in self._timers:
-                t.cancel()
-            self._after(float(args["watchdog"]), self.kill.set)
-
-    def settle(self, last: BootResult | None) -> None:
-        """After the cell's boots: helpers of its crash states finish (crashshare.Share.settle)."""
-        if self.share is None or last is None:
-            return
-        self.share.settle(lab_end(last, self, self.share.claims, self.run_dir / self._checked_file))
+    def _watchdog(self, seconds: float) -> None:
+        """The lab is killed unless it asks again within `seconds` (a crash state it is stuck on)."""
+        for t in self._timers:
+            t.cancel()
+        self._after(seconds, self.kill.set)
 
 
 def guest_cpu(start: Any, end: Any) -> dict[str, float]:
@@ -401,11 +347,6 @@ def guest_cpu(start: Any, end: Any) -> dict[str, float]:
     except (TypeError, KeyError, ValueError):
         return {}
     return {"guest_seconds": round(guest, 9), "cpu_seconds": round(cpu, 9)} if guest >= 0 and cpu >= 0 else {}
-
-
-def _cpu_costs(spec: CellSpec):
-    """The guest CPU's cost per event for a cell in virtual time; None in real time."""
-    return cpuprofile.get(spec.cpu_profile).costs if spec.clock is Clock.VIRTUAL and spec.cpu_profile else None
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict, disk_full: bool = False) -> CellResult:

@@ -10,7 +10,7 @@ cell's boots, a crash-state cell's states) where the executor can pass it back
 (locally); on Dask it is None.
 
 An item may offer more work while it runs (a crash-state cell offers helpers that check
-some of its states: crashshare.py) through `spawner()`: locally the pool's own, which runs
+some of its states: crashhost/share.py) through `spawner()`: locally the pool's own, which runs
 such work only on a slot no item waits for; on a Dask worker the cluster's, at a lower
 priority than the items. Offered work that has not started by the time its item no longer
 wants it is cancelled.
@@ -46,7 +46,7 @@ class Offered(Protocol):
 
 
 class Spawner(Protocol):
-    """Where an item running on an executor offers more work (crashshare.py)."""
+    """Where an item running on an executor offers more work (crashhost/share.py)."""
 
     def capacity(self) -> int:
         """How many pieces of work could run beside the item at most."""

@@ -2,7 +2,7 @@
 every state's verdict and fsck result equals the exhaustive run's (one lab, each state checked,
 no sharing of verdicts, its fsck in the lab), with the states deduplicated, split between the
 cell's lab and a helper (the local pool with a core to spare, and a Dask cluster of two
-workers on loopback), and their fsck run by the host on the served state (statecheck.py)."""
+workers on loopback), and their fsck run by the host on the served state (crashhost/check.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from flashbed import variants
 from flashbed.clock import Clock
 from flashbed.cell import cell_task, run_cell
-from flashbed.crashshare import HELPERS, SHARE_FILE, records
+from flashbed.crashhost.share import HELPERS, SHARE_FILE, records
 from flashbed.devices import presets
 from flashbed.executors import DaskExecutor, LocalExecutor
 from flashbed.lab.guest.protocol import StateFacts
@@ -58,7 +58,7 @@ def verdicts(logs: Path) -> dict[str, tuple[str, str]]:
 
 
 def on_host(logs: Path) -> list[bool]:
-    """For each checked state, whether its fsck ran on the host (statecheck.py)."""
+    """For each checked state, whether its fsck ran on the host (crashhost/check.py)."""
     return [bool((((r.get("facts") or {}).get("fsck") or {}).get("check") or {}).get("on_host"))
             for r in records(logs, CHECKED_FILE) if r.get("facts")]
 
@@ -73,7 +73,7 @@ def store_for(root: Path) -> RunStore:
 @pytest.fixture(scope="module")
 def exhaustive(tt_kernel, tmp_path_factory):
     """One lab, every state checked itself, its fsck in the lab: the reference (the shared runs
-    check on the host, statecheck.py)."""
+    check on the host, crashhost/check.py)."""
     root = tmp_path_factory.mktemp("one")
     store = store_for(root)
     cell = spec(dedup=False, fsck_on_host=False)

@@ -191,7 +191,7 @@ def test_states_differing_in_one_block_the_check_reads_are_never_merged(spec_for
     """The dedup's soundness on the real file: states whose images differ only in the block a
     check would read keep their own verdicts; states holding the same bytes (the same block
     written again) share one, and only while the verifier's input is the same too."""
-    from flashbed.studies.crashplan import VerifierInput, plan_checks
+    from flashbed.crashhost.plan import VerifierInput, plan_checks
     emu = Emulator(spec_for("ideal", 64 * MiB)).start()
     emu.log_start(tmp_path / "log")
     fd = os.open(emu.device_path, os.O_RDWR)
@@ -267,7 +267,7 @@ def test_a_second_emulator_serves_a_kept_logs_states_as_the_first(spec_for, tmp_
 
 
 def test_the_state_file_reads_the_served_state_with_its_writes_and_writes_nothing(spec_for, tmp_path):
-    """The host's checker reads the served state through `state` (statecheck.py): the same bytes as
+    """The host's checker reads the served state through `state` (crashhost/check.py): the same bytes as
     the device file, the state's own writes since the switch included, fresh after each switch
     (the page cache is dropped at open); no write, no flush of the live device, EIO while the live
     device is served."""

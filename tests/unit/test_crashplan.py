@@ -1,4 +1,4 @@
-"""Which crash states the lab checks (studies/crashplan.py): one check per distinct state (the
+"""Which crash states the lab checks (crashhost/plan.py): one check per distinct state (the
 same device image and the same verifier input), a seeded stratified sample under max_states
 with its stated coverage, and the parse giving every state its verdict. No kernel."""
 
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from flashbed.cell import CellHost
 from flashbed.lab.guest.crashstates import to_check
-from flashbed.studies.crashplan import CheckPlan, Stratum, VerifierInput, plan_checks
+from flashbed.crashhost.host import CrashHost
+from flashbed.crashhost.plan import CheckPlan, Stratum, VerifierInput, plan_checks
 from flashbed.studies.crashstates import CHECKED_FILE, LOG_FILE, STATES_FILE
 from tests.unit.test_crashstates import STUDY, boot, cell, lay_out, state
 from tests.unit.test_powercut_classify import facts
@@ -96,9 +96,9 @@ def test_the_host_plans_the_checks_the_study_asks_for(tmp_path, monkeypatch):
             assert kw["images"] is True
             return {"states": [st("9", "flush", image=0), st("11", image=0)], "records": 30}
 
-    import flashbed.cell as cellmod
-    monkeypatch.setattr(cellmod, "session_has", lambda dev, cap: True)
-    host = CellHost(Log())  # type: ignore[arg-type]
+    import flashbed.crashhost.host as hostmod
+    monkeypatch.setattr(hostmod, "session_has", lambda dev, cap: True)
+    host = CrashHost(Log())  # type: ignore[arg-type]
     host.run_dir = tmp_path
     (tmp_path / LOG_FILE).write_text("".join(json.dumps(r) + "\n" for r in LOG))
     (steps,) = STUDY.boots(cell(), tmp_path)
@@ -140,7 +140,7 @@ def test_parse_gives_every_state_a_verdict_and_counts_the_checks(tmp_path):
 def test_a_kind_the_sample_left_out_says_it_bounds_nothing():
     """Every flush is kept: when the flushes alone fill max_states, the other kinds get none, and
     their coverage must not read as a bound ("fewer than 100.0 %")."""
-    from flashbed.studies.crashplan import CheckPlan, Stratum
+    from flashbed.crashhost.plan import CheckPlan, Stratum
     plan = CheckPlan(found=49, distinct=29, checked=15, max_states=10, seed=1,
                      strata=(Stratum("flush", 15, 15), Stratum("cut", 2, 0), Stratum("subset", 12, 0)))
     text = plan.coverage()

@@ -1,4 +1,4 @@
-"""Several labs sharing one cell's crash states (crashshare.py), without a kernel: claims give
+"""Several labs sharing one cell's crash states (crashhost/share.py), without a kernel: claims give
 each state to exactly one lab, the local pool runs offered helpers only on slots no cell
 waits for, the cell's host waits for helpers that started, and the parse reads every lab's
 verdicts and the state a helper's lab died on."""
@@ -13,8 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from flashbed import executors
-from flashbed.cell import CellHost
-from flashbed.crashshare import CLAIMS, DONE, HELPERS, SHARE_FILE, STARTED, Claims, Share, records
+from flashbed.crashhost.claims import CLAIMS, Claims
+from flashbed.crashhost.host import CrashHost
+from flashbed.crashhost.share import DONE, HELPERS, SHARE_FILE, STARTED, Share, records
 from flashbed.errors import FlashbedError
 from flashbed.executors import LocalExecutor
 from flashbed.progress import Progress
@@ -60,11 +61,11 @@ class FakeLog:
 
 
 def test_the_host_hands_out_states_until_none_is_left(tmp_path, monkeypatch):
-    import flashbed.cell as cellmod
-    monkeypatch.setattr(cellmod, "session_has", lambda dev, cap: True)
+    import flashbed.crashhost.host as hostmod
+    monkeypatch.setattr(hostmod, "session_has", lambda dev, cap: True)
     parts = []
     log = FakeLog()
-    host = CellHost(log, on_part=lambda done, total, what: parts.append((done, total, what)))  # type: ignore[arg-type]
+    host = CrashHost(log, on_part=lambda done, total, what: parts.append((done, total, what)))  # type: ignore[arg-type]
     host.claims = Claims(tmp_path / CLAIMS, STATES[:3], "main")
     host._states = [0, 3]
     got = [host.crash_next({}) for _ in range(4)]
@@ -172,9 +173,10 @@ def test_helpers_are_offered_only_for_enough_states(tmp_path, n, jobs, want):
             offered.append(name)
             return type("H", (), {"cancel": lambda self: None})()
 
-    from flashbed.crashshare import Helpers
+    from flashbed.cell import help_check
+    from flashbed.crashhost.share import Helpers
     states = [{"id": str(i), "kind": "cut", "acked": 1} for i in range(n)]
-    Share(tmp_path, states, Helpers(Sp(), None, cell(), tmp_path / "scratch"), watchdog=1)  # type: ignore[arg-type]
+    Share(tmp_path, states, Helpers(Sp(), None, cell(), tmp_path / "scratch", help_check), watchdog=1)  # type: ignore[arg-type]
     assert len(offered) == want
 
 
@@ -199,7 +201,7 @@ def test_the_guest_takes_states_from_the_host_until_it_says_done(monkeypatch):
 
 def test_a_helper_gets_the_checks_inputs_as_they_are(tmp_path):
     """A helper lab runs the user's check from its own directory: staged executable, as the cell's."""
-    from flashbed.crashshare import stage_inputs
+    from flashbed.crashhost.share import stage_inputs
     from flashbed.studies import STUDIES
     cell_dir, mine = tmp_path / "cell", tmp_path / "helper"
     (cell_dir / "fio-state").mkdir(parents=True)

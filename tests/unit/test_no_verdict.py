@@ -16,7 +16,7 @@ from flashbed.lab.target import BootResult
 from flashbed.report.eligibility import Verdict
 from flashbed.report.load import load_run
 from flashbed.report.recommend import recommend
-from flashbed.studies.crashplan import CheckPlan, Stratum
+from flashbed.crashhost.plan import CheckPlan, Stratum
 from flashbed.studies.crashstates import mark_verdictless
 
 

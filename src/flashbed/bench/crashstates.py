@@ -8,7 +8,7 @@ Each filesystem runs one cell (one lab kernel and its emulator on one leased CPU
 core; no helper labs), in virtual time as runs check crash states (--clock real: the
 real-time kernel): the workload once with the write log on, then its crash states checked in
 the same boot, each distinct state once (as runs do; --no-dedup checks every state), the
-fsck of each run by the host on the served state (statecheck.py; as runs do). Prints, per
+fsck of each run by the host on the served state (crashhost/check.py; as runs do). Prints, per
 filesystem, the states found, distinct and checked; states per hour of the check loop,
 distinct (the lab's checks) and total (every state's verdict, shared ones included; on the
 host's wall clock, from the lab's first state to its last), and of the whole cell (boot,

@@ -148,7 +148,7 @@ class WriteLog(Protocol):
         ...
 
     def state_path(self) -> Path:
-        """The served crash state as a read-only file on the host (statecheck.py)."""
+        """The served crash state as a read-only file on the host (crashhost/check.py)."""
         ...
 
 

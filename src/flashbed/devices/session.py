@@ -278,7 +278,7 @@ class EmulatorSession(_PacedModel, _Session):
 
 class LogSession(EmulatorSession):
     """The crash states of a cell's kept write log, served by an emulator of its own: another
-    lab checks some of the cell's states beside the cell's lab (crashshare.py). Its only use is
+    lab checks some of the cell's states beside the cell's lab (crashhost/share.py). Its only use is
     crash_switch; the device behind is blank and records nothing."""
 
     def __init__(self, device: Device, scratch: Path, log: Path, seed: int = 1, pace: Pace = Pace.NONE,

@@ -17,6 +17,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clock import Clock
 from ..errors import FlashbedError
 from .target import CpuCosts
 
@@ -112,6 +113,12 @@ def get(name: str | None) -> CpuProfile:
         raise FlashbedError(f"unknown CPU profile '{name}': choose {', '.join(cat.profiles)} "
                             f"(--cpu-profile; default {cat.default})")
     return prof
+
+
+def cell_costs(clock: Clock, profile: str | None) -> CpuCosts | None:
+    """The guest CPU's cost per event for a cell (its clock and CPU profile) in virtual time;
+    None in real time, or without a profile."""
+    return get(profile).costs if clock is Clock.VIRTUAL and profile else None
 
 
 def labels(texts: list[str] | tuple[str, ...]) -> tuple[str, ...]:

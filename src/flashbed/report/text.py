@@ -114,7 +114,7 @@ def print_workload_summary(work: list, checks: list, stream) -> None:
             verdict = f"{n - bad}/{n} consistent" + (f", {theirs} FAILED" if theirs else "") + \
                 (f", {dev} lost to the device's damage" if dev else "") + \
                 (f", {nv} of {int(cm.get('to_judge', nv))} without a verdict" if nv else "")
-            if "distinct" in cm:  # each distinct state checked once (studies/crashplan.py)
+            if "distinct" in cm:  # each distinct state checked once (crashhost/plan.py)
                 verdict += f" ({int(cm['distinct'])} distinct, {int(cm.get('checked', 0))} checked)"
         secs = f"{m['seconds']:.1f}" if "seconds" in m else "-"
         print(f"  {r.key.device:26} {fs_label(r):8} {secs:>8} {waf:>6} {years:>7} {verdict}"

@@ -51,7 +51,7 @@ from ..status import PowerCutClass
 from ..userwork import Kind, UserFile, stage
 from ..variants import FsVariant
 from .base import MNT, RUN, Case, CellSpec
-from .crashplan import VerifierInput
+from ..crashhost.plan import VerifierInput
 from .crashstates import FSCK_ON_HOST, LOG_FILE, CrashStates
 from . import inputs
 from .params import param, user_file

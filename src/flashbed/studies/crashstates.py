@@ -34,7 +34,7 @@ damage choice), and the cell keeps the write log (crashlog/ in its log
 directory, only then) so `flashbed crashstate replay RUN STATE --image FILE`
 rebuilds that device image.
 
-Each distinct state is checked once (crashplan.py says when two states are the same,
+Each distinct state is checked once (crashhost/plan.py says when two states are the same,
 and why one verdict then answers for both): the host marks the others with the state
 whose verdict they share, and the parse gives them that verdict under their own id.
 With `max_states` the distinct states are a seeded stratified sample, every flush kept;
@@ -89,8 +89,8 @@ from ..variants import FsVariant
 from ..errors import last_line
 from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
-from ..crashshare import lab_ends, records as lab_records, wall_limit_why
-from .crashplan import CheckPlan, VerifierInput, shared_verdicts, to_check
+from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts, to_check
+from ..crashhost.share import lab_ends, records as lab_records, wall_limit_why
 from .params import param
 from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
@@ -101,7 +101,7 @@ KINDS = ("flush", "cut", "subset", "tear")
 PARTS = ("switch", "drop", "mount", "verify", "umount", "fsck")
 STATES_FILE, CHECKED_FILE, LOG_FILE = "states.json", "checked.jsonl", "cslog.jsonl"
 FSCK_ON_HOST = ("run the filesystem's check (not its repair) on the host, on the state the emulator serves: the "
-                "same program on the same bytes, without the lab kernel's cost of starting it (statecheck.py); "
+                "same program on the same bytes, without the lab kernel's cost of starting it (crashhost/check.py); "
                 "false: in the lab")
 FAILURES_KEPT = 200  # failures listed in a cell's result (all are counted)
 
@@ -211,12 +211,12 @@ class CrashStates(Study):
             Step("check", f"{CSW} check {shell_arg(check)}", timeout=p.check_timeout, may_fail=True),
         ]]
 
-    verifier_input = VerifierInput.RECORDS  # what this study's verifier reads besides the device (crashplan.py)
+    verifier_input = VerifierInput.RECORDS  # what this study's verifier reads besides the device (crashhost/plan.py)
     states_file, checked_file = STATES_FILE, CHECKED_FILE
-    check_inputs: tuple[str, ...] = (LOG_FILE, STATES_FILE)  # what another lab's check reads (crashshare.py)
+    check_inputs: tuple[str, ...] = (LOG_FILE, STATES_FILE)  # what another lab's check reads (crashhost/share.py)
 
     def plan_args(self, spec: CellSpec) -> dict[str, Any]:
-        """How the host picks the states the lab checks (crashplan.plan_checks): the listing's
+        """How the host picks the states the lab checks (crashhost.plan.plan_checks): the listing's
         image classes, the workload log the verifier reads, the sample's bound and seed."""
         p = spec.params
         return {"images": bool(p.dedup), "dedup": bool(p.dedup), "verifier": str(self.verifier_input),
@@ -254,7 +254,7 @@ class CrashStates(Study):
         planned = to_check(states)  # the states the lab checks itself, in order
         want = len(planned)
         stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
-        ends = lab_ends(run_dir)  # how each lab that took the cell's states ended (crashshare.py)
+        ends = lab_ends(run_dir)  # how each lab that took the cell's states ended (crashhost/share.py)
         if ends is not None:
             done = {r["state"] for r in records}
             for e in ends:
@@ -456,7 +456,7 @@ def _died_on(st: dict, crashed: bool, console: str, why: str = "") -> dict:
 
 
 def with_shared(states: list[dict], lab: list[dict]) -> list[dict]:
-    """The lab's records and the verdicts other states share with them (crashplan.py), in
+    """The lab's records and the verdicts other states share with them (crashhost/plan.py), in
     listing order."""
     order = {s["id"]: i for i, s in enumerate(states)}
     every = lab + shared_verdicts(states, {r["state"]: r for r in lab})

@@ -3,14 +3,13 @@ of a run, or fewer cells than cores) take a share of a long crash-state cell.
 
 The cell's own lab records the workload, lists the states and starts checking them, one at a
 time, each taken with a claim (Call.CRASH_NEXT). When the host plans the checks
-(CellHost.crash_states), it also offers helpers to the executor (executors.spawner): a
+(CrashHost.crash_states, host.py), it also offers helpers to the executor (executors.spawner): a
 helper runs only where a core is free of cells (locally: no cell waits for a slot; on Dask:
 at a lower priority than cells). A helper boots a lab of its own on an emulator that serves
 the same states from the cell's kept write log (devices.session.LogSession, `flashbed-emu
 serve --crash-log`), takes claims the same way and writes its verdicts beside the cell's
-(helpers/<k>/checked.jsonl). A claim is a file created with O_EXCL in the cell's directory
-(claims/<index>): on one machine or on a shared filesystem, each state is taken by exactly
-one lab. The states are the same whichever lab serves them (the log alone rebuilds each),
+(helpers/<k>/checked.jsonl); a claim gives each state to exactly one lab (claims.py). A
+helper's task is cell.help_check, beside cell_task: both are executor tasks. The states are the same whichever lab serves them (the log alone rebuilds each),
 and so is the check: the result equals one lab checking them all (tests/integration).
 
 When the cell's lab has no state left to take, its host closes the claims (a helper that
@@ -22,99 +21,44 @@ for the cell's own lab). A lab that stops on a hung state stops the others from 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from typing import TYPE_CHECKING
+from ..lab.guest.guestlib import WALL_FILE
+from ..lab.target import LabFactory
+from ..status import BootStatus
+from .claims import CLAIMS, Claims
 
-from .clock import Clock
-from .lab.guest.guestlib import WALL_FILE
-from .lab.guest.crashstates import to_check
-from .lab.target import BootSpec, LabFactory
-from .status import BootStatus
+if TYPE_CHECKING:  # only a type here: the cell's spec travels with the helper's job
+    from ..studies.base import CellSpec
 
-if TYPE_CHECKING:  # the studies import this module: at run time they are imported where used
-    from .studies.base import CellSpec
-
-CLAIMS, HELPERS, SHARE_FILE = "claims", "helpers", "share.json"
+HELPERS, SHARE_FILE = "helpers", "share.json"
 DONE, STARTED = "done.json", "started"
 # a helper costs a lab boot and an emulator loading the log: not worth it for fewer states than this
 MIN_STATES_PER_LAB = 24
 SETTLE_POLL = 0.2  # s between looks at the helpers' progress while waiting for them
 
 
-class Claims:
-    """Which lab checks which of a cell's planned states: `take` creates claims/<index> with
-    O_EXCL, so each state goes to exactly one lab. Every lab walks the states in order, so all
-    states before a lab's cursor have been taken (by someone)."""
-
-    def __init__(self, root: Path, states: list[dict], owner: str):
-        self.root = root
-        self.states = states
-        self.owner = owner
-        self.cursor = 0
-        root.mkdir(parents=True, exist_ok=True)
-
-    def take(self) -> dict | None:
-        """The next state no lab has taken, now this lab's; None when none is left (or a lab
-        stopped on a hung state)."""
-        if self.stopped():
-            return None
-        while self.cursor < len(self.states):
-            i = self.cursor
-            self.cursor += 1
-            try:
-                fd = os.open(self.root / f"{i:06d}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            except FileExistsError:
-                continue
-            with os.fdopen(fd, "w") as f:
-                f.write(self.owner)
-            return self.states[i]
-        return None
-
-    def left(self) -> bool:
-        """Some state is still to be taken (the last one is taken last)."""
-        return bool(self.states) and not self.stopped() and not self.closed() and \
-            not (self.root / f"{len(self.states) - 1:06d}").exists()
-
-    def stop(self) -> None:
-        (self.root / "stop").touch()
-
-    def stopped(self) -> bool:
-        return (self.root / "stop").exists()
-
-    def close(self) -> None:
-        (self.root / "closed").touch()
-
-    def closed(self) -> bool:
-        return (self.root / "closed").exists()
-
-
-def planned(run_dir: Path, states_file: str) -> list[dict]:
-    """The states a cell's labs check (the host's plan, crashplan.py), in listing order."""
-    return to_check(json.loads((run_dir / states_file).read_text())["states"])
-
-
 @dataclass(frozen=True)
 class Helpers:
     """What a cell needs to offer helpers: where they run (an executor's spawner), the labs
-    and the cell they check, where their emulators keep their blank devices."""
+    and the cell they check, where their emulators keep their blank devices, and the task a
+    helper runs (cell.help_check, given by the cell: the wing does not import the cell)."""
 
     spawner: Any
     labs: LabFactory
     spec: CellSpec
     scratch: Path
+    task: Callable[..., dict[str, Any]]
 
     def job(self, run_dir: Path, k: int) -> Callable[[], dict[str, Any]]:
         """Helper k's task (a partial of a module-level function: it pickles for Dask)."""
-        return functools.partial(help_check, HelperJob(self.spec, run_dir, k, self.scratch / f"h{k}"),
+        return functools.partial(self.task, HelperJob(self.spec, run_dir, k, self.scratch / f"h{k}"),
                                  labs=self.labs)
 
 
@@ -153,47 +97,6 @@ class HelperJob:
         return self.run_dir / HELPERS / str(self.index)
 
 
-def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
-    """A helper's work (an executor's task): a lab of its own checks the states it claims, its
-    verdicts in its own directory; `done.json` says how it ended. Never raises."""
-    from . import cell, variants
-    from .devices.session import LogSession
-    from .studies import STUDIES
-    from .studies.base import CRASHLOG
-
-    d = job.dir
-    d.mkdir(parents=True, exist_ok=True)
-    (d / STARTED).touch()  # before looking at `closed`: the cell's host waits for every started helper
-    out: dict[str, Any] = {"lab": job.name, "boot": None, "in_flight": None, "checked": 0}
-    try:
-        spec = job.spec
-        study = STUDIES[spec.key.study]
-        claims = Claims(job.run_dir / CLAIMS, planned(job.run_dir, study.states_file), job.name)
-        if not claims.left():
-            out["boot"] = "not needed"
-            return out
-        virtual = spec.clock is Clock.VIRTUAL
-        if virtual:  # the cell's recovery commands are those of its seeded variant
-            spec = dataclasses.replace(spec, variant=variants.seeded(spec.variant, spec.seed))
-        stage_inputs(study.check_inputs, job.run_dir, d)
-        (check,) = [s for s in study.boots(spec, job.run_dir)[0] if s.name == "check"]
-        lab = labs(job.spec)
-        with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=spec.pace,
-                        clock=spec.clock) as dev:
-            host = cell.CellHost(dev, virtual=virtual)
-            host.claims = claims
-            with host.boot(d) as kill:
-                res = lab.boot(BootSpec(run_dir=d, steps=(check,), disks=dev.disks(), mem_mb=dev.mem_mb(),
-                                        timeout=check.timeout + 120, cpus=spec.cpus, cpu=cell._cpu_costs(spec)),
-                               host=host, kill=kill)
-        out.update(lab_end(res, host, claims, d / study.checked_file))
-    except Exception as e:  # a helper's failure leaves its claimed state unchecked: the cell says so
-        out["error"] = f"{type(e).__name__}: {e}"[:400]
-    finally:
-        (d / DONE).write_text(json.dumps(out))
-    return out
-
-
 def stage_inputs(names: tuple[str, ...], src: Path, dst: Path) -> None:
     """What another lab's check reads (Study.check_inputs), from the cell's run directory into
     its own, as they are: a user's check stays executable."""
@@ -205,8 +108,8 @@ def stage_inputs(names: tuple[str, ...], src: Path, dst: Path) -> None:
 
 
 def lab_end(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str, Any]:
-    """How a lab's boot ended: its status, the state it died on (if it did), how many it
-    checked. A lab that stopped on a hung state stops the others taking more."""
+    """How a lab's boot ended (`host`: its CrashHost): its status, the state it died on (if it
+    did), how many it checked. A lab that stopped on a hung state stops the others taking more."""
     done = {r.get("id") for r in _read_lines(checked_file)}
     died = res.status in (BootStatus.KILLED, BootStatus.HANG, BootStatus.CRASH)
     current = host.current_state

@@ -1,4 +1,4 @@
-"""The crash-state loop's fsck run by the host on the served state (statecheck.run_checker),
+"""The crash-state loop's fsck run by the host on the served state (crashhost.check.run_checker),
 here on image files with the real checkers: the same exit status as through `sh -c` in the
 lab, nothing written, a limit kept."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from flashbed.lab.guest.protocol import StepStatus
-from flashbed.statecheck import run_checker
+from flashbed.crashhost.check import run_checker
 
 MiB = 1 << 20
 

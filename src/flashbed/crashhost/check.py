@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .lab.guest.guestlib import run_shell
+from ..lab.guest.guestlib import run_shell
 
 OUT_KEPT = 4000  # characters of the checker's output kept (as a guest command's)
 
