@@ -20,14 +20,14 @@ import tempfile
 from pathlib import Path
 
 from flashbed.plan import PlanRequest
-from flashbed.studies import inputs
+from flashbed.studies import edge
 
 DATA = Path(__file__).resolve().parent / "data" / "replay"
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # the figures of the SQLite logger; the check over its unsafe control (failures to read)
-_USER = {"workload": inputs.overrides({"--workload": str(EXAMPLES / "sqlite-logger.sh")})["workload"],
-         "appcheck": inputs.overrides({"--workload": str(EXAMPLES / "sqlite-logger-unsafe.sh"),
+_USER = {"workload": edge.overrides({"--workload": str(EXAMPLES / "sqlite-logger.sh")})["workload"],
+         "appcheck": edge.overrides({"--workload": str(EXAMPLES / "sqlite-logger-unsafe.sh"),
                                        "--check": str(EXAMPLES / "sqlite-check.sh")})["appcheck"]}
 _FAILURE = {
     "powercut": {"iterations": 2, "modes": "async", "cut_min": 0.5, "cut_max": 1.0},

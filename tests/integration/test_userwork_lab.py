@@ -22,7 +22,7 @@ from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
 from flashbed.status import PowerCutClass
 from flashbed.store import RunStore
-from flashbed.studies import STUDIES, inputs
+from flashbed.studies import STUDIES, edge
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 
@@ -36,7 +36,7 @@ def spec(study: str, workload: str, check: str | None = None, **params):
     given = {"--workload": str(EXAMPLES / workload)}
     if check:
         given["--check"] = check if check.startswith("/") else str(EXAMPLES / check)
-    values = inputs.overrides(given)[study]
+    values = edge.overrides(given)[study]
     p = STUDIES[study].params(**{**values, **params})
     case = STUDIES[study].cases(p, dev)[0].label
     return CellSpec(key=CellKey(dev.label, "ext4", study, case), device=dev, variant=variants.parse("ext4", dev),
@@ -198,7 +198,7 @@ def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_
 
     def cell(**params):
         dev = presets.load_spec(DEVICE)
-        values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+        values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
         p = STUDIES["appcheck"].params(**{**values, **params})
         from flashbed.studies.base import CellSpec
         # virtual time: both runs record the same workload, so list the same states
@@ -232,7 +232,7 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     for f in (wal, check):
         f.chmod(0o755)
     dev = presets.load_spec(DEVICE)
-    values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+    values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
     from flashbed.studies.base import CellSpec
     # in the lab: its count lives in the run directory, which only the lab's check may write (on the
     # host it reads read-only, and every run would be the first)
@@ -273,7 +273,7 @@ def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tm
 
     def cell(**params):
         dev = presets.load_spec(DEVICE)
-        values = inputs.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+        values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
         p = STUDIES["appcheck"].params(**{**values, **params})
         from flashbed.studies.base import CellSpec
         # virtual time: both runs record the same workload, so list the same states

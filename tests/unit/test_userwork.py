@@ -8,7 +8,7 @@ import pytest
 
 from flashbed import lifetime, userwork
 from flashbed.cli import main
-from flashbed.studies import inputs
+from flashbed.studies import edge
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest
 from flashbed.studies.workload import blk_delta, metrics
@@ -24,7 +24,7 @@ def _script(tmp_path: Path, name: str, body: str, mode: int = 0o755) -> Path:
 
 
 def _run_id(workload: Path, check: Path | None = None) -> str:
-    overrides, studies = inputs.apply({"--workload": str(workload), **({"--check": str(check)} if check else {})}, {},
+    overrides, studies = edge.apply({"--workload": str(workload), **({"--check": str(check)} if check else {})}, {},
                                       ())
     return PlanRequest(fs=("ext4",), devices=("emmc-8g@512M",), studies=studies, overrides=overrides).run_id()
 
@@ -334,7 +334,7 @@ def test_a_fio_workload_gets_crash_states_with_fio_s_own_verification(tmp_path):
     from flashbed.studies.base import MNT
 
     job = EXAMPLES / "camera-recording.fio"
-    overrides, studies = inputs.apply({"--workload": str(job)}, {}, ())
+    overrides, studies = edge.apply({"--workload": str(job)}, {}, ())
     assert studies == ("workload", "appcheck") and "check" not in overrides["appcheck"]
     study = STUDIES["appcheck"]
     p = study.params(**overrides["appcheck"])

@@ -41,7 +41,7 @@ from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..results import CellKey
 from ..studies import STUDIES
-from ..studies import inputs
+from ..studies import edge
 from ..studies.base import CellSpec
 from ..studies.crashstates import PARTS
 from .cells import checked_variants, timed_cell
@@ -76,7 +76,7 @@ def cases(workload: str, check: str | None, ops: int, dedup: bool, tmp: Path) ->
     for c in checks:
         userwork.load(c, "--check", fio_allowed=False)
         # the same parameters `flashbed run --workload W --check C` gives the appcheck study
-        p = {**inputs.overrides({"--workload": workload, "--check": c})["appcheck"], "dedup": dedup}
+        p = {**edge.overrides({"--workload": workload, "--check": c})["appcheck"], "dedup": dedup}
         label = "check: trivial (exit 0)" if c == str(trivial) else f"check: {Path(c).name}"
         out.append(Case(label, "appcheck", "user", p))
     return out

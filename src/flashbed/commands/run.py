@@ -81,14 +81,14 @@ def _lab_options(lab) -> None:
 def _overrides(settings: list[str]) -> dict[str, dict]:
     """--set STUDY.PARAM=VALUE, each value read by its field's kind (a size, a number, a word:
     bandwidth.bs=4k stays the word fio takes) and checked against its range, once, here."""
-    from ..studies import params as P
+    from ..studies import edge
     out: dict[str, dict] = {}
     for item in settings:
         key, eq, value = item.partition("=")
         study, dot, param = key.partition(".")
         if not (eq and dot and study and param):
             raise FlashbedError(f"bad --set '{item}': use STUDY.PARAM=VALUE, e.g. bigfile.size=256M")
-        out.setdefault(study, {})[param] = P.setting(study, param, value)
+        out.setdefault(study, {})[param] = edge.setting(study, param, value)
     return out
 
 
@@ -123,7 +123,7 @@ def _resumed(args: argparse.Namespace):
     """The request of the run `--resume` names, its files as they were (one line if not)."""
     from .. import identity
     from ..store import resolve_run
-    from ..studies import inputs
+    from ..studies import edge, inputs
     given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                          "cpus", "target", "clock", "cpu_profile", *(i.dest for i in inputs.ALL))
              if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
@@ -131,7 +131,7 @@ def _resumed(args: argparse.Namespace):
         raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
     store = resolve_run(args.resume)
     req = identity.request_of(store)
-    inputs.check_resumable(req.overrides)
+    edge.check_resumable(req.overrides)
     return req, store, ""
 
 
@@ -152,14 +152,14 @@ def request(args: argparse.Namespace):
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
     from ..robust import draws as robust_draws
-    from ..studies import inputs
+    from ..studies import edge, inputs
     from .. import clock
     from ..lab import cpuprofile, kernel
     overrides = _overrides(args.set)
     studies = items(args.study, "study")
     given = {i.option: getattr(args, i.dest) for i in inputs.ALL if getattr(args, i.dest) is not None}
     if given:  # the options the studies take: their parameters, and those studies in the run
-        overrides, studies = inputs.apply(given, overrides, studies)
+        overrides, studies = edge.apply(given, overrides, studies)
     if args.iterations is not None:
         _iterations(args.iterations, studies, overrides)
     target = targets.url(args.target, args)  # its kind's one spelling, checked

@@ -4,7 +4,8 @@ An input reads what the user gives once (a file with userwork.load's checks, a n
 the range its study's Params declare) and sets the parameters of each study that takes it; a
 study that takes a given input joins the run when it says so (Study.joins). The run command's
 "your workload" options are these (ALL, in that order); report/rerun.py writes them back
-from a run's stored parameters; a resume checks the files they named are as they were.
+from a run's stored parameters. What the options given make of every study's parameters, and
+a resume's check of the files they named, are edge.py's (they read the studies' registry).
 Neither the run command nor userwork.py names a study.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
@@ -129,35 +129,6 @@ DAILY = SettingInput("--daily-writes", "SIZE", "with --workload: host writes a d
 ALL: tuple[Input, ...] = (WORKLOAD, CHECK, AGE, DAILY)  # in `flashbed run --help`'s order
 
 
-def apply(given: dict[str, Any], overrides: dict[str, dict], studies: tuple[str, ...]
-          ) -> tuple[dict[str, dict], tuple[str, ...]]:
-    """The inputs given (option -> what the user gave) as the parameters of the studies that
-    take them, over `overrides` (--set), and those studies added to the run's `studies`."""
-    from . import STUDIES
-    by_option = {i.option: i for i in ALL}
-    for inp in ALL:
-        if inp.option in given and inp.needs and inp.needs not in given:
-            need = by_option[inp.needs]
-            raise FlashbedError(f"{inp.option} needs {need.option} {need.metavar}: it applies to your workload")
-    values = {o: by_option[o].value(v) for o, v in given.items()}  # each file loaded and checked once
-    out = dict(overrides)
-    joined = []
-    for name, study in STUDIES.items():
-        mine = [i for i in study.inputs if i.option in values]
-        sets = {k: v for i in mine for k, v in i.params(study, values[i.option]).items()}
-        if not mine or not study.joins(sets):
-            continue
-        brings = {k: v for i in mine for k, v in i.brings.items()}  # under a --set of the same
-        out[name] = {**brings, **out.get(name, {}), **sets}
-        joined.append(name)
-    return out, tuple(studies) + tuple(s for s in joined if s not in studies)
-
-
-def overrides(given: dict[str, Any]) -> dict[str, dict]:
-    """The studies' parameters the inputs given set (no --set, no study named)."""
-    return apply(given, {}, ())[0]
-
-
 def argv(study: Any, values: dict[str, Any], have: list[str]) -> tuple[list[str], dict[str, Any]]:
     """A study's stored parameters as its inputs' options (those not in `have` yet), and the
     parameters left for --set."""
@@ -170,29 +141,3 @@ def argv(study: Any, values: dict[str, Any], have: list[str]) -> tuple[list[str]
         for k in keys:
             left.pop(k, None)
     return args, left
-
-
-def check_resumable(overrides: dict[str, dict]) -> None:
-    """One line if a run's workload or check file (its request's overrides) is gone or changed
-    since the run started: a resume needs the files its id was made of (else every cell would
-    fail on its own, one after another)."""
-    from .. import userwork
-    from . import STUDIES
-    for name, values in overrides.items():
-        study = STUDIES.get(name)
-        for f, kind in zip(dataclasses.fields(study.Params), P.kinds(study.Params).values()) if study else ():
-            if not kind.user_file:
-                continue
-            path, want = values.get(kind.user_file[0]), values.get(kind.user_file[1])
-            if not path or not want:
-                continue
-            option = f.metadata["set_by"].split()[0]
-            try:
-                have = userwork.digest(Path(path))
-            except OSError as e:
-                raise FlashbedError(f"this run's {option} {path} cannot be read ({e.strerror}): restore it to "
-                                    f"resume the run") from None
-            if have != want:
-                raise FlashbedError(f"this run's {option} {path} changed since the run started (content hash "
-                                    f"{want}): restore it to resume, or run the command again without --resume "
-                                    f"for a new run of the new content")

@@ -277,24 +277,6 @@ def stored(cls: type) -> tuple[str, ...]:
     return tuple(k for name, kind in kinds(cls).items() for k in (kind.user_file or (name,)) if k)
 
 
-def setting(study: str, key: str, text: str) -> Any:
-    """The value of a `--set STUDY.KEY=TEXT`, read by the field's kind and checked (one line
-    if the study, key or value is wrong), in the form a run's request stores: a list when
-    the text is one, sizes as bytes."""
-    from . import STUDIES
-    if study not in STUDIES:
-        raise FlashbedError(f"--set for unknown study '{study}': choose from {', '.join(STUDIES)}")
-    field = next((f for f in dataclasses.fields(STUDIES[study].Params)
-                  if f.name == key or key in f.metadata.get("user_file", ())), None)
-    if field is not None and field.metadata.get("set_by"):
-        raise FlashbedError(f"--set {study}.{key} is not a setting: {field.metadata['set_by']} sets it (with the "
-                            f"checks it needs); use {field.metadata['set_by']}")
-    v = getattr(STUDIES[study].params_at_edge({key: text}), key)
-    if isinstance(v, tuple):
-        return list(v) if "," in text or len(v) != 1 else v[0]
-    return v
-
-
 def text(v: Any, unit: str) -> str:
     """A value (or a tuple of them) as --set takes it."""
     return ",".join(_text(x, unit) for x in v) if isinstance(v, tuple) else _text(v, unit)
