@@ -27,7 +27,7 @@ from flashbed.devices import presets
 from flashbed.clock import Clock
 from flashbed.targets import LabTarget
 from flashbed.probe import lab
-from flashbed.probe.rates import figures_from
+from flashbed.devices.rates import figures_from
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 

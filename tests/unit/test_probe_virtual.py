@@ -5,7 +5,7 @@ import pytest
 
 
 def test_in_virtual_time_a_random_job_counts_requests_not_seconds():
-    from flashbed.probe.rates import MAX_GUEST_SECONDS, RatePlan, random_job
+    from flashbed.devices.rates import MAX_GUEST_SECONDS, RatePlan, random_job
     plan = RatePlan(capacity=512 << 20, erase_unit=4 << 20, span=512 << 20, seq_bytes=512 << 20, runtime=5)
     timed = random_job(plan, "randwrite", "au")
     assert timed["runtime"] == 5 and timed["time_based"] == 1 and "number_ios" not in timed

@@ -26,7 +26,7 @@ from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..probe.rates import RatePlan, random_job
+from ..devices.rates import RatePlan, random_job
 
 MiB = 1 << 20
 DEFAULT_PRESET = "emmc-8g@512M"

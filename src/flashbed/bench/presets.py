@@ -50,7 +50,7 @@ from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..probe.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
+from ..devices.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
 
 MiB = 1 << 20
 GOAL = MATCH  # every figure within 15 % of the published one

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
-from ..probe.rates import FIGURES
+from .rates import FIGURES
 from .presets import format_size, parse_size
 
 

@@ -25,7 +25,7 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, field
 
-from ..probe.rates import FIGURES, MATCH, published_jobs, published_plan
+from .rates import FIGURES, MATCH, published_jobs, published_plan
 from .assumptions import Fitted, Kind, lookup
 from .emulator import EmulatorError, _error_line, find_binary, set_args
 from .presets import Device, parse_size
@@ -54,7 +54,7 @@ class Refit:
 
 
 def model_jobs(jobs: dict[str, dict]) -> list[dict]:
-    """fio job options (probe/rates.py) as `flashbed-emu jobs` takes them."""
+    """fio job options (rates.py) as `flashbed-emu jobs` takes them."""
     out = []
     for name, j in jobs.items():
         m = {"name": name, "rw": j["rw"], "bs": parse_size(str(j["bs"])), "offset": int(j.get("offset", 0)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ..probe.rates import FIGURES
+from .rates import FIGURES
 from .presets import Device, format_size, load_spec
 
 

@@ -27,7 +27,7 @@ from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, Dev
 from ..progress import format_duration
 from ..studies import fio
 from . import flashbench as fb
-from .rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
+from ..devices.rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
 if TYPE_CHECKING:
     from ..targets.base import ProbeSite
