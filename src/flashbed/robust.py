@@ -33,7 +33,7 @@ import random
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .devices.assumptions import Assumption, Kind, Reach, Value, round_value, toml_value
+from .devices.assumptions import VARIED_REACH, Assumption, Kind, Value, round_value, toml_value
 from .devices.presets import Device, load
 from .devices.refit import Refit, refit
 from .errors import FlashbedError
@@ -62,9 +62,8 @@ def draw_count(text: str) -> int:
         raise BadValue(f"'{text}': give a whole number of joint draws from 0 to {MAX_DRAWS} (or --robust alone "
                        f"for {DRAWS})")
     return int(t)
-# what the decisive studies see of the device model: the timed ones its timing, the crash
-# states what a power cut keeps
-VARIED_REACH = frozenset({Reach.TIMING, Reach.POWER_LOSS})
+
+
 NOT_VARIED = "reaches wear-out only, and no decisive study wears the part out"
 
 

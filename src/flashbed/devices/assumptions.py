@@ -52,6 +52,11 @@ class Reach(StrEnum):
     WEAR = "wear"  # wear-out and errors at end of life: lifetime, bad blocks
 
 
+# what the decisive studies see of the device model: the timed ones its timing, the crash
+# states what a power cut keeps (the robust pass varies the assumptions that reach these)
+VARIED_REACH = frozenset({Reach.TIMING, Reach.POWER_LOSS})
+
+
 @dataclass(frozen=True)
 class Param:
     """One field of the device model a preset may assume, fit or measure."""

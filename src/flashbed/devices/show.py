@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from .assumptions import VARIED_REACH
 from .rates import FIGURES
 from .presets import Device, format_size, load_spec
 
@@ -74,7 +75,6 @@ def _geometry(dev: Device) -> list[str]:
 def footing_lines(dev: Device) -> list[str]:
     """What the preset's values rest on: measured, fitted (to which published rate), assumed (the
     range and its source); what the robust pass varies (`flashbed run --robust`)."""
-    from ..robust import VARIED_REACH
     f = dev.footing
     if not (f.assumptions or f.fitted or f.measured):
         return ["  footing   no [assumptions], [fitted] or [measured] table: every value is the preset's word "
