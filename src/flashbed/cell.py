@@ -250,7 +250,7 @@ class CellHost:
                 # the phase's wall time beside the device's busy time: how much of it the
                 # device worked (the report marks figures the lab, not the device, limited)
                 snap["wall_seconds"] = round(wall, 6)
-            snap.update(guest_cpu(self._guest.pop(phase, None), args.get("guest")))
+            snap.update(cpuprofile.guest_cpu(self._guest.pop(phase, None), args.get("guest")))
             self.phases[phase] = snap
         return snap
 
@@ -335,18 +335,6 @@ class CellHost:
         for t in self._timers:
             t.cancel()
         self._after(seconds, self.kill.set)
-
-
-def guest_cpu(start: Any, end: Any) -> dict[str, float]:
-    """A phase's guest time and the part of it charged to the CPU profile (virtual time, lab
-    patch 0008), from where the guest's clock and charge stood at its start and end; {}
-    when the guest did not say (real time, or a kernel without the charge)."""
-    try:
-        guest = (int(end["ns"]) - int(start["ns"])) / 1e9
-        cpu = (int(end["cpu_ns"]) - int(start["cpu_ns"])) / 1e9
-    except (TypeError, KeyError, ValueError):
-        return {}
-    return {"guest_seconds": round(guest, 9), "cpu_seconds": round(cpu, 9)} if guest >= 0 and cpu >= 0 else {}
 
 
 def _error(spec: CellSpec, msg: str, started: float, prov: dict, disk_full: bool = False) -> CellResult:

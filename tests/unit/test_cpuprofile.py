@@ -11,7 +11,6 @@ import pytest
 from tests.report_fixtures import generator
 from tests.unit.test_clock import _info
 
-from flashbed.cell import guest_cpu
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
 from flashbed.lab import cpuprofile, kernel
@@ -117,10 +116,10 @@ def test_the_cpu_charge_patch_is_the_time_travel_flavours_only():
 
 
 def test_a_phase_cpu_share_comes_from_the_guests_counts_at_its_start_and_end():
-    assert guest_cpu({"ns": 1_000, "cpu_ns": 100}, {"ns": 2_001_000, "cpu_ns": 1_500_100}) == \
+    assert cpuprofile.guest_cpu({"ns": 1_000, "cpu_ns": 100}, {"ns": 2_001_000, "cpu_ns": 1_500_100}) == \
         {"guest_seconds": 0.002, "cpu_seconds": 0.0015}
-    assert guest_cpu(None, {"ns": 5, "cpu_ns": 1}) == {}  # real time: the guest said nothing
-    assert guest_cpu({"ns": 9, "cpu_ns": 0}, {"ns": 5, "cpu_ns": 1}) == {}
+    assert cpuprofile.guest_cpu(None, {"ns": 5, "cpu_ns": 1}) == {}  # real time: the guest said nothing
+    assert cpuprofile.guest_cpu({"ns": 9, "cpu_ns": 0}, {"ns": 5, "cpu_ns": 1}) == {}
 
 
 def _virtual_cell(fs, runtime, busy, guest, cpu, repeat=0):

@@ -16,6 +16,7 @@ import functools
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..clock import Clock
 from ..errors import FlashbedError
@@ -119,6 +120,18 @@ def cell_costs(clock: Clock, profile: str | None) -> CpuCosts | None:
     """The guest CPU's cost per event for a cell (its clock and CPU profile) in virtual time;
     None in real time, or without a profile."""
     return get(profile).costs if clock is Clock.VIRTUAL and profile else None
+
+
+def guest_cpu(start: Any, end: Any) -> dict[str, float]:
+    """A phase's guest time and the part of it charged to the CPU profile (virtual time, lab
+    patch 0008), from where the guest's clock and charge stood at its start and end; {}
+    when the guest did not say (real time, or a kernel without the charge)."""
+    try:
+        guest = (int(end["ns"]) - int(start["ns"])) / 1e9
+        cpu = (int(end["cpu_ns"]) - int(start["cpu_ns"])) / 1e9
+    except (TypeError, KeyError, ValueError):
+        return {}
+    return {"guest_seconds": round(guest, 9), "cpu_seconds": round(cpu, 9)} if guest >= 0 and cpu >= 0 else {}
 
 
 def labels(texts: list[str] | tuple[str, ...]) -> tuple[str, ...]:

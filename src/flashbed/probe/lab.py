@@ -21,6 +21,7 @@ from ..devices.presets import Device, format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..clock import Clock
+from ..lab import cpuprofile
 from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
 from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
@@ -145,8 +146,7 @@ def run_fio(session: DeviceSession, lab: Lab, work: Path, jobs: dict[str, dict],
         emu = getattr(session, "emu", None)  # only an emulated device has the model's own figures
         stats[args["job"]] = emu.stats() if emu is not None else {}
         if guest is not None:
-            from ..cell import guest_cpu
-            g = guest_cpu(at_reset.get(args["job"]), args.get("guest"))
+            g = cpuprofile.guest_cpu(at_reset.get(args["job"]), args.get("guest"))
             if stats[args["job"]].get("busy_ns") is not None:
                 g["busy_seconds"] = stats[args["job"]]["busy_ns"] / 1e9
             guest[args["job"]] = g
