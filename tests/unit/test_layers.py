@@ -21,7 +21,6 @@ TO_MOVE: set[tuple[str, str]] = {
     ("commands/reference.py", "cli.py"),
     ("filesystems.py", "lab/target.py"),
     ("mounting.py", "lab/target.py"),
-    ("probe/lab.py", "studies/fio.py"),
     ("probe/lab.py", "targets/base.py"),
     ("robust.py", "report/weights.py"),
     ("variants.py", "lab/target.py"),

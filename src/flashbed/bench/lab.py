@@ -40,7 +40,7 @@ from ..lab.labexec import request_summary
 from ..lab.target import BootResult, BootSpec, Step
 from ..lab.uml import boot
 from ..status import StepStatus
-from ..studies import fio
+from .. import fio
 
 PARTS = ("lab", "device", "powercut")
 DEVICE = "emmc-8g@512M"

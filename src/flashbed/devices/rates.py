@@ -77,7 +77,7 @@ def random_job(plan: RatePlan, rw: str, where: str) -> dict:
 
 
 def figures_from(fio_figs: dict[str, dict[str, float]], spread: str = "spread") -> dict[str, float]:
-    """The four figures from fio's per-job figures (see studies.fio.job_figures)."""
+    """The four figures from fio's per-job figures (see fio.job_figures)."""
     return {"seq_read_mb_s": fio_figs["seq-read"]["bandwidth"],
             "seq_write_mb_s": fio_figs["seq-write"]["bandwidth"],
             "rand_read_4k_iops": fio_figs[f"randread-{spread}"]["iops"],

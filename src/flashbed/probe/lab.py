@@ -26,7 +26,7 @@ from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
 from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..progress import format_duration
-from ..studies import fio
+from .. import fio
 from . import flashbench as fb
 from ..devices.rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 

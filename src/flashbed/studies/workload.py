@@ -40,7 +40,7 @@ from ..sizes import size_text
 from ..lab.target import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, UserFile, stage
 from . import inputs
-from . import fio as fiojson
+from .. import fio as fiojson
 from .base import (Case, CellSpec, MNT, Outcome, PY, RUN, Study, block_stat, boot_dir, first_failure, m,
                    make_and_mount, mount, passed, seconds, stats_reset, stats_take, step_json, umount)
 from .params import param, user_file
