@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import FlashbedError, HostToolMissing
-from .lab.target import shell_join
+from .shellwords import shell_join
 from .mounting import KERNEL, UBI_VOLUME, Mounting
 from .yaffs2.guest import DaemonMount
 
@@ -95,7 +95,7 @@ class Filesystem:
         return tuple(dict.fromkeys(cmds))
 
     # --- shell snippets for the guest -------------------------------------------
-    # `dev` may be lab.target.DEV: shell_join leaves it to the guest's shell
+    # `dev` may be shellwords.DEV: shell_join leaves it to the guest's shell
     def make_cmd(self, dev: str) -> str:
         return shell_join([*self.mkfs, dev])
 

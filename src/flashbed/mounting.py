@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from .lab.target import shell_join
+from .shellwords import shell_join
 
 UBI_VOLUME = "flashbed"  # the UBI volume UBIFS is made on
 

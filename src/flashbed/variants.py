@@ -22,7 +22,7 @@ from . import filesystems as fscat
 from .devices.presets import Device
 from .errors import FlashbedError
 from .filesystems import Filesystem
-from .lab.target import DEV, shell_join
+from .shellwords import DEV, shell_join
 
 MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "noatime": ("noatime",),

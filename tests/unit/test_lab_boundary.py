@@ -15,8 +15,8 @@ from flashbed.devices.session import (EmulatorSession, FileSession, NandsimSessi
                                       session_class)
 from flashbed.errors import FlashbedError
 from flashbed.lab.guest.protocol import Call, Step, steps_file
-from flashbed.lab.target import (AGENT, DEV, TOOLS, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog,
-                                 session_has, shell_join)
+from flashbed.lab.target import AGENT, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog, session_has
+from flashbed.shellwords import DEV, TOOLS, shell_join
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.variants import parse
 

@@ -7,7 +7,7 @@ replay in replay.py) import them from here.
 
 Where things are on the machine that runs the steps is the lab's business (its
 GuestLayout): steps name the device under test and the guest programs by the
-variables DEV and TOOLS, which the agent sets from the lab's layout.
+variables DEV and TOOLS (shellwords.py), which the agent sets from the lab's layout.
 
 A device session (opened by the lab) may have capabilities, each a small
 protocol: PowerSwitch, DeviceStats, WriteLog, Pacing (devices/capabilities.py,
@@ -17,7 +17,6 @@ handed on here). make_plan refuses a study whose device lacks one it needs
 
 from __future__ import annotations
 
-import shlex
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,21 +29,14 @@ from ..status import BootStatus, StepStatus
 from .guest.protocol import Step
 
 __all__ = [
-    "AGENT", "DEV", "GUEST_DIR", "INIT", "TOOLS", "BlockDevice", "BootResult", "BootSpec",
+    "AGENT", "GUEST_DIR", "INIT", "BlockDevice", "BootResult", "BootSpec",
     "DeviceSession", "DeviceStats", "GuestLayout", "HostHandler", "Lab", "LabFactory", "Nandsim", "Pacing",
-    "PowerSwitch", "Step", "StepResult", "TimedCut", "WriteLog", "session_has", "shell_join",
+    "PowerSwitch", "Step", "StepResult", "TimedCut", "WriteLog", "session_has",
 ]
 
 GUEST_DIR = Path(__file__).resolve().parent / "guest"  # the guest programs, on this machine
 INIT = GUEST_DIR / "init.sh"
 AGENT = GUEST_DIR / "agent.py"
-
-# what steps call the device under test and the guest programs' directory; the
-# agent sets them from the lab's GuestLayout (steps.json "env"). Braced: the
-# shell, fio job files and os.path.expandvars all expand this form
-DEV = "${FLASHBED_DEV}"
-TOOLS = "${FLASHBED_TOOLS}"
-
 
 @dataclass(frozen=True)
 class GuestLayout:
@@ -63,11 +55,6 @@ class GuestLayout:
         return {"FLASHBED_DEV": self.device, "FLASHBED_TOOLS": self.tools} | \
             ({"FLASHBED_FSYNC_LOGS": "1"} if self.fsync_logs else {})
 
-
-def shell_join(args: list[str] | tuple[str, ...]) -> str:
-    """shlex.join, leaving DEV and TOOLS-relative words for the guest's shell to expand."""
-    return " ".join(a if a == DEV or a.startswith(TOOLS + "/") and "'" not in a and " " not in a
-                    else shlex.quote(a) for a in args)
 
 HostHandler = Callable[[str, dict], Any]
 

@@ -24,7 +24,8 @@ from ..clock import Clock
 from ..lab import cpuprofile
 from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
-from ..lab.target import DEV, BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
+from ..lab.target import BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
+from ..shellwords import DEV
 from ..progress import format_duration
 from .. import fio
 from . import flashbench as fb

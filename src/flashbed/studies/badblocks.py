@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
-from ..lab.target import DEV, TOOLS, BootResult, Nandsim, Step
+from ..lab.target import BootResult, Nandsim, Step
+from ..shellwords import DEV, TOOLS
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json

@@ -15,7 +15,8 @@ from typing import Any, ClassVar, NamedTuple
 from ..clock import Clock, Pace
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
-from ..lab.target import TOOLS, BootResult, Nandsim, Step
+from ..lab.target import BootResult, Nandsim, Step
+from ..shellwords import TOOLS
 from ..results import CellKey, Measurement
 from ..status import CellStatus
 from ..variants import FsVariant

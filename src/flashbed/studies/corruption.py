@@ -34,7 +34,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import DEV, BootResult, Step
+from ..lab.target import BootResult, Step
+from ..shellwords import DEV
 from ..results import Measurement
 from ..status import FileState, IterationOutcome
 from ..variants import FsVariant

@@ -17,7 +17,8 @@ from typing import Any
 
 from .. import filesystems as fscat
 from ..lab.guest.protocol import RecoverFacts, RecoverSpec
-from ..lab.target import DEV, TOOLS, BootResult
+from ..lab.target import BootResult
+from ..shellwords import DEV, TOOLS
 from ..status import BootStatus, CellStatus, FileState, FsckResult, IterationOutcome, MountState, PowerCutClass, \
     StepStatus
 from ..variants import FsVariant
