@@ -2,7 +2,7 @@
 lab boots on one device session (the emulator keeps its state between them),
 so the host can show progress and pick the next open-AU count to try.
 
-Where it runs is its target's ProbeSite (targets/): the UML lab, or a board over SSH,
+Where it runs is a ProbeSite, which its target gives (targets/): the UML lab, or a board over SSH,
 where flashbench and fio run natively on the board's device; there no lab sits between
 them and the device, so the lab's own latency is not measured (and not taken out)."""
 
@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from ..devices.presets import Device, format_size
 from ..devices.session import open_session
@@ -31,9 +31,6 @@ from .. import fio
 from . import flashbench as fb
 from ..devices.rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
-if TYPE_CHECKING:
-    from ..targets.base import ProbeSite
-
 ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
 ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter out of single reads
 DEFAULT_EU = 4 << 20  # flashbench's default erase size, when -a shows none
@@ -43,6 +40,19 @@ MAX_OPEN_AU_NR = 8
 # hundreds of requests for the same wall-clock time, not a handful)
 VIRTUAL_IOS = 1000
 FB_OFFSET = 16 << 20  # flashbench -O starts 16 MiB in (past a FAT area)
+
+
+@dataclass(frozen=True)
+class ProbeSite:
+    """Where `flashbed probe` measures a device (probe/lab.py): the lab its boots run in and the
+    clock it runs, how it runs flashbench, the tools' versions, and the lab's own latency
+    measured apart (None where no lab sits between fio and the device: natively on a board)."""
+
+    lab: Lab
+    flashbench: str
+    tools: dict[str, str]
+    clock: Clock
+    lab_latency: Callable[[Path, float], dict[str, float]] | None = None
 
 
 @dataclass

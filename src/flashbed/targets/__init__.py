@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import ItsOwnLab, LabChoice, ProbeSite, Target
+from .base import ItsOwnLab, LabChoice, PlanParts, Target
 from .board import BoardTarget
 from .lab import LabTarget
 
-__all__ = ["KINDS", "BoardTarget", "ItsOwnLab", "LabChoice", "LabTarget", "ProbeSite", "Target", "kind", "open_run",
+__all__ = ["KINDS", "BoardTarget", "ItsOwnLab", "LabChoice", "LabTarget", "PlanParts", "Target", "kind", "open_run",
            "url"]
 
 # --target's URL scheme -> the kind of target ("": no --target, the lab)

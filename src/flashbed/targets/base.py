@@ -13,7 +13,6 @@ A target is a context manager: a board connects on entry and goes on exit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..errors import FlashbedError
@@ -23,9 +22,10 @@ if TYPE_CHECKING:
     from ..executors import Executor
     from ..identity import PlanRequest
     from ..clock import Clock
-    from ..lab.target import Lab, LabFactory
-    from ..plan import Plan
+    from ..lab.target import LabFactory
+    from ..probe.lab import ProbeSite
     from ..store import RunStore
+    from ..studies.base import CellSpec
     from ..variants import FsVariant
 
 
@@ -60,17 +60,13 @@ class ItsOwnLab:
         return "" if n == 1 else self.no_vcpus
 
 
-@dataclass(frozen=True)
-class ProbeSite:
-    """Where `flashbed probe` measures a device (probe/lab.py): the lab its boots run in and the
-    clock it runs, how it runs flashbench, the tools' versions, and the lab's own latency
-    measured apart (None where no lab sits between fio and the device: natively on a board)."""
+class PlanParts(Protocol):
+    """What a target reads of a plan (plan.Plan has them): its devices, its cells, the lab kernels
+    they run on. Typed on these, not on Plan: the plan asks the target, not the other way."""
 
-    lab: "Lab"
-    flashbench: str
-    tools: dict[str, str]
-    clock: "Clock"
-    lab_latency: Callable[[Path, float], dict[str, float]] | None = None
+    devices: dict[str, "Device"]
+    cells: list["CellSpec"]
+    kernels: tuple[str, ...]
 
 
 @dataclass
@@ -120,10 +116,10 @@ class Target:
                 f"rides out): run {study} on a preset, or drop it for this device")
 
     # -- what the run asks (commands/run.py) --
-    def check_plan(self, plan: "Plan") -> None:
+    def check_plan(self, plan: PlanParts) -> None:
         """What this target refuses of a plan before the run directory is made."""
 
-    def labs(self, plan: "Plan", store: "RunStore", say: Callable[[str], None]) -> "LabFactory":
+    def labs(self, plan: PlanParts, store: "RunStore", say: Callable[[str], None]) -> "LabFactory":
         """The plan's lab factory (kernels built, or a board reached), saying what the run should know."""
         raise NotImplementedError
 
@@ -132,5 +128,5 @@ class Target:
         """The device `flashbed probe` measures, checked as a run checks it."""
         raise FlashbedError("flashbed probe does not run on this target")
 
-    def probe_site(self, device: "Device", clock: "Clock") -> ProbeSite:
+    def probe_site(self, device: "Device", clock: "Clock") -> "ProbeSite":
         raise FlashbedError("flashbed probe does not run on this target")

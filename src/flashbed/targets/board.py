@@ -13,7 +13,8 @@ from typing import Any, Callable
 from ..devices.presets import Device
 from ..errors import FlashbedError
 from ..clock import Clock
-from .base import ItsOwnLab, ProbeSite, Target
+from ..probe.lab import ProbeSite
+from .base import ItsOwnLab, Target
 
 # a run's and a probe's words for what goes in the lab instead
 _IN_THE_LAB = {"run": "presets run in the lab, without --target", "probe": "presets are probed in the lab, without --target"}

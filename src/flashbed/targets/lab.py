@@ -16,7 +16,8 @@ from ..errors import FlashbedError
 from ..lab import kernel
 from ..clock import Clock
 from ..lab.kernel import KernelChoice, recorded_label
-from .base import ProbeSite, Target
+from ..probe.lab import ProbeSite
+from .base import Target
 
 
 @dataclass(frozen=True)
