@@ -25,7 +25,6 @@ TO_MOVE: set[tuple[str, str]] = {
 }
 CIRCLES_TO_BREAK: list[set[str]] = [
     {"devices/assumptions.py", "devices/presets.py"},
-    {"report/figures.py", "report/scaling.py"},
 ]
 
 

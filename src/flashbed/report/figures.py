@@ -8,7 +8,6 @@ its provenance footer). What a study gets is the study's own declaration
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 from matplotlib.lines import Line2D
@@ -20,7 +19,7 @@ from ..studies.views import Bars, Curves, Latency, Scaling, TopList
 from . import catalog, scaling, units
 from .doc import Figure
 from .load import Busy, RunData, Stat
-from .provenance import figure_footer
+from .frame import LAB_HATCH, Ctx, LabMarks, finish_chart
 from .svg import finish, new_figure, wrap_label
 
 _FS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -28,7 +27,6 @@ _FS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
 _GOOD_COLORS = ["#1a9850", "#91cf60", "#d9ef8b", "#66bd63"]
 _BAD_COLORS = ["#fee08b", "#fdae61", "#f46d43", "#d73027", "#a50026", "#762a83", "#542788", "#40004b"]
 FAIL_COLOR = "#b2182b"
-LAB_HATCH = "////"
 
 MAX_GROUPS_PER_ROW = 10
 
@@ -36,52 +34,6 @@ MAX_GROUPS_PER_ROW = 10
 def fs_colors(names: list[str]) -> dict[str, str]:
     """One stable colour per filesystem variant across the whole report."""
     return {n: _FS_COLORS[i % len(_FS_COLORS)] for i, n in enumerate(sorted(set(names), key=units.natural_key))}
-
-
-@dataclass
-class Ctx:
-    run: RunData
-    colors: dict[str, str]
-
-
-def _finish(ctx: Ctx, fig, fig_id: str, title: str, device: str, fss: list[str],
-            study: str | None, ns: list[int], legend_fss: list[str] | None = None,
-            extra_handles: list | None = None, lab: "LabMarks | None" = None, note: str = "") -> Figure:
-    handles = [Patch(color=ctx.colors[f], label=f) for f in (legend_fss if legend_fss is not None else fss)]
-    handles += extra_handles or []
-    if lab and lab.hits:
-        handles += lab.handles()
-    footer = figure_footer(ctx.run, device, fss, study, ns)
-    if lab and lab.hits:
-        footer += "\n" + lab.note()
-    if note:
-        footer += "\n" + note
-    return finish(fig, fig_id, title, handles, footer)
-
-
-class LabMarks:
-    """Which drawn figures were lab-bound (the device busy less than the threshold of their time):
-    asked per (group, series) while drawing, remembered for the legend and the footer."""
-
-    def __init__(self, run: RunData, find: Callable[[str, str], Busy | None], legend=None):
-        self.run, self.find, self.hits = run, find, []
-        self.legend = legend or Patch(facecolor="white", edgecolor="#444444", hatch=LAB_HATCH, label="lab-bound")
-
-    def __call__(self, group: str, series: str) -> Busy | None:
-        b = self.find(group, series)
-        if b is not None:
-            self.hits.append(b)
-        return b
-
-    def handles(self) -> list:
-        return [self.legend]
-
-    def note(self) -> str:
-        lo = min(b.util.mean for b in self.hits)
-        hi = max(b.util.mean for b in self.hits)
-        return (f"lab-bound (marked, labelled 'lab' with the device's busy share): the device was busy less than "
-                f"{self.run.weights.lab_bound_below:g} % of the figure's time ({lo:.0f}–{hi:.0f} % here), "
-                f"so the lab, not the device, set it")
 
 
 def _chunks(items: list[str]) -> list[list[str]]:
@@ -185,7 +137,7 @@ def bars_figure(ctx: Ctx, device: str, study: str, metrics: list[str], title: st
                                 _failed_text(run, device, study), unit, log, lab)
             _shared_ylim(ax, stats, unit, log)
             ax.set_ylabel(f"{units.metric_label(m)} ({units.display_unit(unit) or 'value'})")
-        return _finish(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
+        return finish_chart(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
 
 
 def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: list[str], title: str,
@@ -214,7 +166,7 @@ def metric_panels_figure(ctx: Ctx, device: str, study: str, case: str, metrics: 
             ax.set_ylabel(units.display_unit(unit) or "value")
         for ax in axes[len(metrics):]:
             ax.set_visible(False)
-        return _finish(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
+        return finish_chart(ctx, fig, fig_id, title, device, fss, study, ns, lab=lab)
 
 
 def curve_figures(ctx: Ctx, device: str, study: str, spec: Curves) -> list[Figure]:
@@ -268,7 +220,7 @@ def curve_figures(ctx: Ctx, device: str, study: str, spec: Curves) -> list[Figur
                         ax.set_xticks(xs)
                     if r == len(metrics) - 1:
                         ax.set_xlabel(axis.xlabel)
-            out.append(_finish(ctx, fig, fig_id, title, device, fss, study, ns))
+            out.append(finish_chart(ctx, fig, fig_id, title, device, fss, study, ns))
     return out
 
 
@@ -327,7 +279,7 @@ def outcome_figure(ctx: Ctx, device: str, study: str, title: str, table: Outcome
             ax.set_ylabel("iterations (count)" if table.per_iteration else "outcomes (count)")
         handles = [Patch(color=colors[n], label=n) for n in order]
         label = " (label: % survived)" if key == "outcomes" else ""
-        return _finish(ctx, fig, fig_id, title + label, device, fss, study, ns, legend_fss=[],
+        return finish_chart(ctx, fig, fig_id, title + label, device, fss, study, ns, legend_fss=[],
                        extra_handles=handles)
 
 
@@ -353,7 +305,7 @@ def wear_figure(ctx: Ctx, device: str) -> Figure | None:
             ax.set_ylabel(f"{units.device_stat_label(k)} ({units.display_unit(units.device_stat_unit(k))})")
             if k == "write_amplification":
                 ax.axhline(1.0, color="#444444", lw=0.7, ls=":")
-        return _finish(ctx, fig, fig_id, "Write amplification and erase-count spread (flash emulator)",
+        return finish_chart(ctx, fig, fig_id, "Write amplification and erase-count spread (flash emulator)",
                        device, fss, None, ns)
 
 
@@ -400,7 +352,7 @@ def latency_figure(ctx: Ctx, device: str, study: str = "bandwidth") -> Figure | 
         ax.set_xlabel(f"completion latency ({unit or 'µs'})")
         extra = [Line2D([], [], marker="o", ls="", color="#444444", label="p50"),
                  Line2D([], [], marker="^", ls="", color="#444444", label="p99")]
-        return _finish(ctx, fig, fig_id, "Latency percentiles (fio completion latency)", device, fss, study, ns,
+        return finish_chart(ctx, fig, fig_id, "Latency percentiles (fio completion latency)", device, fss, study, ns,
                        extra_handles=extra, lab=lab)
 
 

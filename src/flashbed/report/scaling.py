@@ -13,6 +13,7 @@ from matplotlib.patches import Patch
 from ..studies.views import Scaling
 from . import units
 from .doc import Cell, Column, Figure, Paragraph, Table
+from .frame import LabMarks, finish_chart
 from .load import RunData, Stat
 from .svg import new_figure
 
@@ -58,7 +59,6 @@ def skipped_note(run: RunData, device: str, study: str, spec: Scaling) -> str:
 
 
 def figure(ctx, device: str, study: str, spec: Scaling) -> Figure | None:
-    from .figures import LabMarks, _finish  # figures imports this module
     run = ctx.run
     g = grid(run, device, study, spec)
     if g is None:
@@ -109,7 +109,7 @@ def figure(ctx, device: str, study: str, spec: Scaling) -> Figure | None:
                   for i, v in enumerate(g.lines)]
         handles = [Patch(color=ctx.colors[f], label=f) for f in g.fss] + styles
         fig_id = units.slug("fig", device, study, "scaling")
-        return _finish(ctx, fig, fig_id, spec.title, device, g.fss, study, ns, legend_fss=[], extra_handles=handles,
+        return finish_chart(ctx, fig, fig_id, spec.title, device, g.fss, study, ns, legend_fss=[], extra_handles=handles,
                        lab=lab, note=skipped_note(run, device, study, spec))
 
 
