@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import fsspace, profiles, robust, variants
-from .devices.presets import Device, format_size
+from .devices.presets import Device
+from .sizes import format_size
 from .errors import FlashbedError
 from .identity import PlanRequest
 from . import clock

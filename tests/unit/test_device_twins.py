@@ -8,6 +8,7 @@ import pytest
 
 from flashbed.cli import main
 from flashbed.devices import presets
+from flashbed.sizes import format_size
 from flashbed.devices.emulator import find_binary
 from flashbed.devices.nandsim import NandTiming
 from flashbed.errors import FlashbedError
@@ -63,8 +64,8 @@ def test_the_slc_buffer_is_shown_and_its_keys_checked(tmp_path, capsys):
     assert presets.load("lexar-c10-16g").slc_buffer is None and presets.load("samsung-evo-plus-32g").slc_buffer is None
     assert main(["devices", "show", "emmc-8g"]) == 0
     out = capsys.readouterr().out
-    assert f"slc buffer {presets.format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page)" in out
-    assert slc.bypass > 0 and f"a sequential stream past its first {presets.format_size(slc.bypass)}" in out
+    assert f"slc buffer {format_size(slc.bytes)} programmed in SLC mode ({slc.program_us:g} µs a page)" in out
+    assert slc.bypass > 0 and f"a sequential stream past its first {format_size(slc.bypass)}" in out
     own = tmp_path / "mine.toml"
     text = (presets.presets_dir() / "emmc-8g.toml").read_text()
     for edit, words in (((r"slc_program_us = ", "#slc_program_us = "), "`ftl.slc_cache`: needs `nand.timing.slc_program_us`"),

@@ -10,7 +10,7 @@ import pytest
 
 from flashbed import fsspace, variants
 from flashbed.devices import presets
-from flashbed.devices.presets import parse_size
+from flashbed.sizes import parse_size
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest, make_plan
 

@@ -23,9 +23,7 @@ TO_MOVE: set[tuple[str, str]] = {
     ("yaffs2/fusecost.py", "options.py"),
     ("yaffs2/fusecost.py", "studies/base.py"),
 }
-CIRCLES_TO_BREAK: list[set[str]] = [
-    {"devices/assumptions.py", "devices/presets.py"},
-]
+CIRCLES_TO_BREAK: list[set[str]] = []
 
 
 @dataclass(frozen=True)

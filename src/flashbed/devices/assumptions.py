@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import FlashbedError
 from .rates import FIGURES
-from .presets import format_size, parse_size
+from ..sizes import format_size, parse_size
 
 
 class Kind(StrEnum):

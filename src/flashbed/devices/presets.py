@@ -9,38 +9,22 @@ read here.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
+from ..sizes import format_size, parse_size
 from ..paths import repo_root
 from .nandsim import NandTiming, parse_timing
 
 DEFAULT_DEVICE = "emmc-8g"
 VARIANT_MARK = "~"  # a variant's label: its preset's, this, its name (emmc-8g@512M~slc_cache-low)
-UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def presets_dir() -> Path:
     return repo_root() / "presets"
-
-
-def parse_size(text: str) -> int:
-    """'512M', '1G', '4096' -> bytes (binary units)."""
-    m = re.fullmatch(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*", text, re.IGNORECASE)
-    if not m:
-        raise FlashbedError(f"bad size '{text}': use a number with an optional K/M/G suffix, e.g. 512M")
-    return int(m.group(1)) * UNITS[m.group(2).upper()]
-
-
-def format_size(n: int) -> str:
-    for unit in ("T", "G", "M", "K"):
-        if n % UNITS[unit] == 0 and n >= UNITS[unit]:
-            return f"{n // UNITS[unit]}{unit}"
-    return str(n)
 
 
 @dataclass(frozen=True)

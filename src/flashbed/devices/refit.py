@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from .rates import FIGURES, MATCH, published_jobs, published_plan
 from .assumptions import Fitted, Kind, lookup
 from .emulator import EmulatorError, _error_line, find_binary, set_args
-from .presets import Device, parse_size
+from .presets import Device
+from ..sizes import parse_size
 
 ROUNDS = 12  # fit rounds at most (each a model run); the rules below converge in 2-4
 CLOSE = 0.002  # a fitted figure this close to its target is fitted

@@ -7,7 +7,8 @@ import json
 
 from .assumptions import VARIED_REACH
 from .rates import FIGURES
-from .presets import Device, format_size, load_spec
+from .presets import Device, load_spec
+from ..sizes import format_size
 
 
 def _comments(text: str) -> list[str]:

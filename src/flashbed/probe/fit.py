@@ -28,7 +28,8 @@ varies those.
 
 from __future__ import annotations
 
-from ..devices.presets import Device, format_size
+from ..devices.presets import Device
+from ..sizes import format_size
 from .lab import ProbeResult
 
 # the MLC datasheet class of the shipped presets (2x-nm MLC: tR 50-75 us,

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..devices.presets import Device, format_size
+from ..devices.presets import Device
+from ..sizes import format_size
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..clock import Clock

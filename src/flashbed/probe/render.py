@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..devices.presets import format_size
+from ..sizes import format_size
 from .lab import ProbeResult
 
 

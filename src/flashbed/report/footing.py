@@ -244,7 +244,7 @@ def _depends(cf: CaseFooting, assumed: dict[str, Assumed]) -> list[Dependence]:
 
 def _parse_like(text: str) -> float | None:
     """A value's number from its text ('24M', '10 ms', '0.07')."""
-    from ..devices.presets import parse_size
+    from ..sizes import parse_size
     head = text.split()[0] if text else ""
     try:
         return float(parse_size(head))

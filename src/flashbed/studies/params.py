@@ -125,7 +125,7 @@ def _plural(s: str) -> str:
 
 def _text(v: Any, unit: str) -> str:
     if unit == "bytes" and isinstance(v, int):
-        from ..devices.presets import format_size
+        from ..sizes import format_size
         return format_size(v)
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -175,7 +175,7 @@ def _one(kind: Kind, v: Any) -> Any:
         elif isinstance(v, float) and v.is_integer():
             out = int(v)
         elif isinstance(v, str):
-            from ..devices.presets import parse_size
+            from ..sizes import parse_size
             try:
                 out = parse_size(v) if kind.unit == "bytes" else int(v.strip())
             except (FlashbedError, ValueError):
