@@ -5,7 +5,7 @@ where a value given empty or blank is refused, for every option and argument of 
 (`--target "$BOARD"` with BOARD unset must not pass for "no --target"): past the parser a value
 is either not given (None) or not empty. Types that check a value (`seconds`) raise BadValue,
 which the parser says after the option's name. Every command's parser is made of it (cli.py and
-the command modules of commands/, yaffs2/fusecost.py). `items` reads a repeatable,
+the command modules of commands/, bench/fusecost.py). `items` reads a repeatable,
 comma-separated option.
 """
 

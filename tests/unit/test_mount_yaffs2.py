@@ -56,7 +56,7 @@ def test_the_mount_figure_is_yaffs_mount_and_fuse_start_up_is_apart(tmp_path):
 
 
 def test_the_report_says_which_yaffs2_figures_are_comparable_with_the_in_kernel_ones():
-    from flashbed.yaffs2 import note
+    from flashbed.report import yaffs2note as note
     assert note.on_fuse("yaffs2") and note.on_fuse("ext4@yaffs2") and not note.on_fuse("ubifs")
     assert "comparable with the in-kernel YAFFS2's mount time" in note.path_note("mount")
     assert "lower bounds" in note.path_note("overwrite") and "fusecost" in note.path_note("appio")

@@ -245,8 +245,8 @@ def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
 
 
 def test_the_readmes_fuse_cost_command_starts(capsys):
-    """Issue 28, 24: `python3 -m flashbed.yaffs2.fusecost`, cited in the README, crashed on import."""
-    from flashbed.yaffs2 import fusecost
+    """Issue 28, 24: `python3 -m flashbed.bench.fusecost`, cited in the README, crashed on import."""
+    from flashbed.bench import fusecost
     assert fusecost.main(["--out", "/proc/x"]) == 2
     one_line(capsys, "--out /proc/x is under /proc")
 

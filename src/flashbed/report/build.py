@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..status import CellStatus
-from ..yaffs2 import note as yaffs2_note
+from . import yaffs2note as yaffs2_note
 from . import figures as F
 from . import recommend as R
 from . import tables as T

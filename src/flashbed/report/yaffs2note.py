@@ -35,5 +35,5 @@ def path_note(study: str) -> str:
         return head + COMPARABLE[study][0].upper() + COMPARABLE[study][1:] + "."
     return head + ("Every request of this study crosses FUSE (a round trip to the daemon), which the in-kernel "
                    "YAFFS2 does not pay: its figures for yaffs2 and for images on it (`ext2@yaffs2`) are lower "
-                   "bounds of the in-kernel ones; `python3 -m flashbed.yaffs2.fusecost` measures the FUSE path "
+                   "bounds of the in-kernel ones; `python3 -m flashbed.bench.fusecost` measures the FUSE path "
                    "against tmpfs in the lab.")

@@ -7,7 +7,7 @@ that the in-kernel YAFFS2 of the published studies did not: the NAND's time is
 the same on both paths, the FUSE crossing is not. `mount` is hardly touched:
 yaffs_mount is timed inside the daemon.
 
-    python3 -m flashbed.yaffs2.fusecost [--out DIR] [--kernel NAME]
+    python3 -m flashbed.bench.fusecost [--out DIR] [--kernel NAME]
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..lab.target import BootSpec, Step
 from ..studies.base import TOOL
-from . import guest
-from .build import ensure_daemon
+from ..yaffs2 import guest
+from ..yaffs2.build import ensure_daemon
 
 PLAIN = "/tmp/plain"
 YAFFS = "/tmp/yaffs"
@@ -86,7 +86,7 @@ def measure(out: Path, kernel_name: str | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from ..options import Parser
-    ap = Parser(prog="python3 -m flashbed.yaffs2.fusecost")
+    ap = Parser(prog="python3 -m flashbed.bench.fusecost")
     ap.add_argument("--out", type=Path, default=Path("fusecost"), help="a new or empty directory, or one this "
                     "command wrote before (default: fusecost)")
     ap.add_argument("--kernel", default=None)
