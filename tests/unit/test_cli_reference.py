@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from flashbed.cli import parser
-from flashbed.commands.reference import markdown
+from flashbed.clidoc import markdown
 from flashbed.paths import repo_root
 
-STALE = "docs/cli.md is stale: run `python3 -m flashbed.commands.reference > docs/cli.md`"
+STALE = "docs/cli.md is stale: run `python3 -m flashbed.clidoc > docs/cli.md`"
 
 
 def test_docs_cli_md_is_what_the_parsers_say():

@@ -15,12 +15,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "flashbed"
 DOC = ROOT / "docs" / "architecture.md"
-# imports still to be moved to their floor (issue 41); each is removed by the commit that moves it,
-# and the test fails on one that no longer occurs, so the list only shrinks
-TO_MOVE: set[tuple[str, str]] = {
-    ("commands/reference.py", "cli.py"),
-}
-CIRCLES_TO_BREAK: list[set[str]] = []
 
 
 @dataclass(frozen=True)
@@ -158,7 +152,7 @@ def test_every_module_is_on_a_floor():
 
 def test_no_module_imports_from_a_floor_above_its_own(found):
     table = floors()
-    allowed = exceptions() | TO_MOVE
+    allowed = exceptions()
     bad = [f"src/flashbed/{i.module}:{i.line} imports {i.target}: floor '{table[floor_of(i.module, table)][0]}' "
            f"imports floor '{table[floor_of(i.target, table)][0]}', above it"
            for i in upward(table, found) if (i.module, i.target) not in allowed]
@@ -166,18 +160,14 @@ def test_no_module_imports_from_a_floor_above_its_own(found):
 
 
 def test_the_listed_exceptions_still_occur(found):
-    """A deliberate exception (or one still to move) that no longer occurs is struck from its list."""
-    table = floors()
-    occur = {(i.module, i.target) for i in upward(table, found)}
+    """A deliberate exception that no longer occurs is struck from the page's list."""
+    occur = {(i.module, i.target) for i in upward(floors(), found)}
     assert exceptions() <= occur, f"listed but gone: {sorted(exceptions() - occur)}"
-    assert TO_MOVE <= occur, f"moved: strike from TO_MOVE {sorted(TO_MOVE - occur)}"
 
 
 def test_no_imports_close_a_circle(found):
-    got = circles(found)
-    bad = [c for c in got if c not in CIRCLES_TO_BREAK]
+    bad = circles(found)
     assert not bad, "import circles:\n" + "\n".join(" <-> ".join(sorted(c)) for c in bad)
-    assert all(c in got for c in CIRCLES_TO_BREAK), "a circle broken: strike it from CIRCLES_TO_BREAK"
 
 
 def test_the_check_sees_imports_in_functions_and_under_type_checking(tmp_path):

@@ -1,6 +1,6 @@
 """The command reference, docs/cli.md, made from the commands' own parsers:
 
-    python3 -m flashbed.commands.reference > docs/cli.md
+    python3 -m flashbed.clidoc > docs/cli.md
 
 tests/unit/test_cli_reference.py fails when docs/cli.md is not what this prints, so the
 options and their help never drift from the documentation. Each command (and each of its
@@ -16,14 +16,14 @@ import sys
 HEAD = """# flashbed command reference
 
 Every command, its arguments and its options, as `flashbed COMMAND --help` gives them. This page
-is made from the parsers themselves (`python3 -m flashbed.commands.reference > docs/cli.md`;
+is made from the parsers themselves (`python3 -m flashbed.clidoc > docs/cli.md`;
 a test fails when it is stale). What the commands are for: the [README](../README.md).
 """
 
 
 def markdown(parser: argparse.ArgumentParser | None = None) -> str:
     if parser is None:
-        from ..cli import parser as cli_parser
+        from .cli import parser as cli_parser
         parser = cli_parser()
     out = [HEAD]
     for path, sub, help_text in _commands(parser):
