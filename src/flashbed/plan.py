@@ -14,7 +14,7 @@ from .identity import PlanRequest
 from . import clock
 from .lab import cpuprofile, kernel
 from .lab.target import PowerSwitch, WriteLog, session_has
-from .results import CellKey
+from .results import READ_ONLY, CellKey
 from .studies import STUDIES
 from .studies.base import CellSpec
 
@@ -33,9 +33,6 @@ class NotApplicable:
     fs: str
     study: str
     why: str
-
-
-READ_ONLY = "read-only"
 
 
 @dataclass(frozen=True)

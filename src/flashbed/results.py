@@ -18,6 +18,8 @@ from typing import Any
 from .status import CellStatus
 
 SCHEMA_VERSION = 1
+# why a study was left out for a filesystem, as a run's manifest stores it (plan.NotApplicable.why)
+READ_ONLY = "read-only"
 
 
 def printable(text: str) -> str:

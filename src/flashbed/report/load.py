@@ -16,9 +16,8 @@ from typing import Any
 
 from ..clock import Clock, Pace, recorded
 from ..errors import FlashbedError, no_traceback
-from ..plan import READ_ONLY
 from ..lab.kernel import recorded_label
-from ..results import CellResult
+from ..results import READ_ONLY, CellResult
 from ..sizes import size_text
 from ..status import CellStatus
 from ..store import RunStore
