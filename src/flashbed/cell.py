@@ -22,7 +22,7 @@ from . import executors, variants
 from .clock import Clock, emulator_pace
 from .crashhost.host import CrashHost
 from .crashhost.claims import CLAIMS, Claims, planned
-from .crashhost.share import DONE, STARTED, HelperJob, Helpers, lab_end, stage_inputs
+from .crashhost.share import DONE, STARTED, HelperJob, Helpers, end_record, stage_inputs
 from .devices.session import LogSession
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
@@ -83,7 +83,7 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
                                         timeout=check.timeout + 120, cpus=spec.cpus,
                                         cpu=cpuprofile.cell_costs(spec.clock, spec.cpu_profile)),
                                host=host, kill=kill)
-        out.update(lab_end(res, host.crash, claims, d / study.checked_file))
+        out.update(end_record(res, host.crash, claims, d / study.checked_file))
     except Exception as e:  # a helper's failure leaves its claimed state unchecked: the cell says so
         out["error"] = f"{type(e).__name__}: {e}"[:400]
     finally:

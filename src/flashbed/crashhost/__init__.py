@@ -15,9 +15,9 @@ trees.py and sequences.py). A crash-state cell's life, and the module that does 
   share   helper labs offered to the executor take claims from the cell's kept write log; the
           cell waits for them and share.json says how each lab ended (share.py; the helper's
           task is cell.help_check, beside cell_task)
-  record  every lab's verdicts read back (share.records, share.lab_ends), and the states not
-          checked themselves given their representative's (plan.shared_verdicts): the study's
-          parse (studies/crashstates.py) turns them into the cell's result
+  record  every lab's verdicts and end records read back (share.records, share.read_end_records),
+          and the states not checked themselves given their representative's
+          (plan.shared_verdicts): the study's parse (studies/crashstates.py) makes the cell's result
 
 The studies import this wing; it imports nothing above the studies' kit (studies/base.py).
 """

@@ -22,7 +22,7 @@ from ..studies.base import CRASHLOG
 from . import check, usercheck
 from .claims import Claims
 from .plan import VerifierInput, plan_checks, to_check, verifier_keys
-from .share import Helpers, Share, lab_end
+from .share import Helpers, Share, end_record
 
 OnPart = Callable[..., None]  # (done, in all[, what, note=, weights=]): the cell's progress
 
@@ -139,4 +139,4 @@ class CrashHost:
         """After the cell's boots: helpers of its crash states finish (share.Share.settle)."""
         if self.share is None or last is None:
             return
-        self.share.settle(lab_end(last, self, self.share.claims, self.run_dir / self._checked_file))
+        self.share.settle(end_record(last, self, self.share.claims, self.run_dir / self._checked_file))

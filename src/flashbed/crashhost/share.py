@@ -70,9 +70,9 @@ def records(run_dir: Path, checked_file: str) -> list[dict]:
     return out
 
 
-def lab_ends(run_dir: Path) -> list[dict] | None:
-    """How each lab that checked the cell's states ended (share.json), or None for a cell
-    whose labs did not share (a recording made before)."""
+def read_end_records(run_dir: Path) -> list[dict] | None:
+    """Reads back how each lab that checked the cell's states ended (share.json: each lab's
+    end_record), or None for a cell whose labs did not share (a recording made before)."""
     try:
         return json.loads((run_dir / SHARE_FILE).read_text())["labs"]
     except (OSError, ValueError, KeyError):
@@ -107,9 +107,9 @@ def stage_inputs(names: tuple[str, ...], src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-def lab_end(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str, Any]:
-    """How a lab's boot ended (`host`: its CrashHost): its status, the state it died on (if it
-    did), how many it checked. A lab that stopped on a hung state stops the others taking more."""
+def end_record(res: Any, host: Any, claims: Claims, checked_file: Path) -> dict[str, Any]:
+    """Makes the record of how a lab's boot ended (`host`: its CrashHost), for done.json and
+    share.json: its status, the state it died on (if it did), how many it checked. A lab that stopped on a hung state stops the others taking more."""
     done = {r.get("id") for r in _read_lines(checked_file)}
     died = res.status in (BootStatus.KILLED, BootStatus.HANG, BootStatus.CRASH)
     current = host.current_state

@@ -91,7 +91,7 @@ from ..errors import last_line
 from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
 from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts, to_check
-from ..crashhost.share import lab_ends, records as lab_records, wall_limit_why
+from ..crashhost.share import read_end_records, records as lab_records, wall_limit_why
 from .params import param
 from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
                        recover_spec, recover_timeout, shell_arg, work_seed)
@@ -255,7 +255,7 @@ class CrashStates(Study):
         planned = to_check(states)  # the states the lab checks itself, in order
         want = len(planned)
         stopped = _last_json(res.step("check")).get("stopped", "")  # it exits 3 after a hang
-        ends = lab_ends(run_dir)  # how each lab that took the cell's states ended (crashhost/share.py)
+        ends = read_end_records(run_dir)  # how each lab that took the cell's states ended (crashhost/share.py)
         if ends is not None:
             done = {r["state"] for r in records}
             for e in ends:
