@@ -13,7 +13,7 @@ from flashbed.errors import FlashbedError
 from flashbed.lab import board as board_mod
 from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
 from flashbed.lab.power import Action, PowerCommand, parse_power_cmd
-from flashbed.lab.ssh import SshTarget
+from flashbed.lab.ssh import SshAddress
 from flashbed.lab.target import PowerSwitch, session_has
 
 
@@ -49,7 +49,7 @@ class FakeSsh:
 
 def powered(tmp_path, fails: int) -> tuple[Board, FakeSsh, object]:
     log = tmp_path / "power.log"
-    b = Board(SshTarget("root", "b"), PowerCommand(f"echo {{action}} >> {log}"), boot_wait=1)
+    b = Board(SshAddress("root", "b"), PowerCommand(f"echo {{action}} >> {log}"), boot_wait=1)
     b.ssh = FakeSsh(fails)  # type: ignore[assignment]
     b.base = "/var/tmp/x"
     return b, b.ssh, log

@@ -3,7 +3,7 @@ import pytest
 
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
-from flashbed.lab.ssh import parse_target
+from flashbed.lab.ssh import parse_address
 
 
 @pytest.mark.parametrize("text,user,host,port", [
@@ -12,7 +12,7 @@ from flashbed.lab.ssh import parse_target
     ("ssh://root@[fe80::1]:22", "root", "fe80::1", 22),
 ])
 def test_a_target_is_user_host_and_port(text, user, host, port):
-    t = parse_target(text)
+    t = parse_address(text)
     assert (t.user, t.host, t.port) == (user, host, port)
 
 
@@ -52,7 +52,7 @@ def test_bad_probe_target_options_are_one_line(argv, words, capsys, tmp_path):
 def test_a_target_never_reaches_ssh_as_an_option(text):
     """Issue 28, 16: --target ssh://-V reached ssh as its option."""
     with pytest.raises(FlashbedError, match="name does not start with '-'"):
-        parse_target(text)
+        parse_address(text)
 
 
 def test_ctrl_c_while_connecting_leaves_no_control_directory(monkeypatch):
@@ -76,7 +76,7 @@ def test_ctrl_c_while_connecting_leaves_no_control_directory(monkeypatch):
 
     monkeypatch.setattr(ssh.tempfile, "mkdtemp", mkdtemp)
     monkeypatch.setattr(ssh.subprocess, "run", interrupted)
-    conn = ssh.Ssh(ssh.SshTarget("root", "192.0.2.1"))
+    conn = ssh.Ssh(ssh.SshAddress("root", "192.0.2.1"))
     with pytest.raises(KeyboardInterrupt):
         conn.start()
     assert made and not made[0].exists()
@@ -85,8 +85,8 @@ def test_ctrl_c_while_connecting_leaves_no_control_directory(monkeypatch):
 @pytest.mark.parametrize("text", ["ssh://root@[::1]", "ssh://root@[::1]:2222", "ssh://[fe80::1]"])
 def test_an_ipv6_target_reads_back_as_the_user_wrote_it(text):
     """Issue 42, 15: ssh://root@[::1] was refused by `run` as 'ssh://root@::1', a URL the user did not type."""
-    t = parse_target(text)
-    assert t.url == text and parse_target(t.url) == t and ":" in t.host and "[" not in t.host
+    t = parse_address(text)
+    assert t.url == text and parse_address(t.url) == t and ":" in t.host and "[" not in t.host
 
 
 def test_a_run_on_an_ipv6_target_gets_as_far_as_connecting(capsys, tmp_path):

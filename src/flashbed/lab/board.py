@@ -42,7 +42,7 @@ from ..errors import FlashbedError
 from ..status import BootStatus
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
-from .ssh import Ssh, SshTarget
+from .ssh import Ssh, SshAddress
 from ..stopping import Stopping, on_stop, stopping
 from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
@@ -71,9 +71,9 @@ class BoardFacts:
 class Board:
     """One board: its connection, its working directory, its identity."""
 
-    def __init__(self, target: SshTarget, power: PowerCommand | None = None, boot_wait: float = BOOT_WAIT):
-        self.target = target
-        self.ssh = Ssh(target)
+    def __init__(self, address: SshAddress, power: PowerCommand | None = None, boot_wait: float = BOOT_WAIT):
+        self.address = address
+        self.ssh = Ssh(address)
         self.power = power  # --power-cmd: the board's power switch
         self.boot_wait = boot_wait
         self.base = ""  # the board's working directory
@@ -88,10 +88,10 @@ class Board:
             r = self.ssh.run("command -v python3; command -v tar", check=False)
             found = r.stdout.decode(errors="replace").split()
             if not any(p.endswith("/python3") for p in found):
-                raise FlashbedError(f"{self.target.url} has no python3: flashbed's guest programs run on the board's "
+                raise FlashbedError(f"{self.address.url} has no python3: flashbed's guest programs run on the board's "
                                     f"Python 3 (Debian: apt install python3-minimal)")
             if not any(p.endswith("/tar") for p in found):
-                raise FlashbedError(f"{self.target.url} has no tar: flashbed copies its guest programs with a tar "
+                raise FlashbedError(f"{self.address.url} has no tar: flashbed copies its guest programs with a tar "
                                     f"stream (install tar or busybox)")
             self.base = self.ssh.run("mktemp -d /var/tmp/flashbed.XXXXXX").stdout.decode().strip()
             names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
@@ -128,7 +128,7 @@ class Board:
                 try:
                     self.ssh.reconnect(self.boot_wait)
                 except FlashbedError as e:
-                    raise FlashbedError(f"{self.target.url} did not answer SSH within {self.boot_wait:.0f}s of "
+                    raise FlashbedError(f"{self.address.url} did not answer SSH within {self.boot_wait:.0f}s of "
                                         f"'{self.power.command(Action.ON)}', nor after "
                                         f"'{self.power.command(Action.CYCLE)}' ({e}): check that the board boots "
                                         f"and starts its sshd") from None
@@ -158,7 +158,7 @@ class Board:
         r = self.ssh.run(f"python3 -S -I {shlex.quote(self.tools)}/boardcheck.py {shlex.quote(node)}")
         facts = json.loads(r.stdout)
         if facts.get("error"):
-            raise FlashbedError(f"{self.target.url}: {facts['error']}")
+            raise FlashbedError(f"{self.address.url}: {facts['error']}")
         self.identity = facts["board"]
         return facts
 
@@ -169,16 +169,16 @@ class Board:
                                 f"/dev/mtdN) yet: give a block device (/dev/mmcblkNpM, /dev/sdX), or run raw NAND "
                                 f"filesystems on a nand preset in the lab")
         facts = self.check(node)
-        ident, why = _judge(facts, destroy, self.target.url)
+        ident, why = _judge(facts, destroy, self.address.url)
         if why:
             raise FlashbedError(why)
         ident["node"] = node
         ident["board"] = self.identity
-        name = f"{self.target.host}-{realdev.label(ident)}"
+        name = f"{self.address.host}-{realdev.label(ident)}"
         what = self.identity.get("model") or self.identity.get("dmi") or self.identity.get("release")
-        info = {"name": name, "kind": BACKEND, "node": node, "target": self.target.url,
+        info = {"name": name, "kind": BACKEND, "node": node, "target": self.address.url,
                 "capacity_bytes": ident["size_bytes"], "identity": ident, "power_switch": self.power is not None,
-                "description": f"{node} on {self.target.url} ({what})"}
+                "description": f"{node} on {self.address.url} ({what})"}
         return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                       page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
                       preset_capacity=ident["size_bytes"], info=info)
@@ -191,10 +191,10 @@ class Board:
         arch = self.ssh.run("uname -m").stdout.decode().strip()
         here = shutil.which("flashbench")
         if here is None:
-            raise FlashbedError(f"{self.target.url} has no flashbench, and this machine has none to copy over: "
+            raise FlashbedError(f"{self.address.url} has no flashbench, and this machine has none to copy over: "
                                 f"install flashbench on the board (Debian: apt install flashbench)")
         if arch != os.uname().machine:
-            raise FlashbedError(f"{self.target.url} has no flashbench, and this machine's is for {os.uname().machine}, "
+            raise FlashbedError(f"{self.address.url} has no flashbench, and this machine's is for {os.uname().machine}, "
                                 f"the board is {arch}: install flashbench on the board (Debian: apt install flashbench)")
         real = Path(here).resolve()
         self.ssh.put(real.parent, [real.name], self.tools)
@@ -218,7 +218,7 @@ class Board:
             what = ([f"no {', '.join(missing_fs)} in its kernel (/proc/filesystems, its modules)"] if missing_fs
                     else []) + \
                    ([f"no {', '.join(tools)}"] if tools else [])
-            return f"{self.target.url} lacks what the run needs: {'; '.join(what)}"
+            return f"{self.address.url} lacks what the run needs: {'; '.join(what)}"
         return None
 
 
@@ -364,7 +364,7 @@ class BoardLab:
         ready: list[float] = []
         killed = timed_out = False
         with open(console_path, "w") as console:
-            console.write(f"$ ssh {self.board.target.url} {cmd}\n")
+            console.write(f"$ ssh {self.board.address.url} {cmd}\n")
             watcher = threading.Thread(target=_watch, args=(proc, kill, spec.timeout, started), daemon=True)
             watcher.start()
             assert proc.stdout is not None and proc.stdin is not None
@@ -400,7 +400,7 @@ class BoardLab:
         elif timed_out:
             error = f"the board's boot did not finish within {spec.timeout:.0f}s"
         elif status is BootStatus.CRASH:
-            error = f"the agent on {self.board.target.url} ended without its result (ssh exit {proc.returncode})"
+            error = f"the agent on {self.board.address.url} ended without its result (ssh exit {proc.returncode})"
         return BootResult(status=status, steps=steps, boot_seconds=ready[0] if ready else None,
                           total_seconds=time.monotonic() - started, console_log=str(console_path),
                           exit_code=proc.returncode, kernel_release=data.get("uname", self.release), error=error)
@@ -458,6 +458,6 @@ class BoardLabs:
 
     def describe(self) -> dict[str, Any]:
         ident = self.board.identity
-        one = {"name": f"board {self.board.target.url}", "release": ident.get("release", ""),
-               "uname": ident.get("uname", ""), "model": ident.get("model", ""), "target": self.board.target.url}
+        one = {"name": f"board {self.board.address.url}", "release": ident.get("release", ""),
+               "uname": ident.get("uname", ""), "model": ident.get("model", ""), "target": self.board.address.url}
         return {"kernel": one, "kernels": {"board": one}}

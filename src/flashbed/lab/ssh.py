@@ -26,7 +26,7 @@ URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^
 
 
 @dataclass(frozen=True)
-class SshTarget:
+class SshAddress:
     user: str
     host: str
     port: int = 22
@@ -39,7 +39,7 @@ class SshTarget:
         return f"ssh://{self.user + '@' if self.user else ''}{host}" + (f":{self.port}" if self.port != 22 else "")
 
 
-def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
+def parse_address(text: str, key: str = "", config: str = "") -> SshAddress:
     """`ssh://USER@HOST[:PORT]`, checked: one line if it is not one."""
     m = URL.fullmatch(text.strip())
     if not m:
@@ -55,7 +55,7 @@ def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
             raise FlashbedError(f"{flag} {path}: no such file")
     if shutil.which("ssh") is None:
         raise FlashbedError("ssh (OpenSSH's client) is missing: apt-get install openssh-client")
-    return SshTarget(user=m.group("user") or "", host=m.group("host").strip("[]"), port=port,
+    return SshAddress(user=m.group("user") or "", host=m.group("host").strip("[]"), port=port,
                      key=str(Path(key).resolve()) if key else "", config=str(Path(config).resolve()) if config else "")
 
 
@@ -63,12 +63,12 @@ def parse_target(text: str, key: str = "", config: str = "") -> SshTarget:
 class Ssh:
     """One board's connection: `start()` the master, then `run`, `popen`, `put`, `get` over it."""
 
-    target: SshTarget
+    address: SshAddress
     _dir: Path | None = field(default=None, init=False)
     _master: subprocess.Popen | None = field(default=None, init=False)
 
     def args(self) -> list[str]:
-        t = self.target
+        t = self.address
         opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "-o", "ServerAliveInterval=5",
                 "-o", "ServerAliveCountMax=3", "-o", f"ControlPath={self._dir}/master", "-p", str(t.port)]
         if t.config:
@@ -91,7 +91,7 @@ class Ssh:
                     return
                 why = _why(r.stderr)
                 if time.monotonic() > deadline or not _retryable(r.stderr):
-                    raise FlashbedError(f"cannot reach {self.target.url}: {why}")
+                    raise FlashbedError(f"cannot reach {self.address.url}: {why}")
                 time.sleep(2)
         except BaseException:  # Ctrl-C while connecting too: no control directory left in /tmp
             self.close()
@@ -121,10 +121,10 @@ class Ssh:
             r = subprocess.run([*self.args(), cmd], input=input, capture_output=True, timeout=timeout,
                                stdin=None if input is not None else subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
-            raise FlashbedError(f"{self.target.url}: '{cmd[:80]}' did not finish within {timeout:.0f}s") from None
+            raise FlashbedError(f"{self.address.url}: '{cmd[:80]}' did not finish within {timeout:.0f}s") from None
         if check and r.returncode != 0:
             err = r.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise FlashbedError(f"{self.target.url}: '{cmd[:80]}' failed (exit {r.returncode}): "
+            raise FlashbedError(f"{self.address.url}: '{cmd[:80]}' failed (exit {r.returncode}): "
                                 f"{err[-1] if err else 'no message'}")
         return r
 

@@ -22,34 +22,34 @@ _IN_THE_LAB = {"run": "presets run in the lab, without --target", "probe": "pres
 
 @dataclass
 class BoardTarget(Target):
-    ssh: Any = None  # lab.ssh.SshTarget
+    ssh: Any = None  # lab.ssh.SshAddress
     power: Any = None  # lab.power.PowerCommand: the board's power switch (--power-cmd)
     board: Any = None  # lab.board.Board, connected on entry
     flashbench: str = ""  # how the board runs flashbench (probe_device)
 
     @classmethod
     def url(cls, text: str, options: Any) -> str:
-        from ..lab.ssh import parse_target
-        return parse_target(text, options.ssh_key or "", options.ssh_config or "").url
+        from ..lab.ssh import parse_address
+        return parse_address(text, options.ssh_key or "", options.ssh_config or "").url
 
     @classmethod
     def open(cls, request, options: Any, store, executor) -> "BoardTarget":
         """A run's board (connected on entry): one cell at a time, every cell writes its one device."""
         from ..executors import DaskExecutor, LocalExecutor
         from ..lab.power import parse_power_cmd
-        from ..lab.ssh import parse_target
+        from ..lab.ssh import parse_address
         if isinstance(executor, DaskExecutor):
             raise FlashbedError("a board is reached from this machine, not from Dask workers: run it with the local "
                                 "executor")
         power = parse_power_cmd(options.power_cmd) if options.power_cmd is not None else None
-        return cls(executor=LocalExecutor(1), ssh=parse_target(request.target, options.ssh_key or "",
+        return cls(executor=LocalExecutor(1), ssh=parse_address(request.target, options.ssh_key or "",
                                                                 options.ssh_config or ""), power=power)
 
     @classmethod
     def for_probe(cls, options: Any) -> "BoardTarget":
         """A probe's board: its device named as the board's, checked before the board is reached."""
-        from ..lab.ssh import parse_target
-        ssh = parse_target(options.target, options.ssh_key or "", options.ssh_config or "")
+        from ..lab.ssh import parse_address
+        ssh = parse_address(options.target, options.ssh_key or "", options.ssh_config or "")
         _board_devices(ssh.url, (options.device,), tuple(options.destroy_data_on), "probe")
         return cls(ssh=ssh)
 
