@@ -54,7 +54,10 @@ DUST_DEVICE = "/dev/mapper/csdust"
 
 
 @dataclass(frozen=True)
-class Target:
+class ReplayState:
+    """The crash state a replay rebuilds, found by its reference: its run, its cell's result, its id,
+    and the cell's record of its failure."""
+
     store: RunStore
     result: CellResult
     state: str
@@ -74,7 +77,7 @@ class Target:
         return self.state != self.base
 
 
-def find(run: str, ref: str) -> Target:
+def find(run: str, ref: str) -> ReplayState:
     """The cell and state `ref` names in run `run` (one clear line if none)."""
     store = resolve_run(run)
     cells = [r for r in store.results() if _crash_study(r.key.study)]
@@ -94,7 +97,7 @@ def find(run: str, ref: str) -> Target:
                             f"{store.root.name}` lists its failures with their commands")
     r = match[0]
     failure = next((f for f in r.extra.get("failures", []) if f["state"] == state.removesuffix(UNDAMAGED)), None)
-    return Target(store, r, state, failure)
+    return ReplayState(store, r, state, failure)
 
 
 def image_target(image: Path, destroy: tuple[str, ...] = (), force: bool = False) -> writeguard.Allowed:
@@ -103,7 +106,7 @@ def image_target(image: Path, destroy: tuple[str, ...] = (), force: bool = False
     other = writeguard.unused_destroy(destroy, [image])
     if other is not None:  # a typo must not pass for permission
         raise FlashbedError(f"--destroy-data-on {other} is not the --image {image}: repeat the --image path exactly")
-    return writeguard.check(image, "--image", writeguard.Target.FILE, force=force, devices=True, destroy=destroy,
+    return writeguard.check(image, "--image", writeguard.Output.FILE, force=force, devices=True, destroy=destroy,
                             noun="the image")
 
 
@@ -111,7 +114,7 @@ def _full(e: str | OSError) -> bool:
     return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "os error 28" in str(e)
 
 
-def rebuild(t: Target, target: writeguard.Allowed) -> dict[str, Any]:
+def rebuild(t: ReplayState, target: writeguard.Allowed) -> dict[str, Any]:
     """The state's image written to `target`, whole or not at all."""
     log = t.logs / CRASHLOG
     if not log.is_dir():
@@ -132,7 +135,7 @@ def rebuild(t: Target, target: writeguard.Allowed) -> dict[str, Any]:
     return reply
 
 
-def _rebuild_file(t: Target, log: Path, path: Path, shown: Path) -> dict[str, Any]:
+def _rebuild_file(t: ReplayState, log: Path, path: Path, shown: Path) -> dict[str, Any]:
     try:
         return emulator.rebuild_image(log, t.state, path)
     except emulator.EmulatorError as e:
@@ -180,12 +183,12 @@ def _on(rs: dict, dev: str, under: str) -> dict:
     return json.loads(json.dumps(rs).replace(json.dumps(under)[1:-1], dev))
 
 
-def check(t: Target, image: Path, damaged: list[list[int]], out=sys.stdout) -> tuple[str, str]:
+def check(t: ReplayState, image: Path, damaged: list[list[int]], out=sys.stdout) -> tuple[str, str]:
     """Boot the lab on a copy of the image and recover it as the cell did: (class, why)."""
     return check_record(t, image, damaged)[0:2]
 
 
-def check_record(t: Target, image: Path, damaged: list[list[int]]) -> tuple[str, str, dict]:
+def check_record(t: ReplayState, image: Path, damaged: list[list[int]]) -> tuple[str, str, dict]:
     """Boot the lab on a copy of the image and recover it as the cell did: (class, why, its record)."""
     from .lab.kernel import ensure_kernel
     from .lab.labs import UmlLab
@@ -229,7 +232,7 @@ def check_record(t: Target, image: Path, damaged: list[list[int]]) -> tuple[str,
 TWIN_IMAGE = "twin.img"
 
 
-def check_twin(t: Target, out) -> dict:
+def check_twin(t: ReplayState, out) -> dict:
     """The state's undamaged twin rebuilt into a temporary file and checked in the lab: its record."""
     twin = dataclasses.replace(t, state=t.base + UNDAMAGED)
     with tempfile.TemporaryDirectory(prefix="flashbed-twin-") as tmp:
