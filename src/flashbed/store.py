@@ -115,7 +115,7 @@ class RunStore:
         where a run may be (a new or empty directory, or this run; never inside another run,
         never a directory of files that is not a run)."""
         from . import writeguard
-        writeguard.check(self.root, option, writeguard.Target.RUN)
+        writeguard.check(self.root, option, writeguard.Output.RUN)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as e:

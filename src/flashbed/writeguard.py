@@ -42,7 +42,7 @@ RUN_MARK = "manifest.json"  # what makes a directory a flashbed run (store.RunSt
 OWN_FILES = frozenset({".lock"})  # what a run directory may hold before its manifest is written
 
 
-class Target(Enum):
+class Output(Enum):
     """What the command writes at the path."""
 
     FILE = "file"  # a file written whole, tmp + rename: an image, a preset
@@ -97,9 +97,9 @@ def names(destroy: tuple[str, ...], path: str | Path) -> bool:
     return any(os.path.realpath(d) == os.path.realpath(path) for d in destroy)
 
 
-def check(path: str | Path, option: str, target: Target, *, force: bool = False, devices: bool = False,
+def check(path: str | Path, option: str, output: Output, *, force: bool = False, devices: bool = False,
           destroy: tuple[str, ...] = (), own_run: Path | None = None, noun: str = "", mark: str = "") -> Allowed:
-    """May this command write `path` (given to `option`) as `target`? One line if not.
+    """May this command write `path` (given to `option`) as `output`? One line if not.
 
     `devices`: the command writes block devices here (with --destroy-data-on `destroy`);
     `own_run`: the run directory the command works on (a report's run); `noun`: what
@@ -119,22 +119,22 @@ def check(path: str | Path, option: str, target: Target, *, force: bool = False,
     if st is not None and stat.S_ISCHR(st.st_mode):
         raise _refuse(option, shown, "is a character device: flashbed writes none; give a file path")
     if st is not None and stat.S_ISBLK(st.st_mode):
-        return _device(given, shown, real, option, target, devices, destroy, noun or f"the {target.value}")
-    if destroy and target is not Target.DISK:
+        return _device(given, shown, real, option, output, devices, destroy, noun or f"the {output.value}")
+    if destroy and output is not Output.DISK:
         raise _refuse(option, shown, "is not a block device, and --destroy-data-on is for one: drop it")
     pseudo = _under_pseudo(real)
-    if pseudo is not None and (st is None or target is not Target.DISK):
+    if pseudo is not None and (st is None or output is not Output.DISK):
         raise _refuse(option, shown, f"is under {pseudo}, the kernel's own tree: flashbed makes nothing there; "
                       f"give a path in a directory of yours")
     run = run_dir_of(real if st is not None and stat.S_ISDIR(st.st_mode) else real.parent)
-    if target is Target.RUN and run == real:
+    if output is Output.RUN and run == real:
         run = run_dir_of(real.parent)  # the run itself: resumed; only a run around it is another's
     if run is not None and run != own_run:
         raise _refuse(option, shown, f"is inside run directory {run}, whose files are that run's results: give "
                       f"a path outside it")
-    if target is Target.DISK:
+    if output is Output.DISK:
         return _disk(given, shown, real, option, st, destroy)
-    if st is not None and target is Target.FILE:
+    if st is not None and output is Output.FILE:
         if stat.S_ISDIR(st.st_mode):
             raise _refuse(option, shown, f"is a directory: give a file path, e.g. {Path(given) / 'out'}")
         if not stat.S_ISREG(st.st_mode):
@@ -143,39 +143,39 @@ def check(path: str | Path, option: str, target: Target, *, force: bool = False,
             raise _refuse(option, shown, "exists: add --force to replace it, or give a new file path")
     elif st is not None:
         if not stat.S_ISDIR(st.st_mode):
-            raise _refuse(option, shown, f"exists and is not a directory: cannot write the {target.value}'s files "
+            raise _refuse(option, shown, f"exists and is not a directory: cannot write the {output.value}'s files "
                           f"into it; give a directory")
-        if target in (Target.DIR, Target.RUN) and not _empty_or_ours(real, target, mark):
+        if output in (Output.DIR, Output.RUN) and not _empty_or_ours(real, output, mark):
             what = ("is not a flashbed run (no manifest.json) and holds files: give a new or empty directory"
-                    if target is Target.RUN else "holds files: give a new or empty directory")
+                    if output is Output.RUN else "holds files: give a new or empty directory")
             raise _refuse(option, shown, what)
-    parent = real.parent if target is Target.FILE or st is None else real
+    parent = real.parent if output is Output.FILE or st is None else real
     base = _nearest_existing(parent)
     if not base.is_dir():
         raise _refuse(option, shown, f": {base} is not a directory: give another path")
-    if target is Target.FILE and base != parent:
+    if output is Output.FILE and base != parent:
         raise _refuse(option, shown, f": directory {Path(given).parent} does not exist: create it (mkdir -p "
                       f"{Path(given).parent}) or give another path")
     if not os.access(base, os.W_OK | os.X_OK):
         raise _refuse(option, shown, f": cannot write to {base}: give a path you can write")
-    return Allowed(given, real, exists=st is not None, replace=st is not None and target is Target.FILE)
+    return Allowed(given, real, exists=st is not None, replace=st is not None and output is Output.FILE)
 
 
-def _empty_or_ours(d: Path, target: Target, mark: str = "") -> bool:
+def _empty_or_ours(d: Path, output: Output, mark: str = "") -> bool:
     try:
         entries = {p.name for p in d.iterdir()}
     except OSError:
         return False
-    if target is Target.RUN:
+    if output is Output.RUN:
         return RUN_MARK in entries or entries <= OWN_FILES
     return not entries or (bool(mark) and (d / mark).is_file())
 
 
-def _device(given: str, shown: str, real: Path, option: str, target: Target, devices: bool,
+def _device(given: str, shown: str, real: Path, option: str, output: Output, devices: bool,
             destroy: tuple[str, ...], noun: str) -> Allowed:
-    if not devices or target not in (Target.FILE, Target.DISK):
-        raise _refuse(option, shown, f"is a block device: flashbed writes a {target.value} here, never a device; "
-                      f"give a {'file' if target is Target.FILE else 'directory'} path")
+    if not devices or output not in (Output.FILE, Output.DISK):
+        raise _refuse(option, shown, f"is a block device: flashbed writes a {output.value} here, never a device; "
+                      f"give a {'file' if output is Output.FILE else 'directory'} path")
     if not names(destroy, real):
         raise _refuse(option, shown, f"is a block device: {noun} would overwrite it; if that is what you want, "
                       f"add --destroy-data-on {given}")

@@ -82,39 +82,39 @@ def test_a_symlink_is_decided_by_what_it_points_to(tmp_path, canary):
     link.symlink_to(canary)
     with pytest.raises(FlashbedError, match=rf"blk.toml \(that is {canary}\) is a block device: flashbed writes a "
                                             r"file here, never a device"):
-        writeguard.check(link, "--write-preset", writeguard.Target.FILE)
+        writeguard.check(link, "--write-preset", writeguard.Output.FILE)
     # where devices may be written, only when --destroy-data-on names the device itself
     with pytest.raises(FlashbedError, match=f"add --destroy-data-on {link}"):
-        writeguard.check(link, "--image", writeguard.Target.FILE, devices=True)
-    assert writeguard.check(link, "--image", writeguard.Target.FILE, devices=True, destroy=(str(canary),)).device
+        writeguard.check(link, "--image", writeguard.Output.FILE, devices=True)
+    assert writeguard.check(link, "--image", writeguard.Output.FILE, devices=True, destroy=(str(canary),)).device
 
 
 def test_a_mounted_device_is_refused_even_when_named(mounted):
     with pytest.raises(FlashbedError, match="is mounted at"):
-        writeguard.check(mounted, "--disk", writeguard.Target.DISK, devices=True, destroy=(str(mounted),))
+        writeguard.check(mounted, "--disk", writeguard.Output.DISK, devices=True, destroy=(str(mounted),))
 
 
 @pytest.mark.parametrize("path", ["/dev/mmcblk9", "/dev/shm/../flashbed-x", "/proc/x", "/sys/kernel/x"])
 def test_never_a_new_file_under_the_kernels_trees(path):
     with pytest.raises(FlashbedError, match="the kernel's own tree: flashbed makes nothing there"):
-        writeguard.check(path, "--image", writeguard.Target.FILE, devices=True)
+        writeguard.check(path, "--image", writeguard.Output.FILE, devices=True)
     assert not os.path.lexists(path)
 
 
 def test_a_character_device_never(tmp_path):
     with pytest.raises(FlashbedError, match="is a character device"):
-        writeguard.check("/dev/null", "--image", writeguard.Target.FILE, devices=True, destroy=("/dev/null",))
+        writeguard.check("/dev/null", "--image", writeguard.Output.FILE, devices=True, destroy=("/dev/null",))
 
 
 def test_an_existing_file_only_with_force_and_never_inside_a_run(tmp_path, a_run):
     mine = tmp_path / "mine.toml"
     mine.write_text("x")
     with pytest.raises(FlashbedError, match="exists: add --force"):
-        writeguard.check(mine, "--write-preset", writeguard.Target.FILE)
-    assert writeguard.check(mine, "--write-preset", writeguard.Target.FILE, force=True).replace
+        writeguard.check(mine, "--write-preset", writeguard.Output.FILE)
+    assert writeguard.check(mine, "--write-preset", writeguard.Output.FILE, force=True).replace
     for inside in (a_run / "p.toml", a_run / "cells" / "x.toml", a_run / "logs" / "new" / "deeper"):
         with pytest.raises(FlashbedError, match=f"is inside run directory {a_run}"):
-            writeguard.check(inside, "--out", writeguard.Target.DIR)
+            writeguard.check(inside, "--out", writeguard.Output.DIR)
 
 
 def test_a_directory_that_is_not_a_run_never_becomes_one(tmp_path, a_run):
@@ -122,16 +122,16 @@ def test_a_directory_that_is_not_a_run_never_becomes_one(tmp_path, a_run):
     docs.mkdir()
     (docs / "notes.txt").write_text("mine")
     with pytest.raises(FlashbedError, match="is not a flashbed run"):
-        writeguard.check(docs, "--out", writeguard.Target.RUN)
-    assert writeguard.check(a_run, "--out", writeguard.Target.RUN).exists  # a run: resumed
+        writeguard.check(docs, "--out", writeguard.Output.RUN)
+    assert writeguard.check(a_run, "--out", writeguard.Output.RUN).exists  # a run: resumed
     with pytest.raises(FlashbedError, match="is inside run directory"):  # but never a run inside a run
-        writeguard.check(a_run / "inner", "--out", writeguard.Target.RUN)
-    assert not writeguard.check(tmp_path / "new", "--out", writeguard.Target.RUN).exists
+        writeguard.check(a_run / "inner", "--out", writeguard.Output.RUN)
+    assert not writeguard.check(tmp_path / "new", "--out", writeguard.Output.RUN).exists
 
 
 def test_write_file_never_replaces_a_file_that_appeared_since_the_check(tmp_path):
     target = tmp_path / "p.toml"
-    allowed = writeguard.check(target, "--write-preset", writeguard.Target.FILE)
+    allowed = writeguard.check(target, "--write-preset", writeguard.Output.FILE)
     target.write_text("someone else's")
     with pytest.raises(FlashbedError, match="appeared while flashbed worked"):
         writeguard.write_file(allowed, "preset")
@@ -231,7 +231,7 @@ def test_a_block_node_made_for_a_test_is_still_a_device(tmp_path):
     node = tmp_path / "blk"
     os.mknod(node, stat.S_IFBLK | 0o600, os.makedev(7, 251))
     with pytest.raises(FlashbedError, match="is a block device: flashbed writes a report directory here"):
-        writeguard.check(node, "--out", writeguard.Target.REPORT)
+        writeguard.check(node, "--out", writeguard.Output.REPORT)
 
 
 def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
@@ -239,9 +239,9 @@ def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
     out.mkdir()
     (out / "probe.json").write_text("{}")
     (out / "flashbench-a.txt").write_text("")
-    assert writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json").exists
+    assert writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json").exists
     with pytest.raises(FlashbedError, match="holds files"):
-        writeguard.check(out, "--out", writeguard.Target.DIR, mark="smoke.json")
+        writeguard.check(out, "--out", writeguard.Output.DIR, mark="smoke.json")
 
 
 def test_the_readmes_fuse_cost_command_starts(capsys):
@@ -258,7 +258,7 @@ def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeyp
         raise OSError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)
-    allowed = writeguard.check(tmp_path / "p.toml", "--write-preset", writeguard.Target.FILE)
+    allowed = writeguard.check(tmp_path / "p.toml", "--write-preset", writeguard.Output.FILE)
     writeguard.write_file(allowed, "preset")
     assert (tmp_path / "p.toml").read_text() == "preset" and sorted(p.name for p in tmp_path.iterdir()) == ["p.toml"]
 

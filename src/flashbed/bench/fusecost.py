@@ -64,7 +64,7 @@ def steps() -> list[Step]:
 
 def measure(out: Path, kernel_name: str | None = None) -> dict:
     from .. import writeguard
-    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="fusecost.json"))
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="fusecost.json"))
     kernel = ensure_kernel(kernel_name)
     res = UmlLab(kernel).boot(BootSpec(run_dir=out, steps=tuple(steps()), timeout=3600))
     failed = next((s for s in res.steps if not s.status.ok), None)

@@ -132,7 +132,7 @@ def _check_profile_options(args: argparse.Namespace) -> None:
         raise FlashbedError(f"--keep {args.keep} exists: name a new directory")
     if args.keep:
         from .. import writeguard
-        writeguard.check(args.keep, "--keep", writeguard.Target.DIR)
+        writeguard.check(args.keep, "--keep", writeguard.Output.DIR)
 
 
 def _emulated_block(spec: str, what: str) -> None:

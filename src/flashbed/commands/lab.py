@@ -75,7 +75,7 @@ def _smoke(args: argparse.Namespace, choice) -> int:
         fscat.get(n)
     if args.jobs is not None and args.jobs < 1:
         raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
-    out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Target.DIR,
+    out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Output.DIR,
                                                mark="smoke.json")) if args.out \
         else Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
     results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)

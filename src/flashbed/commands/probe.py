@@ -52,12 +52,12 @@ def run(args: argparse.Namespace) -> int:
                                 f"{args.write_preset / 'mypart.toml'}")
         if args.write_preset.suffix != ".toml":
             raise FlashbedError(f"--write-preset {args.write_preset}: a preset file ends in .toml")
-        args.preset_to = writeguard.check(args.write_preset, "--write-preset", writeguard.Target.FILE,
+        args.preset_to = writeguard.check(args.write_preset, "--write-preset", writeguard.Output.FILE,
                                           force=args.force)
     elif args.force:
         raise FlashbedError("--force lets --write-preset replace a file: give --write-preset FILE, or drop --force")
     if args.out is not None:
-        writeguard.check(args.out, "--out", writeguard.Target.DIR, mark="probe.json")
+        writeguard.check(args.out, "--out", writeguard.Output.DIR, mark="probe.json")
     if args.device and args.device_opt:
         raise FlashbedError(f"give the device once: {args.device} or --device {args.device_opt}")
     args.device = args.device or args.device_opt
@@ -80,7 +80,7 @@ def _probe(args: argparse.Namespace, target, device) -> int:
     from ..probe import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
-    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Target.DIR, mark="probe.json"))
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json"))
     from .. import clock
     runs_on, note = clock.effective(args.lab_clock, device.backend)
     if note:

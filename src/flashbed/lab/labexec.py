@@ -31,7 +31,7 @@ def check_disks(disks: list[Path], destroy: tuple[str, ...]) -> list[writeguard.
     other = writeguard.unused_destroy(destroy, [str(d) for d in disks])
     if other is not None:  # a typo must not pass for permission
         raise FlashbedError(f"--destroy-data-on {other} names no --disk: repeat the --disk path exactly")
-    allowed = [writeguard.check(d, "--disk", writeguard.Target.DISK, devices=True, destroy=destroy,
+    allowed = [writeguard.check(d, "--disk", writeguard.Output.DISK, devices=True, destroy=destroy,
                                 noun="the lab's writes") for d in disks]
     seen: dict[tuple[int, int], str] = {}
     for a in allowed:  # one file as two disks: two writers of one image, each unaware of the other

@@ -47,7 +47,7 @@ def compare(run_a: Path, run_b: Path, out_dir: Path, force: bool = False) -> Rep
 def out_dir_for(out_dir: Path, option: str, own_run: Path | None = None) -> Path:
     """Where writeguard lets a report go (resolved; made when the report is written)."""
     from .. import writeguard
-    return writeguard.check(out_dir, option, writeguard.Target.REPORT,
+    return writeguard.check(out_dir, option, writeguard.Output.REPORT,
                             own_run=Path(os.path.realpath(own_run)) if own_run is not None else None).path
 
 
