@@ -27,7 +27,7 @@ from .devices.session import LogSession
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
 from .lab.guest.protocol import Call
-from .lab.target import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
+from .lab.boundary import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
                          TimedCut, session_has)
 from .results import CellResult, printable
 from .status import CellStatus
@@ -178,7 +178,7 @@ def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[s
 
 
 class CellHost:
-    """The host's side of one cell's guest calls (lab.target.HostHandler): one handler per
+    """The host's side of one cell's guest calls (lab.boundary.HostHandler): one handler per
     Call, over the cell's device session and what it can do (its capabilities): statistics,
     power and timed cuts here, the write log and its crash states in `crash`
     (crashhost/host.py)."""

@@ -38,7 +38,7 @@ from .devices import emulator, presets
 from .errors import FlashbedError
 from .lab.guest.protocol import UNDAMAGED, StateFacts
 from .lab.guest.guestlib import read_log
-from .lab.target import BlockDevice, BootSpec, Step
+from .lab.boundary import BlockDevice, BootSpec, Step
 from .results import CellResult
 from .store import RunStore, resolve_run
 from .studies import STUDIES

@@ -13,7 +13,7 @@ from .errors import FlashbedError
 from .identity import PlanRequest
 from . import clock
 from .lab import cpuprofile, kernel
-from .lab.target import PowerSwitch, WriteLog, session_has
+from .lab.boundary import PowerSwitch, WriteLog, session_has
 from .results import READ_ONLY, CellKey
 from .studies import STUDIES
 from .studies.base import CellSpec

@@ -1,5 +1,5 @@
 """The words a lab step's shell command leaves to the guest: where the device under test and
-the guest programs are is the lab's business (lab/target.py's GuestLayout), so steps name
+the guest programs are is the lab's business (lab/boundary.py's GuestLayout), so steps name
 them by variables the agent sets, and commands are joined leaving those words unquoted.
 On the ground floor: the filesystem catalogue, its variants and the studies write steps
 without needing the lab boundary for it."""

@@ -1,7 +1,7 @@
 """Boot the real lab kernel."""
 import pytest
 
-from flashbed.lab.target import BlockDevice, BootSpec, Step
+from flashbed.lab.boundary import BlockDevice, BootSpec, Step
 
 from flashbed.lab.uml import boot
 

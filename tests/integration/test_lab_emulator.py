@@ -5,7 +5,7 @@ import pytest
 
 from flashbed.devices import presets
 from flashbed.devices.session import open_session
-from flashbed.lab.target import BootSpec, Step
+from flashbed.lab.boundary import BootSpec, Step
 from flashbed.lab.uml import boot
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]

@@ -5,7 +5,7 @@ import pytest
 
 from flashbed import filesystems as fscat
 from flashbed import variants
-from flashbed.lab.target import BlockDevice, BootSpec, Step
+from flashbed.lab.boundary import BlockDevice, BootSpec, Step
 from flashbed.lab.uml import boot
 from flashbed.studies.base import MNT, TOOL
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 from flashbed.lab.guest.protocol import PROTOCOL_VERSION
-from flashbed.lab.target import AGENT
+from flashbed.lab.boundary import AGENT
 
 
 def run_agent(tmp_path, steps):

@@ -12,7 +12,7 @@ import pytest
 from flashbed.crashreplay import find
 from flashbed.execute import execute
 from flashbed.executors import LocalExecutor
-from flashbed.lab.target import BootResult
+from flashbed.lab.boundary import BootResult
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.store import RunStore
 from flashbed.studies.base import CRASHLOG

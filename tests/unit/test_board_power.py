@@ -14,7 +14,7 @@ from flashbed.lab import board as board_mod
 from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
 from flashbed.lab.power import Action, PowerCommand, parse_power_cmd
 from flashbed.lab.ssh import SshAddress
-from flashbed.lab.target import PowerSwitch, session_has
+from flashbed.lab.boundary import PowerSwitch, session_has
 
 
 def test_the_template_gets_the_action():

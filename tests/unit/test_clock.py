@@ -10,7 +10,7 @@ from flashbed.cli import main
 from flashbed.errors import FlashbedError
 from flashbed import clock
 from flashbed.lab import kernel
-from flashbed.lab.target import BlockDevice, BootSpec
+from flashbed.lab.boundary import BlockDevice, BootSpec
 from flashbed.lab.uml import kernel_cmdline
 
 

@@ -14,7 +14,7 @@ from tests.unit.test_clock import _info
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
 from flashbed.lab import cpuprofile, kernel
-from flashbed.lab.target import BootSpec, CpuCosts
+from flashbed.lab.boundary import BootSpec, CpuCosts
 from flashbed.lab.uml import kernel_cmdline
 from flashbed.report.load import load_run
 

@@ -146,7 +146,7 @@ def test_bandwidth_phases_cover_each_job_alone(tmp_path):
 
 
 def test_bandwidth_claims_what_its_direct_and_sync_jobs_wrote(tmp_path):
-    from flashbed.lab.target import BootResult, StepResult
+    from flashbed.lab.boundary import BootResult, StepResult
     from flashbed.status import BootStatus, StepStatus
     spec = _cell("bandwidth", rw=["randwrite"], bs="4k")
     st = STUDIES["bandwidth"]

@@ -219,7 +219,7 @@ def test_kernel_threads_are_counted_by_role(name, group):
 
 
 def test_the_cpu_study_reads_ns_figures_and_keeps_the_busiest_kernel_threads(tmp_path):
-    from flashbed.lab.target import BootResult
+    from flashbed.lab.boundary import BootResult
     from flashbed.studies.base import CellSpec
     st = STUDIES["cpu"]
     plan = make_plan(PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("cpu",)))
@@ -237,7 +237,7 @@ def test_the_cpu_study_reads_ns_figures_and_keeps_the_busiest_kernel_threads(tmp
 
 
 def _step(name: str, data: dict):
-    from flashbed.lab.target import StepResult
+    from flashbed.lab.boundary import StepResult
     return StepResult(name=name, cmd="fbtool cpu -- dd", status="ok", rc=0, seconds=1.0, stdout=json.dumps(data),
                       stderr="")
 

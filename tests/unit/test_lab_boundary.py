@@ -1,4 +1,4 @@
-"""The lab boundary (lab/target.py): a lab's layout reaches the guest's steps, device
+"""The lab boundary (lab/boundary.py): a lab's layout reaches the guest's steps, device
 sessions declare their capabilities, the plan refuses by them, the cell's host
 calls use only what a session has."""
 import json
@@ -15,7 +15,7 @@ from flashbed.devices.session import (EmulatorSession, FileSession, NandsimSessi
                                       session_class)
 from flashbed.errors import FlashbedError
 from flashbed.lab.guest.protocol import Call, Step, steps_file
-from flashbed.lab.target import AGENT, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog, session_has
+from flashbed.lab.boundary import AGENT, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog, session_has
 from flashbed.shellwords import DEV, TOOLS, shell_join
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.variants import parse

@@ -6,7 +6,7 @@ import pytest
 
 from flashbed.errors import FlashbedError
 from flashbed.lab import labexec
-from flashbed.lab.target import StepResult
+from flashbed.lab.boundary import StepResult
 
 
 def st(i, status="ok", rc=0):

@@ -12,7 +12,7 @@ from tests.unit.test_powercut_classify import facts
 from tests.unit.test_whose_loss import STUDY, _stick_run, parsed
 from tests.unit.test_crashstates import cell, lay_out, state
 
-from flashbed.lab.target import BootResult
+from flashbed.lab.boundary import BootResult
 from flashbed.report.eligibility import Verdict
 from flashbed.report.load import load_run
 from flashbed.report.recommend import recommend

@@ -7,7 +7,7 @@ import pytest
 
 from flashbed import variants
 from flashbed.devices import presets
-from flashbed.lab.target import BootResult, StepResult
+from flashbed.lab.boundary import BootResult, StepResult
 from flashbed.results import CellKey
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CellSpec
@@ -205,7 +205,7 @@ def test_nandsim_faults_are_seeded_and_per_iteration():
 
 
 def test_badblocks_study_passes_faults_to_nandsim_per_boot(tmp_path):
-    from flashbed.lab.target import Nandsim
+    from flashbed.lab.boundary import Nandsim
     st = STUDIES["badblocks"]
     dev = presets.load_spec("nand-slc-256m@64M")
     v = variants.parse("ubifs", dev)

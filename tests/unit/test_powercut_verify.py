@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.lab.target import GUEST_DIR
+from flashbed.lab.boundary import GUEST_DIR
 
 PCWORK = GUEST_DIR / "powercut.py"
 CORRUPTION_GUEST = GUEST_DIR / "corruption.py"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flashbed.devices import realdev as R
-from flashbed.lab.target import BlockDevice, BootSpec
+from flashbed.lab.boundary import BlockDevice, BootSpec
 from flashbed.lab.uml import kernel_cmdline
 
 SDB, SDB1, SDB2, DM0 = os.makedev(8, 16), os.makedev(8, 17), os.makedev(8, 18), os.makedev(254, 7)

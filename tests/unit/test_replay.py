@@ -66,7 +66,7 @@ def test_a_replayed_cell_keeps_its_provenance(replayed):
 
 def test_a_replay_refuses_steps_it_did_not_record(tmp_path):
     from flashbed.errors import FlashbedError
-    from flashbed.lab.target import BootSpec, Step
+    from flashbed.lab.boundary import BootSpec, Step
     spec = make_plan(REQUESTS[0]).cells[0]
     with pytest.raises(FlashbedError, match="record it again"):
         ReplayLab(cell_dir(DATA, spec)).boot(BootSpec(run_dir=tmp_path, steps=(Step("other", "true"),)))

@@ -3,7 +3,7 @@ and its reading of the guest's figures (commit rate, device bytes per row byte, 
 
 from __future__ import annotations
 
-from flashbed.lab.target import BootResult, StepResult
+from flashbed.lab.boundary import BootResult, StepResult
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.status import BootStatus, CellStatus, StepStatus
 from flashbed.studies import STUDIES

@@ -3,7 +3,7 @@ import os
 import pytest
 from pathlib import Path
 
-from flashbed.lab.target import INIT, BlockDevice, BootSpec, Nandsim, Step
+from flashbed.lab.boundary import INIT, BlockDevice, BootSpec, Nandsim, Step
 
 from flashbed.lab.uml import kernel_cmdline
 

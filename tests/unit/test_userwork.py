@@ -277,7 +277,7 @@ def test_preconditioning_runs_unpaced_in_a_boot_of_its_own(tmp_path):
 def test_a_cell_switches_the_device_s_pace_between_its_boots(tmp_path):
     """run_cell asks the session for the study's pace before each boot, the device kept."""
     from flashbed.cell import run_cell
-    from flashbed.lab.target import BootResult, Pacing, session_has
+    from flashbed.lab.boundary import BootResult, Pacing, session_has
 
     study, spec = _aged_spec()
     events = []
@@ -415,7 +415,7 @@ def test_a_path_that_is_no_file_says_what_it_is(tmp_path, what, words):
 def test_a_workload_printing_thousands_of_metrics_keeps_the_first_few(tmp_path):
     """Issue 28, 10: 2 000 key=value lines kept `run` in the report for over 10 minutes, 20 000
     took 5.6 GB: the cell keeps the first MAX_FIGURES and says how many it left out."""
-    from flashbed.lab.target import BootResult, StepResult
+    from flashbed.lab.boundary import BootResult, StepResult
     from flashbed.studies.workload import MAX_FIGURES, SCRIPT_OUT
     study, spec = _aged_spec(fill=0)
     (tmp_path / SCRIPT_OUT).write_text("".join(f"k{i}={i}ms\n" for i in range(2000)))

@@ -23,7 +23,7 @@ from ..lab import cpuprofile
 from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.target import BootSpec, CpuCosts, Step
+from ..lab.boundary import BootSpec, CpuCosts, Step
 from ..lab.uml import boot
 from ..probe.lab import run_fio
 from .clock import jobs

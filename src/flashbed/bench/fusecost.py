@@ -21,7 +21,7 @@ from pathlib import Path
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.target import BootSpec, Step
+from ..lab.boundary import BootSpec, Step
 from ..studies.base import TOOL
 from ..yaffs2 import guest
 from ..yaffs2.build import ensure_daemon

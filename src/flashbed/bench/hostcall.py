@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import FlashbedError
 from ..lab import uml
-from ..lab.target import GUEST_DIR, BootSpec, Step
+from ..lab.boundary import GUEST_DIR, BootSpec, Step
 from ..lab.kernel import ensure_kernel
 
 GUEST = r"""

@@ -37,7 +37,7 @@ from ..errors import FlashbedError
 from ..lab import kernel as kernels
 from ..lab.kernel import KernelInfo
 from ..lab.labexec import request_summary
-from ..lab.target import BootResult, BootSpec, Step
+from ..lab.boundary import BootResult, BootSpec, Step
 from ..lab.uml import boot
 from ..status import StepStatus
 from .. import fio

@@ -120,7 +120,7 @@ def _boot_once(run_dir: Path, kern, mode: str):
     """One boot to the agent and halt, pinned to one CPU or not."""
     from .. import cpus
     from ..lab import uml
-    from ..lab.target import BootSpec, Step
+    from ..lab.boundary import BootSpec, Step
     with contextlib.ExitStack() as stack:
         if mode == "unpinned":
             stack.enter_context(cpus.unpinned())

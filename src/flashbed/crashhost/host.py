@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..errors import FlashbedError
 from ..lab.guest.guestlib import read_log
 from ..lab.guest.protocol import UNDAMAGED
-from ..lab.target import BootResult, DeviceSession, WriteLog, session_has
+from ..lab.boundary import BootResult, DeviceSession, WriteLog, session_has
 from ..studies.base import CRASHLOG
 from . import check, usercheck
 from .claims import Claims

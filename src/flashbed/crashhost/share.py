@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..lab.guest.guestlib import WALL_FILE
-from ..lab.target import LabFactory
+from ..lab.boundary import LabFactory
 from ..status import BootStatus
 from .claims import CLAIMS, Claims
 

@@ -5,7 +5,7 @@ lab/board.py) gives the lab its disks (BlockDevice) or raw NAND (Nandsim). What 
 can do is a capability, one small protocol each: PowerSwitch (and TimedCut), DeviceStats,
 WriteLog, Pacing. The plan refuses a study whose device lacks one it needs (`session_has`,
 asked of the session class), and a cell asks for a capability only where the session has
-it. lab/target.py hands these on as part of the lab boundary.
+it. lab/boundary.py hands these on as part of the lab boundary.
 """
 
 from __future__ import annotations

@@ -44,10 +44,10 @@ from .guest.protocol import HostAnswer, HostCall, steps_file
 from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
 from .ssh import Ssh, SshAddress
 from ..stopping import Stopping, on_stop, stopping
-from .target import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
+from .boundary import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 BACKEND = "board"
-_LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: target.kill_all)
+_LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: stopping.kill_all)
 
 
 def _stop_all() -> None:
@@ -314,7 +314,7 @@ def session_for(device: Device) -> type[BoardSession]:
 
 
 class BoardLab:
-    """One cell's boots on the board (target.Lab)."""
+    """One cell's boots on the board (boundary.Lab)."""
 
     def __init__(self, board: Board, device: str):
         self.board = board
@@ -448,7 +448,7 @@ def _answer(proc, host: HostHandler | None, name: str, body: str, kill: threadin
 
 
 class BoardLabs:
-    """The lab factory of a board run: every cell on the one board (target.LabFactory)."""
+    """The lab factory of a board run: every cell on the one board (boundary.LabFactory)."""
 
     def __init__(self, board: Board):
         self.board = board

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import FlashbedError
-from .target import CpuCosts
+from .boundary import CpuCosts
 
 CATALOGUE = Path(__file__).resolve().parent / "cpuprofiles.toml"
 

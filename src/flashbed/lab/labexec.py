@@ -20,7 +20,7 @@ from .. import writeguard
 from ..errors import FlashbedError
 from ..clock import Clock, Pace, effective
 from .kernel import ensure_kernel
-from .target import BlockDevice, BootSpec, CpuCosts, Step
+from .boundary import BlockDevice, BootSpec, CpuCosts, Step
 from .uml import boot
 
 

@@ -1,4 +1,4 @@
-"""The UML lab's factories (the Lab and LabFactory protocols are in target.py).
+"""The UML lab's factories (the Lab and LabFactory protocols are in boundary.py).
 
     UmlLab      the real lab: a user-mode Linux kernel (uml.boot)
     ReplayLab   recorded guest results of real runs, served without a kernel (replay.py)
@@ -20,7 +20,7 @@ from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from .kernel import KernelInfo, ensure_kernel
 from ..devices.session import open_session
-from .target import BootResult, BootSpec, DeviceSession, HostHandler
+from .boundary import BootResult, BootSpec, DeviceSession, HostHandler
 from .uml import LAYOUT, boot
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..clock import Clock, Pace
 from ..errors import FlashbedError
-from .target import BootResult, BootSpec, DeviceSession, HostHandler, LabFactory, StepResult
+from .boundary import BootResult, BootSpec, DeviceSession, HostHandler, LabFactory, StepResult
 
 KEEP_BYTES = 2 << 20  # files larger than this are not kept (images)
 CONSOLE_TAIL = 16 << 10  # bytes kept of a console log

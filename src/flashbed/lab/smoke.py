@@ -21,7 +21,7 @@ from ..executors import LocalExecutor
 from ..progress import Progress
 from .kernel import ensure_kernel
 from .labs import UmlLab
-from .target import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
+from .boundary import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"

@@ -27,14 +27,14 @@ from .guest.guestlib import WALL_FILE
 from .guest.protocol import Call, HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
 from ..stopping import Stopping, on_stop, stopping
-from .target import AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
+from .boundary import AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
 # the guest sees the first disk as ubda and the host's / (so the guest programs where they are) through hostfs
 LAYOUT = GuestLayout(device="/dev/ubda", tools=str(GUEST_DIR))
 
 
-# every lab running in this process, so Ctrl-C can stop them all (target.kill_all)
+# every lab running in this process, so Ctrl-C can stop them all (stopping.kill_all)
 _LIVE: set[subprocess.Popen] = set()
 _LIVE_LOCK = threading.Lock()
 

@@ -25,7 +25,7 @@ from ..clock import Clock
 from ..lab import cpuprofile
 from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
-from ..lab.target import BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
+from ..lab.boundary import BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..shellwords import DEV
 from ..progress import format_duration
 from .. import fio

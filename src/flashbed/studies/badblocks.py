@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import filesystems as fscat
-from ..lab.target import BootResult, Nandsim, Step
+from ..lab.boundary import BootResult, Nandsim, Step
 from ..shellwords import DEV, TOOLS
 from ..results import Measurement
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from .. import fio
 from .claims import Claim, claims_extra
 from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \

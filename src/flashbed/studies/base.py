@@ -15,7 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 from ..clock import Clock, Pace
 from ..devices.presets import Device
 from ..lab.guest.protocol import Call
-from ..lab.target import BootResult, Nandsim, Step
+from ..lab.boundary import BootResult, Nandsim, Step
 from ..shellwords import TOOLS
 from ..results import CellKey, Measurement
 from ..status import CellStatus

@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 from ..lab.guest.caps import PROBES
-from ..lab.target import GUEST_DIR, BootResult, Step
+from ..lab.boundary import GUEST_DIR, BootResult, Step
 from .base import MNT, PY, CellSpec, Outcome, Study, first_failure, make_and_mount, m, mount, \
     step_json, umount
 from ..status import CellStatus

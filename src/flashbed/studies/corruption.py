@@ -34,7 +34,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..shellwords import DEV
 from ..results import Measurement
 from ..status import FileState, IterationOutcome

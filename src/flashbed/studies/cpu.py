@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, \
     stats_reset, stats_take, step_json, umount
 from .params import param

@@ -82,7 +82,7 @@ from typing import Any
 from ..lab.guest import sequences
 from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
                                   Workload)
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..shellwords import TOOLS
 from ..lab.guest.guestlib import read_log
 from ..status import BootStatus, CellStatus, LossCause, PowerCutClass

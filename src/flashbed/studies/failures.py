@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import filesystems as fscat
 from ..lab.guest.protocol import RecoverFacts, RecoverSpec
-from ..lab.target import BootResult
+from ..lab.boundary import BootResult
 from ..shellwords import DEV, TOOLS
 from ..status import BootStatus, CellStatus, FileState, FsckResult, IterationOutcome, MountState, PowerCutClass, \
     StepStatus

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import FlashbedError
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from .. import fio
 from .base import MNT, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, \
     stats_reset, stats_take, umount

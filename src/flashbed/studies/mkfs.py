@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, mount, passed, step_json, umount
 
 KTHREADS = "ps -e -o ppid=,pid= | awk '$1 == 2 || $2 == 2' | wc -l"

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..lab.guest.protocol import Call
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
     passed, tree_on_device, umount
 from .params import param

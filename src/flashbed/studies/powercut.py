@@ -83,7 +83,7 @@ from .. import filesystems as fscat
 from ..clock import Clock, recorded
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..shellwords import TOOLS
 from ..status import BootStatus, CellStatus, PowerCutClass, StepStatus
 from ..variants import FsVariant

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..lab.target import BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..shellwords import DEV
 from .base import MNT, CellSpec, Outcome, Study, block_stat, first_failure, m, make_and_mount, passed, stats_reset, \
     stats_take, umount

@@ -37,7 +37,7 @@ from ..clock import Clock, Pace
 from ..errors import FlashbedError
 from ..results import printable
 from ..sizes import size_text
-from ..lab.target import GUEST_DIR, BootResult, Step
+from ..lab.boundary import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, UserFile, stage
 from . import inputs
 from .. import fio as fiojson

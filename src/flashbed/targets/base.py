@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..executors import Executor
     from ..identity import PlanRequest
     from ..clock import Clock
-    from ..lab.target import LabFactory
+    from ..lab.boundary import LabFactory
     from ..probe.lab import ProbeSite
     from ..store import RunStore
     from ..studies.base import CellSpec
