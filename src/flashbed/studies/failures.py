@@ -1,4 +1,5 @@
-"""What the failure studies share, so that none of them imports another.
+"""What the failure studies share, so that none of them imports another (appcheck, crashstates over
+the user's workload, is a CrashStates and imports it by design).
 
 After a power cut (powercut, crashstates and appcheck; `flashbed crashstate replay`): the
 recovery's spec and its limit, a mount mode's variant, the workload's seed, and how a
