@@ -21,7 +21,8 @@ from ..lab.boundary import BootResult, DeviceSession, WriteLog, session_has
 from ..studies.base import CRASHLOG
 from . import check, usercheck
 from .claims import Claims
-from .plan import VerifierInput, plan_checks, to_check, verifier_keys
+from ..lab.guest.crashstates import to_check
+from .plan import VerifierInput, plan_checks, verifier_keys
 from .share import Helpers, Share, end_record
 
 OnPart = Callable[..., None]  # (done, in all[, what, note=, weights=]): the cell's progress

@@ -42,8 +42,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..lab.guest.crashstates import to_check  # the states a lab checks itself (the guest's loop takes them)
-
 
 class VerifierInput(StrEnum):
     """What a cell's verifier reads besides the device: it decides which states share a verdict."""

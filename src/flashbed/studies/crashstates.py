@@ -90,7 +90,8 @@ from ..variants import FsVariant
 from ..errors import last_line
 from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
-from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts, to_check
+from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts
+from ..lab.guest.crashstates import to_check
 from ..crashhost.share import read_end_records, records as lab_records, wall_limit_why
 from .params import param
 from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
