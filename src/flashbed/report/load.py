@@ -783,3 +783,26 @@ def _stats_over(reps: list[dict[str, float]]) -> dict[str, Stat]:
     keys = sorted({k for r in reps for k in r})
     return {k: Stat(tuple(r[k] for r in reps if k in r), units.device_stat_unit(k)) for k in keys}
 
+
+def variants_done(run: RunData) -> tuple[int, int]:
+    """A robust pass's variants with every cell in, and those planned (not dropped), over the run's
+    devices: what an unfinished run counts against its plan ((0, 0) without a robust pass)."""
+    done = planned = 0
+    for label in {c.key.device for c in run.cells} | set(run.manifest.get("devices") or {}):
+        info = run.device_info(label).get("robust")
+        if not info:
+            continue
+        mine = defaultdict(set)
+        for c in run.variant_cells:
+            if (run.device_info(c.key.device).get("variant") or {}).get("of") == label:
+                mine[c.key.device].add((c.key.fs, c.key.study, c.key.case, c.key.repeat))
+        studies = {s for cells in mine.values() for (_f, s, _c, _r) in cells}
+        wanted = {(c.key.fs, c.key.study, c.key.case, c.key.repeat) for c in run.cells
+                  if c.key.device == label and c.key.study in studies}
+        for v in info.get("variants", []):
+            if v.get("dropped"):
+                continue
+            planned += 1
+            have = mine.get(f"{label}~{v['name']}", set())
+            done += bool(have) and wanted <= have
+    return done, planned

@@ -27,7 +27,7 @@ from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from . import devcheck, workcase
 from .devcheck import DeviceCheck
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
-from .load import ATTRIBUTED, NOT_OBSERVABLE, Busy, RunData, Stat
+from .load import ATTRIBUTED, NOT_OBSERVABLE, Busy, RunData, Stat, variants_done
 from .partloss import no_damage_why, part_loss
 from .rerun import measure_command
 from .weights import Criterion, UseCase
@@ -409,7 +409,6 @@ def recommend(run: RunData) -> dict[str, list[Ranking]]:
 def unfinished_text(run: RunData) -> str:
     """'' for a run whose planned cells are all in; else that it is unfinished, first, with its cells
     (and a robust pass's variants) counted against the plan, and how to finish it."""
-    from .footing import variants_done
     planned = int(run.manifest.get("cells") or 0)
     have = len(run.cells) + len(run.variant_cells)
     if not planned or have >= planned:
