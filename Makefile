@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLASHBED := $(VENV)/bin/flashbed
 
-.PHONY: setup demo smoke test test-unit bench image
+.PHONY: setup demo smoke test test-unit lint bench image
 
 setup:
 	./scripts/setup.sh
@@ -27,6 +27,10 @@ smoke: setup
 # by setup if it is not there)
 test-unit: $(PY)
 	$(PY) -m pytest -q -m "not lab and not emulator"
+
+# the imports sorted and none unused (ruff, pyproject.toml's [tool.ruff])
+lint: $(PY)
+	$(PY) -m ruff check src tests
 
 $(PY):
 	./scripts/setup.sh
