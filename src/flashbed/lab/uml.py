@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus
+from . import umldir
 from .dirwatch import DirWatch
 from .guest.guestlib import WALL_FILE
 from .guest.protocol import Call, HostAnswer, HostCall, steps_file
@@ -74,11 +75,13 @@ def _kernel_args(kernel: KernelInfo | None, cpus: int) -> list[str]:
     return args + ([f"ncpus={cpus}"] if cpus > 1 else [])
 
 
-def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str]:
+def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None, uml_dir: Path | None = None) -> list[str]:
     """The lab's command line; `kernel` adds its boot mode and vCPU count, and in virtual
-    time the guest CPU's cost per event (lab patch 0008; none given: nothing is charged)."""
+    time the guest CPU's cost per event (lab patch 0008; none given: nothing is charged);
+    `uml_dir`: where UML keeps its pid file and socket (umldir.py), never ~/.uml."""
     cpu = [spec.cpu.cmdline()] if spec.cpu is not None and kernel is not None and kernel.time_travel else []
     args = [
+        *([f"uml_dir={uml_dir}"] if uml_dir is not None else []),
         f"mem={spec.mem_mb}M",
         *_kernel_args(kernel, spec.cpus), *cpu,
         "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
@@ -152,7 +155,17 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
 
     console_path = run_dir / "console.log"
     env = dict(os.environ, TMPDIR=memory_dir(spec.mem_mb))
-    cmd = [kernel.path, *kernel_cmdline(spec, kernel)]
+    uml_dir = umldir.make()
+    try:
+        return _run_lab(spec, kernel, host, kill, cpu, env, [kernel.path, *kernel_cmdline(spec, kernel, uml_dir)])
+    finally:
+        umldir.remove(uml_dir)  # on every exit path this process lives through; the next run sweeps the rest
+
+
+def _run_lab(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None, kill: threading.Event | None,
+             cpu: tuple[int, ...] | None, env: dict[str, str], cmd: list[str]) -> BootResult:
+    run_dir = spec.run_dir
+    console_path = run_dir / "console.log"
     started = time.monotonic()
     ready_at: list[float] = []
     done_at: list[float] = []
