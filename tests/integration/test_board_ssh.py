@@ -276,3 +276,40 @@ def test_the_board_against_its_twin_in_the_lab(board, tmp_path):
     assert {g["study"] for g in s["rank_agreement"]} == {"mkfs", "smallfiles"}
     assert all(k["best_a"] in ("ext4", "xfs") and k["best_b"] in ("ext4", "xfs") for k in s["rankings"])
     assert "Rank agreement per study" in (tmp_path / "cmp" / "report.md").read_text()
+
+
+KILLED_BOARD = """
+import sys, time
+from flashbed.lab.board import Board
+from flashbed.lab.ssh import parse_address
+b = Board(parse_address(sys.argv[1], config=sys.argv[2])).open()
+print(b.base, b.ssh._dir, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_board_run_killed_with_sigkill_leaves_nothing_the_next_one_does_not_end(board, tmp_path):
+    """Issue 42, 13: SIGKILL of a board run left a live ssh ControlMaster, its /tmp/flashbed-ssh-*
+    and the board's /var/tmp/flashbed.*: the next board run ends and removes them (this machine is
+    the board: its /var/tmp is the board's)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    p = subprocess.Popen([sys.executable, "-c", KILLED_BOARD, board.target, board.config], env=env,
+                         stdout=subprocess.PIPE, text=True)
+    base, control = p.stdout.readline().split()
+    p.kill()
+    p.wait()
+    master = subprocess.run(["pgrep", "-f", f"ControlPath={control}/master"], capture_output=True, text=True)
+    assert master.stdout.strip(), "the killed run's master connection should outlive it"
+    assert Path(base).is_dir() and Path(control).is_dir()
+    from flashbed.lab.board import Board
+    from flashbed.lab.ssh import parse_address
+    b = Board(parse_address(board.target, config=board.config)).open()
+    try:
+        assert not Path(base).exists() and not Path(control).exists()
+        deadline = time.monotonic() + 10
+        while subprocess.run(["pgrep", "-f", f"ControlPath={control}/master"], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "the killed run's master connection is still up"
+            time.sleep(0.2)
+    finally:
+        b.close()
+    assert not Path(b.base or base).exists()

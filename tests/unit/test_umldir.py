@@ -7,8 +7,9 @@ import os
 import subprocess
 import sys
 
+from flashbed import owner
 from flashbed.lab import umldir
-from flashbed.lab.target import BootSpec, Step
+from flashbed.lab.boundary import BootSpec, Step
 from flashbed.lab.uml import kernel_cmdline
 
 
@@ -36,7 +37,7 @@ def test_the_next_run_removes_only_flashbed_s_own_leftovers(tmp_path):
     (gone / umldir.MARK).write_text(f"flashbed {_dead_pid()} 12345\n")
     alive = tmp_path / "flashbed-uml-alive"
     alive.mkdir()
-    (alive / umldir.MARK).write_text(umldir._mark())
+    owner.mark(alive)
     reused = tmp_path / "flashbed-uml-reused"  # its pid now another process's (another start time)
     reused.mkdir()
     (reused / umldir.MARK).write_text(f"flashbed {os.getpid()} 1\n")
@@ -53,3 +54,31 @@ def test_the_next_run_removes_only_flashbed_s_own_leftovers(tmp_path):
     removed = umldir.sweep(tmp_path)
     assert sorted(p.name for p in removed) == ["flashbed-uml-gone", "flashbed-uml-reused"]
     assert alive.exists() and unmarked.exists() and foreign.exists() and other.exists()
+
+
+def test_a_killed_board_run_s_control_directory_is_swept_with_what_it_noted(tmp_path):
+    from flashbed.lab import ssh
+    d = tmp_path / "flashbed-ssh-abc"
+    d.mkdir()
+    (d / owner.MARK).write_text(f"flashbed {_dead_pid()} 1\n")
+    (d / ssh.BOARD_NOTE).write_text('{"url": "ssh://root@h", "base": "/var/tmp/flashbed.Ab12Cd"}')
+    mine = tmp_path / "flashbed-ssh-mine"
+    mine.mkdir()
+    owner.mark(mine)
+    (left,) = ssh.sweep(tmp_path)
+    assert left["base"] == "/var/tmp/flashbed.Ab12Cd" and left["url"] == "ssh://root@h"
+    assert not d.exists() and mine.exists()
+
+
+def test_a_board_removes_only_its_own_left_working_directories(monkeypatch, capsys):
+    from flashbed.lab.board import Board
+    from flashbed.lab.ssh import parse_address
+    b = Board(parse_address("ssh://root@h"))
+    ran = []
+    monkeypatch.setattr(b.ssh, "run", lambda cmd, **kw: ran.append(cmd))
+    b._remove_left([{"url": "ssh://root@h", "base": "/var/tmp/flashbed.Ab12Cd"},
+                    {"url": "ssh://root@other", "base": "/var/tmp/flashbed.Zz99Yy"},  # another board's
+                    {"url": "ssh://root@h", "base": "/var/tmp/../etc"},  # not flashbed's pattern
+                    {"url": "ssh://root@h"}])
+    assert ran == ["rm -rf /var/tmp/flashbed.Ab12Cd"]
+    assert "removed /var/tmp/flashbed.Ab12Cd on ssh://root@h" in capsys.readouterr().err

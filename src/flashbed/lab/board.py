@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import sys
 import shutil
 import tempfile
 import threading
@@ -56,6 +58,7 @@ def _stop_all() -> None:
 
 
 on_stop(_stop_all)
+BOARD_BASE = re.compile(r"/var/tmp/flashbed\.[A-Za-z0-9]{6}")  # mktemp's names for a run's working directory
 KEEP_BYTES = 8 << 20  # run directory files larger than this stay on the board (fill trees, images)
 SHARE_BYTES = 8 << 20  # the host's run directory files sent to each boot (fio job files, previous logs)
 
@@ -83,6 +86,8 @@ class Board:
         self._switch = threading.Lock()  # one power command at a time
 
     def open(self, wait: float = 10.0) -> "Board":
+        from .ssh import sweep
+        left = sweep()  # an earlier flashbed killed with SIGKILL: its master connections ended here
         self.ssh.start(wait)
         try:
             r = self.ssh.run("command -v python3; command -v tar", check=False)
@@ -93,13 +98,26 @@ class Board:
             if not any(p.endswith("/tar") for p in found):
                 raise FlashbedError(f"{self.address.url} has no tar: flashbed copies its guest programs with a tar "
                                     f"stream (install tar or busybox)")
+            self._remove_left(left)
             self.base = self.ssh.run("mktemp -d /var/tmp/flashbed.XXXXXX").stdout.decode().strip()
+            self.ssh.note(base=self.base)
             names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
             self.ssh.put(GUEST_DIR, names, f"{self.base}/tools")
         except BaseException:
             self.close()
             raise
         return self
+
+    def _remove_left(self, left: list[dict]) -> None:
+        """This board's working directories that killed flashbeds left (as their control directories
+        noted them): removed, each said in one line. Only a directory of flashbed's own pattern."""
+        for note in left:
+            base = str(note.get("base") or "")
+            if note.get("url") != self.address.url or not BOARD_BASE.fullmatch(base):
+                continue
+            self.ssh.run(f"rm -rf {shlex.quote(base)}", check=False)
+            print(f"flashbed: removed {base} on {self.address.url}, left by a flashbed that was killed (its SSH "
+                  f"connection is ended too)", file=sys.stderr)
 
     def cut(self) -> dict[str, Any]:
         """Cut the board's power now (the powercut study's cut)."""

@@ -10,6 +10,7 @@ one line saying what to do.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -19,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import owner
 from ..errors import FlashbedError
 
 CONNECT_TIMEOUT = 10  # seconds for one connection attempt
@@ -80,7 +82,8 @@ class Ssh:
     def start(self, wait: float = 10.0) -> None:
         """Open the master connection, retrying for up to `wait` seconds (a board still
         booting refuses connections); one line if it cannot."""
-        self._dir = Path(tempfile.mkdtemp(prefix="flashbed-ssh-"))
+        self._dir = Path(tempfile.mkdtemp(prefix=CONTROL_PREFIX))
+        owner.mark(self._dir)  # a flashbed killed with SIGKILL leaves it: the next board run ends it (sweep)
         deadline = time.monotonic() + wait
         try:
             while True:
@@ -114,6 +117,12 @@ class Ssh:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 self._dir = None
 
+    def note(self, **facts: str) -> None:
+        """What this connection leaves on the board (its working directory), kept beside its control
+        socket: a later run that finds them left behind removes them (sweep, Board.open)."""
+        if self._dir is not None:
+            (self._dir / BOARD_NOTE).write_text(json.dumps({"url": self.address.url, **facts}))
+
     def run(self, cmd: str, timeout: float = 120, input: bytes | None = None,
             check: bool = True) -> subprocess.CompletedProcess:
         """`cmd` in the board's shell; its stdout (bytes). check: one line if it fails."""
@@ -146,6 +155,33 @@ class Ssh:
                      f"| tar -cf - -T -", timeout=timeout)
         local.mkdir(parents=True, exist_ok=True)
         subprocess.run(["tar", "-C", str(local), "-xf", "-"], input=r.stdout, check=True, capture_output=True)
+
+
+CONTROL_PREFIX = "flashbed-ssh-"
+BOARD_NOTE = "board.json"
+
+
+def sweep(where: Path | None = None) -> list[dict]:
+    """The control directories earlier flashbeds left (their makers gone: killed with SIGKILL): each
+    one's master connection ended (`ssh -O exit` on its socket) and the directory removed. Returns
+    what each had noted of its board (Ssh.note), for the board's own leftovers."""
+    out = []
+    for d in (where or Path(tempfile.gettempdir())).glob(CONTROL_PREFIX + "*"):
+        if not owner.left_behind(d, CONTROL_PREFIX):
+            continue
+        if (d / "master").exists():
+            try:  # the host name is ssh's to expand the path with: the socket is what is asked
+                subprocess.run(["ssh", "-o", f"ControlPath={d}/master", "-O", "exit", "flashbed-leftover"],
+                               capture_output=True, stdin=subprocess.DEVNULL, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                pass
+        try:
+            note = json.loads((d / BOARD_NOTE).read_text())
+        except (OSError, ValueError):
+            note = {}
+        shutil.rmtree(d, ignore_errors=True)
+        out.append({"dir": str(d), **(note if isinstance(note, dict) else {})})
+    return out
 
 
 def _why(stderr: str) -> str:

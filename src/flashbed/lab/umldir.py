@@ -12,28 +12,16 @@ maker is no longer running, is ever removed: never another program's `~/.uml` en
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import threading
 from pathlib import Path
 
+from .. import owner
+
 PREFIX = "flashbed-uml-"
-MARK = "flashbed-owner"  # "flashbed PID START": the process that made it (START: its start time in ticks)
+MARK = owner.MARK
 _swept = threading.Event()  # once per process: what earlier flashbeds left
-
-
-def _start_time(pid: int) -> str | None:
-    """A process's start time since boot (ticks: /proc/PID/stat field 22), None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _mark() -> str:
-    return f"flashbed {os.getpid()} {_start_time(os.getpid())}\n"
 
 
 def base() -> Path:
@@ -46,7 +34,7 @@ def make() -> Path:
         _swept.set()
         sweep()
     d = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base()))
-    (d / MARK).write_text(_mark())
+    owner.mark(d)
     return d
 
 
@@ -56,16 +44,7 @@ def remove(d: Path) -> None:
 
 def leftover(d: Path) -> bool:
     """Whether `d` is a UML directory a flashbed made whose maker is gone (safe to remove)."""
-    try:
-        st = d.lstat()
-        words = (d / MARK).read_text().split()
-    except OSError:
-        return False
-    if not d.name.startswith(PREFIX) or not d.is_dir() or d.is_symlink() or st.st_uid != os.geteuid():
-        return False
-    if len(words) != 3 or words[0] != "flashbed" or not words[1].isdigit():
-        return False
-    return _start_time(int(words[1])) != words[2]  # gone, or its pid taken by another process since
+    return owner.left_behind(d, PREFIX)
 
 
 def sweep(where: Path | None = None) -> list[Path]:
