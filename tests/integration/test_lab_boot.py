@@ -63,3 +63,45 @@ def test_guest_host_calls_are_answered(kernel, tmp_path):
     assert r.step("ask").stdout.strip() == '{"echo": 42}'
     assert r.step("bad").status == "failed" and "no such thing" in r.step("bad").stderr
     assert seen == [("double", {"x": 21}), ("boom", {})]
+
+
+def test_a_boot_leaves_no_uml_directory_and_a_killed_one_s_is_swept_next_time(kernel, tmp_path):
+    """Issue 42, 13: UML was booted without uml_dir=, so every lab stopped by a signal left
+    ~/.uml/<umid>/. Each boot's directory is its own (lab/umldir.py): gone after the boot; one
+    left by a flashbed killed with SIGKILL is removed by the next boot."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from flashbed.lab import umldir
+
+    home = Path.home() / ".uml"
+    before = set(home.iterdir()) if home.is_dir() else set()
+    mine = set(umldir.base().glob(umldir.PREFIX + "*"))
+    r = boot(BootSpec(run_dir=tmp_path / "one", steps=(Step("s", "true"),), timeout=120),
+             kernel)
+    assert r.ok, r.error
+    assert "uml_dir=" in (tmp_path / "one" / "console.log").read_text().splitlines()[0]
+    assert (set(home.iterdir()) if home.is_dir() else set()) == before
+    # a flashbed killed mid-boot (SIGKILL: nothing of it runs again; its lab dies with it)
+    code = ("import sys; from pathlib import Path; from flashbed.lab.uml import boot; from flashbed.lab.kernel import "
+            "ensure_kernel; from flashbed.lab.boundary import BootSpec, Step; "
+            "boot(BootSpec(run_dir=Path(sys.argv[1]), steps=(Step('s', 'sleep 600'),), timeout=900), ensure_kernel())")
+    p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "two")], env=dict(os.environ))
+    deadline = time.monotonic() + 120
+    while not (new := set(umldir.base().glob(umldir.PREFIX + "*")) - mine):
+        assert time.monotonic() < deadline and p.poll() is None, "the killed boot made no UML directory"
+        time.sleep(0.2)
+    time.sleep(2)  # UML up: its umid directory made
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    (left,) = new
+    assert left.is_dir()
+    time.sleep(1)  # the lab dies with its parent (PR_SET_PDEATHSIG)
+    umldir._swept.clear()  # this process's first boot already swept: as a new flashbed's would
+    r = boot(BootSpec(run_dir=tmp_path / "three", steps=(Step("s", "true"),), timeout=120), kernel)
+    assert r.ok and not left.exists()
+    assert (set(home.iterdir()) if home.is_dir() else set()) == before
