@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 
-from . import __version__
+from . import __version__, scratch
 from .commands import COMMANDS
 from .errors import FlashbedError
 from .options import EXIT_CODES, Parser, one_line
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     args = None
     try:
         args = parser().parse_args(argv)
-        rc = _dispatch(args)
+        with scratch.root():  # every temporary file of the command, removed when it ends
+            rc = _dispatch(args)
         # stdout to a pipe is buffered: a reader that is gone (`| head`) shows here, not at exit
         sys.stdout.flush()
         return rc

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import scratch
 from ..errors import FlashbedError
 from ..options import seconds
 
@@ -77,7 +78,7 @@ def _smoke(args: argparse.Namespace, choice) -> int:
         raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
     out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Output.DIR,
                                                mark="smoke.json")) if args.out \
-        else Path(tempfile.mkdtemp(prefix="flashbed-smoke-"))
+        else Path(tempfile.mkdtemp(prefix="flashbed-smoke-", dir=scratch.system_tmp()))  # kept: the user reads it
     results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
     smoke.print_table(results)
     used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it

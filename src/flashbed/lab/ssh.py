@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import owner
+from ..scratch import system_tmp
 from ..errors import FlashbedError
 
 CONNECT_TIMEOUT = 10  # seconds for one connection attempt
@@ -82,7 +83,8 @@ class Ssh:
     def start(self, wait: float = 10.0) -> None:
         """Open the master connection, retrying for up to `wait` seconds (a board still
         booting refuses connections); one line if it cannot."""
-        self._dir = Path(tempfile.mkdtemp(prefix=CONTROL_PREFIX))
+        # in the system's temporary directory, not the command's own: its sweep ends the master first
+        self._dir = Path(tempfile.mkdtemp(prefix=CONTROL_PREFIX, dir=system_tmp()))
         owner.mark(self._dir)  # a flashbed killed with SIGKILL leaves it: the next board run ends it (sweep)
         deadline = time.monotonic() + wait
         try:
@@ -166,7 +168,7 @@ def sweep(where: Path | None = None) -> list[dict]:
     one's master connection ended (`ssh -O exit` on its socket) and the directory removed. Returns
     what each had noted of its board (Ssh.note), for the board's own leftovers."""
     out = []
-    for d in (where or Path(tempfile.gettempdir())).glob(CONTROL_PREFIX + "*"):
+    for d in (where or system_tmp()).glob(CONTROL_PREFIX + "*"):
         if not owner.left_behind(d, CONTROL_PREFIX):
             continue
         if (d / "master").exists():

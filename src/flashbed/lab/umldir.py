@@ -25,7 +25,10 @@ _swept = threading.Event()  # once per process: what earlier flashbeds left
 
 
 def base() -> Path:
-    return Path(tempfile.gettempdir())
+    """The system's temporary directory, not the command's own (scratch.py): a killed flashbed's
+    root is swept whole, and its UML directory must be found by name beside it all the same."""
+    from ..scratch import system_tmp
+    return system_tmp()
 
 
 def make() -> Path:
