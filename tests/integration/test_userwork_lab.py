@@ -242,10 +242,13 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     res = run(tt_kernel, tmp_path / "run", cell)
     assert res.status == "ok", res.error
     c = counts(res)
-    assert c["no_verdict"] > 0 and c["fs_failures"] == 0, c
+    assert c["no_verdict"] > 0, c
     why = res.extra["no_verdict"]["why"]
     assert any("your check gave different verdicts to one recovered tree" in w for w in why), why
     assert "without a verdict" in res.headline
+    # a tree seen once ran the check once: its verdict stands (what can be caught is a tree that recurs)
+    unstable = [f for f in res.extra["failures"] if "different verdicts" in (f.get("no_verdict") or "")]
+    assert unstable and all(not f.get("cause") for f in unstable)
 
 
 def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
