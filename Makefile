@@ -17,6 +17,7 @@ demo: setup
 	$(FLASHBED) run --profile quick
 
 test: setup
+	$(PY) -m ruff check src tests
 	cargo test --release --locked --manifest-path emulator/Cargo.toml
 	$(PY) -m pytest -q
 
@@ -28,7 +29,7 @@ smoke: setup
 test-unit: $(PY)
 	$(PY) -m pytest -q -m "not lab and not emulator"
 
-# the imports sorted and none unused (ruff, pyproject.toml's [tool.ruff])
+# the imports sorted and none unused (ruff, pyproject.toml's [tool.ruff]); `make test` runs it first
 lint: $(PY)
 	$(PY) -m ruff check src tests
 

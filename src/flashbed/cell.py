@@ -20,15 +20,25 @@ from typing import Any, Callable, Iterator
 
 from . import executors, variants
 from .clock import Clock, emulator_pace
-from .crashhost.host import CrashHost
 from .crashhost.claims import CLAIMS, Claims, planned
+from .crashhost.host import CrashHost
 from .crashhost.share import DONE, STARTED, HelperJob, Helpers, end_record, stage_inputs
 from .devices.session import LogSession
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
+from .lab.boundary import (
+    BootResult,
+    BootSpec,
+    DeviceSession,
+    DeviceStats,
+    Lab,
+    LabFactory,
+    Pacing,
+    PowerSwitch,
+    TimedCut,
+    session_has,
+)
 from .lab.guest.protocol import Call
-from .lab.boundary import (BootResult, BootSpec, DeviceSession, DeviceStats, Lab, LabFactory, Pacing, PowerSwitch,
-                         TimedCut, session_has)
 from .results import CellResult, printable
 from .status import CellStatus
 from .store import RunStore

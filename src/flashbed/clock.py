@@ -24,7 +24,6 @@ emulator's own command line says "virtual" as a pace (`emulator_pace`).
 from __future__ import annotations
 
 import enum
-
 from typing import Any
 
 from .errors import FlashbedError

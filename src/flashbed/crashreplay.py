@@ -36,15 +36,24 @@ from . import variants, writeguard
 from .clock import from_emulator_pace
 from .devices import emulator, presets
 from .errors import FlashbedError
-from .lab.guest.protocol import UNDAMAGED, StateFacts
-from .lab.guest.guestlib import read_log
 from .lab.boundary import BlockDevice, BootSpec, Step
+from .lab.guest.guestlib import read_log
+from .lab.guest.protocol import UNDAMAGED, StateFacts
 from .results import CellResult
 from .store import RunStore, resolve_run
 from .studies import STUDIES
 from .studies.base import CRASHLOG, CellSpec
-from .studies.crashstates import (CHECKED_FILE, CSW, LOG_FILE, STATES_FILE, CrashStates, attribute, cause_text,
-                                  evidence_text, state_ref)
+from .studies.crashstates import (
+    CHECKED_FILE,
+    CSW,
+    LOG_FILE,
+    STATES_FILE,
+    CrashStates,
+    attribute,
+    cause_text,
+    evidence_text,
+    state_ref,
+)
 
 STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
 from .status import PowerCutClass

@@ -27,8 +27,8 @@ from .cell import cell_task, disk_full
 from .devices.session import clear_scratch
 from .errors import FlashbedError
 from .executors import Executor
-from .lab.boundary import LabFactory
 from .identity import stored_request
+from .lab.boundary import LabFactory
 from .plan import Plan, cpu_profiles
 from .progress import Progress
 from .results import CellResult

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import FlashbedError, HostToolMissing
-from .shellwords import shell_join
 from .mounting import KERNEL, UBI_VOLUME, Mounting
+from .shellwords import shell_join
 from .yaffs2.guest import DaemonMount
 
 MiB = 1024 * 1024

@@ -20,10 +20,9 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from . import profiles
+from . import clock, profiles
 from .devices import presets, realdev
 from .errors import FlashbedError
-from . import clock
 from .lab import kernel
 from .lab.kernel import recorded_label
 from .store import REQUEST_LISTS, REQUEST_NUMBERS, REQUEST_TEXTS, RunStore, request_problem

@@ -6,15 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import fsspace, profiles, robust, variants
+from . import clock, fsspace, profiles, robust, variants
 from .devices.presets import Device
-from .sizes import format_size
 from .errors import FlashbedError
 from .identity import PlanRequest
-from . import clock
 from .lab import cpuprofile, kernel
 from .lab.boundary import PowerSwitch, WriteLog, session_has
 from .results import READ_ONLY, CellKey
+from .sizes import format_size
 from .studies import STUDIES
 from .studies.base import CellSpec
 

@@ -20,7 +20,6 @@ from .errors import FlashbedError
 from .locks import try_lock
 from .results import CellKey, CellResult, write_json_atomic
 
-
 ATTEMPT = re.compile(r"attempt-(\d+)")  # an attempt's directory in a cell's logs
 
 # the manifest's fields its readers rely on, and their JSON types (execute.manifest_for writes them)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from flashbed import variants
-from flashbed.clock import Clock
 from flashbed.cell import cell_task, run_cell
+from flashbed.clock import Clock
 from flashbed.crashhost.share import HELPERS, SHARE_FILE, records
 from flashbed.devices import presets
 from flashbed.executors import DaskExecutor, LocalExecutor

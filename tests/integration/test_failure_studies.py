@@ -10,11 +10,11 @@ import os
 import pytest
 
 from flashbed import profiles, variants
-from flashbed.devices import presets
-from flashbed.results import CellKey
 from flashbed.cell import run_cell
+from flashbed.devices import presets
 from flashbed.lab.kernel import ensure_kernel
 from flashbed.lab.labs import UmlLab
+from flashbed.results import CellKey
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CellSpec
 from flashbed.studies.powercut import CLASSES, EXTRA_CLASSES, cut_points

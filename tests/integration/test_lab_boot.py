@@ -2,7 +2,6 @@
 import pytest
 
 from flashbed.lab.boundary import BlockDevice, BootSpec, Step
-
 from flashbed.lab.uml import boot
 
 pytestmark = pytest.mark.lab

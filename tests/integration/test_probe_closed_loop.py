@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import pytest
 
-from flashbed.devices import presets
 from flashbed.clock import Clock
-from flashbed.targets import LabTarget
-from flashbed.probe import lab
+from flashbed.devices import presets
 from flashbed.devices.rates import figures_from
+from flashbed.probe import lab
+from flashbed.targets import LabTarget
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 

@@ -254,6 +254,7 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
 def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
     """Every state's verdict (its class and why), those shared with another state's included."""
     import json
+
     from flashbed.lab.guest.protocol import StateFacts
     from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
     study = STUDIES["appcheck"]

@@ -132,9 +132,9 @@ def test_flashbed_run_defaults_to_virtual_time_where_a_cell_can_have_it(tmp_path
     time-travel kernel, the emulator's --pace virtual), the cpu study's in real time, said in one
     line; the cell ids carry no clock, the manifest records the request's auto."""
     import json
+    import os
     import subprocess
     import sys
-    import os
     from pathlib import Path
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))  # this tree's flashbed

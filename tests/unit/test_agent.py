@@ -3,8 +3,8 @@ import json
 import subprocess
 import sys
 
-from flashbed.lab.guest.protocol import PROTOCOL_VERSION
 from flashbed.lab.boundary import AGENT
+from flashbed.lab.guest.protocol import PROTOCOL_VERSION
 
 
 def run_agent(tmp_path, steps):

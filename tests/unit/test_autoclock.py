@@ -7,11 +7,10 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from flashbed import cpus
+from flashbed import clock, cpus
 from flashbed.cli import main
 from flashbed.identity import real_time_run as _real_time_run
 from flashbed.identity import request_of as _stored_request
-from flashbed import clock
 from flashbed.plan import PlanRequest, clock_notes, make_plan
 from flashbed.store import RunStore
 

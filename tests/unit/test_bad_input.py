@@ -177,14 +177,13 @@ def test_replay_on_a_full_disk_leaves_no_file(crash_run, tmp_path, monkeypatch, 
 def test_resume_refuses_a_preset_changed_since_the_run_was_made(tmp_path, capsys):
     import io
 
-    from tests.replay import DATA
-
     from flashbed.execute import execute
     from flashbed.executors import LocalExecutor
     from flashbed.lab.replay import ReplayLabs
     from flashbed.paths import repo_root
     from flashbed.plan import PlanRequest, make_plan
     from flashbed.store import RunStore
+    from tests.replay import DATA
     preset = tmp_path / "mine" / "plain-file.toml"  # a preset of one's own, named as the recorded one
     preset.parent.mkdir()
     preset.write_text((repo_root() / "presets" / "plain-file.toml").read_text())
@@ -341,13 +340,12 @@ def test_a_nandsim_chip_smaller_than_its_capacity_names_a_size_that_fits(capsys)
 def a_run(tmp_path):
     import io
 
-    from tests.replay import DATA
-
     from flashbed.execute import execute
     from flashbed.executors import LocalExecutor
     from flashbed.lab.replay import ReplayLabs
     from flashbed.plan import PlanRequest, make_plan
     from flashbed.store import RunStore
+    from tests.replay import DATA
     req = PlanRequest(fs=("ext4",), devices=("plain-file@256M",), studies=("bigfile",),
                       overrides={"bigfile": {"size": 16 << 20}}, pace="none")
     store = RunStore(tmp_path / "run")
@@ -470,12 +468,11 @@ def test_a_full_disk_is_said_once_and_leaves_no_temporary_file(tmp_path, monkeyp
 def test_an_interrupted_run_leaves_no_scratch(tmp_path):
     import io
 
-    from tests.replay import DATA
-
     from flashbed.execute import execute
     from flashbed.lab.replay import ReplayLabs
     from flashbed.plan import PlanRequest, make_plan
     from flashbed.store import RunStore
+    from tests.replay import DATA
 
     class Interrupted:
         def run(self, task, items, name, on_result, progress):

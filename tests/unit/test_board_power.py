@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from flashbed.devices.presets import Device
-from flashbed.targets import BoardTarget
 from flashbed.errors import FlashbedError
 from flashbed.lab import board as board_mod
 from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
+from flashbed.lab.boundary import PowerSwitch, session_has
 from flashbed.lab.power import Action, PowerCommand, parse_power_cmd
 from flashbed.lab.ssh import SshAddress
-from flashbed.lab.boundary import PowerSwitch, session_has
+from flashbed.targets import BoardTarget
 
 
 def test_the_template_gets_the_action():
@@ -88,6 +88,7 @@ def test_the_power_switch_is_a_capability_of_the_boards_device_only_with_power_c
 def test_a_boards_device_has_no_preset_hash(tmp_path):
     """Its path names a node on the board: a run must not read this machine's node of that name."""
     from types import SimpleNamespace
+
     from flashbed.execute import preset_hashes
     never = tmp_path / "not-to-be-read"  # stands for the host's own /dev/mmcblk0p3
     dev = Device(name="b-mmcblk0p3", path=never, kind="block", capacity=1 << 30, page_size=512, erase_block=0,

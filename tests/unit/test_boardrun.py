@@ -5,8 +5,8 @@ import subprocess
 import sys
 import time
 
-from flashbed.lab.guest.protocol import Step, steps_file
 from flashbed.lab.boundary import GUEST_DIR
+from flashbed.lab.guest.protocol import Step, steps_file
 
 BOARDRUN = GUEST_DIR / "boardrun.py"
 
@@ -61,8 +61,9 @@ def test_a_session_that_vanished_still_ends_the_boot(tmp_path):
 
 def test_logs_are_fsynced_where_a_power_cut_takes_the_run_directory_too(tmp_path, monkeypatch):
     import os
-    from flashbed.lab.guest import guestlib
+
     from flashbed.lab.boundary import GuestLayout
+    from flashbed.lab.guest import guestlib
     assert GuestLayout("/dev/x", "/t", fsync_logs=True).env()["FLASHBED_FSYNC_LOGS"] == "1"
     assert "FLASHBED_FSYNC_LOGS" not in GuestLayout("/dev/x", "/t").env()
     synced = []

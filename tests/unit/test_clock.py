@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from flashbed import clock
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
-from flashbed import clock
 from flashbed.lab import kernel
 from flashbed.lab.boundary import BlockDevice, BootSpec
 from flashbed.lab.uml import kernel_cmdline
@@ -139,6 +139,7 @@ def test_bad_run_clock_is_one_line(argv, words, capsys, tmp_path):
 
 def test_a_cell_file_of_one_clock_is_as_before_and_one_of_two_reads_back():
     import json
+
     from flashbed.results import CellKey, CellResult
     one = CellResult(key=CellKey("emmc-8g", "ext4", "bigfile"), status="ok")
     assert "clock" not in one.to_json()["key"]

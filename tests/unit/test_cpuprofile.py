@@ -4,12 +4,8 @@ as an axis, the lab's command line, the phase's CPU share and the report's CPU-b
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
-
-from tests.report_fixtures import generator
-from tests.unit.test_clock import _info
 
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
@@ -17,6 +13,8 @@ from flashbed.lab import cpuprofile, kernel
 from flashbed.lab.boundary import BootSpec, CpuCosts
 from flashbed.lab.uml import kernel_cmdline
 from flashbed.report.load import load_run
+from tests.report_fixtures import generator
+from tests.unit.test_clock import _info
 
 gen = generator()
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.lab.guest.protocol import StepStatus
 from flashbed.crashhost.check import run_checker
+from flashbed.lab.guest.protocol import StepStatus
 
 MiB = 1 << 20
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from flashbed.lab.guest.crashstates import to_check
 from flashbed.crashhost.host import CrashHost
 from flashbed.crashhost.plan import CheckPlan, Stratum, VerifierInput, plan_checks
+from flashbed.lab.guest.crashstates import to_check
 from flashbed.studies.crashstates import CHECKED_FILE, LOG_FILE, STATES_FILE
 from tests.unit.test_crashstates import STUDY, boot, cell, lay_out, state
 from tests.unit.test_powercut_classify import facts

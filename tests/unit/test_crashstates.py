@@ -13,9 +13,9 @@ from flashbed import variants
 from flashbed.crashreplay import find
 from flashbed.devices import presets
 from flashbed.errors import FlashbedError
+from flashbed.lab.boundary import BootResult, StepResult
 from flashbed.lab.guest.guestlib import mount_args
 from flashbed.lab.guest.protocol import CrashCheckSpec, CrashWorkSpec, RecoverSpec
-from flashbed.lab.boundary import BootResult, StepResult
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.results import CellKey, CellResult
 from flashbed.status import BootStatus

@@ -7,8 +7,6 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.devices.session import normalize_stats
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.report import weights as W
@@ -19,6 +17,7 @@ from flashbed.report.recommend import rank
 from flashbed.status import DeviceVerdict
 from flashbed.studies import STUDIES
 from flashbed.studies.claims import Claim, claims_of
+from tests.report_fixtures import generator
 
 gen = generator()
 DIRECT, SYNC = "randwrite 4k direct", "randwrite 4k sync"

@@ -8,10 +8,10 @@ import pytest
 
 from flashbed.cli import main
 from flashbed.devices import presets
-from flashbed.sizes import format_size
 from flashbed.devices.emulator import find_binary
 from flashbed.devices.nandsim import NandTiming
 from flashbed.errors import FlashbedError
+from flashbed.sizes import format_size
 
 MiB = 1 << 20
 
@@ -238,10 +238,10 @@ def test_a_run_plans_cells_on_ones_own_preset_file(own_part, monkeypatch):
 
 def test_bench_in_virtual_time_runs_no_ceiling_and_says_its_clock(monkeypatch, tmp_path):
     import io
+    import types
 
     from flashbed.bench import presets as bench
     from flashbed.clock import Clock
-    import types
     (tmp_path / "x.toml").write_text("[ftl]\nwrite_overhead_us = 10\n")
     dev = types.SimpleNamespace(label="x@1G", emulated=True, part={"model": "X"}, path=tmp_path / "x.toml",
                                 published={"rand_read_4k_iops": 200.0, "rand_write_4k_iops": 40.0})

@@ -11,8 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.devices.emulator import (CrashKind, CrashListing, Emulator, EmulatorError, EmulatorSpec, crash_states,
-                                       find_binary, rebuild_image)
+from flashbed.devices.emulator import (
+    CrashKind,
+    CrashListing,
+    Emulator,
+    EmulatorError,
+    EmulatorSpec,
+    crash_states,
+    find_binary,
+    rebuild_image,
+)
 
 STATE = {"id": "12+k3", "pos": 12, "kind": "subset", "acked": 13, "last_flush": 9, "volatile": 7, "kept": 3,
          "damaged": 0, "t_ns": 5_000}

@@ -10,9 +10,9 @@ import pytest
 
 from flashbed import fsspace, variants
 from flashbed.devices import presets
-from flashbed.sizes import parse_size
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest, make_plan
+from flashbed.sizes import parse_size
 
 pytestmark = pytest.mark.skipif(not (shutil.which("mkfs.f2fs") and shutil.which("dump.f2fs")),
                                 reason="needs f2fs-tools")

@@ -237,13 +237,12 @@ def test_fuzz_bad_preset_files(content, how):
 
 @pytest.fixture(scope="module")
 def a_run(tmp_path_factory) -> Path:
-    from tests.replay import DATA
-
     from flashbed.execute import execute
     from flashbed.executors import LocalExecutor
     from flashbed.lab.replay import ReplayLabs
     from flashbed.plan import PlanRequest, make_plan
     from flashbed.store import RunStore
+    from tests.replay import DATA
     store = RunStore(tmp_path_factory.mktemp("fuzz") / "run")
     req = PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bigfile",),
                       overrides={"bigfile": {"size": 16 << 20}}, pace="none")

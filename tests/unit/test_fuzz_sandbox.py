@@ -15,7 +15,6 @@ fresh seed. The last test prints the cases per command and the time they took.
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 import string
@@ -88,11 +87,11 @@ def world(tmp_path_factory):
     w["hashes"] = {"canary file": digest(canary), "canary device": digest(w["CANARY_DEV"]),
                    "run-a": tree(w["RUN_A"]), "run-b": tree(w["RUN_B"])}
     # what the children would otherwise import on every case
+    import flashbed.commands.probe  # noqa: F401
     import flashbed.crashreplay  # noqa: F401
     import flashbed.execute  # noqa: F401
     import flashbed.lab.labexec  # noqa: F401
     import flashbed.plan  # noqa: F401
-    import flashbed.commands.probe  # noqa: F401
     import flashbed.report  # noqa: F401
     import flashbed.report.build  # noqa: F401
     import flashbed.report.load  # noqa: F401

@@ -10,18 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed import cpus
 from flashbed.cli import main
 from flashbed.errors import FlashbedError
+from flashbed.identity import run_kernels
 from flashbed.lab.guest import fbtool
 from flashbed.lab.kernel import DEFAULT_KERNEL, labels, recorded_label
-from flashbed.identity import run_kernels
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.results import CellKey, CellResult, Measurement
 from flashbed.studies import STUDIES
 from flashbed.studies.mixed import SCALE
+from tests.report_fixtures import generator
 
 PLAIN = "plain-file@1G"
 gen = generator()

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import pytest
 
+
 def test_source_extraction_uses_only_what_this_python_accepts():
     """Bookworm's Python 3.11.2 has no `filter` argument to extractall (3.11.4 added it): the
     kernel build passed it anyway and died with a TypeError on a stock Debian 12."""
@@ -78,7 +79,6 @@ def _fake_build(tmp_path, monkeypatch):
 def test_an_interrupted_kernel_build_resumes_and_its_half_is_never_used(tmp_path, monkeypatch):
     """Ctrl-C during make: make and its compilers are stopped, no kernel is there to use; the next
     build neither extracts nor configures again, and compiles only the objects it lacks."""
-    import signal
 
     kernel, spec, out, seen = _fake_build(tmp_path, monkeypatch)
     monkeypatch.setenv("STOP_AFTER", "2")

@@ -5,19 +5,17 @@ import json
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from flashbed.cell import CellHost
 from flashbed.devices import presets
-from flashbed.devices.session import (EmulatorSession, FileSession, NandsimSession, RealDeviceSession,
-                                      session_class)
+from flashbed.devices.session import EmulatorSession, FileSession, NandsimSession, RealDeviceSession, session_class
 from flashbed.errors import FlashbedError
-from flashbed.lab.guest.protocol import Call, Step, steps_file
 from flashbed.lab.boundary import AGENT, DeviceStats, GuestLayout, Pacing, PowerSwitch, WriteLog, session_has
-from flashbed.shellwords import DEV, TOOLS, shell_join
+from flashbed.lab.guest.protocol import Call, Step, steps_file
 from flashbed.plan import PlanRequest, make_plan
+from flashbed.shellwords import DEV, TOOLS, shell_join
 from flashbed.variants import parse
 
 

@@ -4,7 +4,6 @@ the whole mount command (FUSE start-up) a figure apart."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from flashbed import variants
 from flashbed.devices import presets

@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.test_crashstates import boot, step
-from tests.unit.test_powercut_classify import facts
-from tests.unit.test_whose_loss import STUDY, _stick_run, parsed
-from tests.unit.test_crashstates import cell, lay_out, state
-
+from flashbed.crashhost.plan import CheckPlan, Stratum
 from flashbed.lab.boundary import BootResult
 from flashbed.report.eligibility import Verdict
 from flashbed.report.load import load_run
 from flashbed.report.recommend import recommend
-from flashbed.crashhost.plan import CheckPlan, Stratum
 from flashbed.studies.crashstates import mark_verdictless
+from tests.unit.test_crashstates import boot, cell, lay_out, state, step
+from tests.unit.test_powercut_classify import facts
+from tests.unit.test_whose_loss import STUDY, _stick_run
 
 
 def _stopped_boot(stopped: str) -> BootResult:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 
-import pytest
-
 from flashbed import cli
 from flashbed.commands import report as report_cmd
 

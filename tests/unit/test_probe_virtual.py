@@ -1,8 +1,6 @@
 """The probe in virtual time: request-counted random jobs, the lab kernel of the probe's clock."""
 import dataclasses
 
-import pytest
-
 
 def test_in_virtual_time_a_random_job_counts_requests_not_seconds():
     from flashbed.devices.rates import MAX_GUEST_SECONDS, RatePlan, random_job
@@ -21,9 +19,9 @@ def test_the_probe_runs_the_lab_kernel_of_its_clock(monkeypatch):
     own, so a kernel of the other clock cannot be handed to it, as it could before)."""
     from types import SimpleNamespace
 
+    from flashbed.clock import Clock
     from flashbed.devices import presets
     from flashbed.lab import kernel
-    from flashbed.clock import Clock
     from flashbed.probe import lab
     from flashbed.targets import LabTarget
     monkeypatch.setattr(lab, "tool_versions", lambda: {})

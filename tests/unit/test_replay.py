@@ -8,8 +8,6 @@ import json
 
 import pytest
 
-from tests.replay import DATA, REQUESTS
-
 from flashbed.execute import execute
 from flashbed.executors import LocalExecutor
 from flashbed.lab.replay import ReplayLab, cell_dir
@@ -17,6 +15,7 @@ from flashbed.plan import make_plan
 from flashbed.store import RunStore
 from flashbed.studies import STUDIES
 from flashbed.targets.replay import ReplayTarget
+from tests.replay import DATA, REQUESTS
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,10 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.errors import FlashbedError
 from flashbed.report import compare
 from flashbed.report.comparison import Pair, pair_filesystems, verdict
+from tests.report_fixtures import generator
 
 gen = generator()
 

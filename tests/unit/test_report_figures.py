@@ -7,11 +7,10 @@ import re
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.report import figures as F
 from flashbed.report import units
 from flashbed.report.load import load_run
+from tests.report_fixtures import generator
 
 gen = generator()
 

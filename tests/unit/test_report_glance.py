@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tests.report_fixtures import generator
-
 from flashbed.report import glance, write_report
 from flashbed.report.glance import Mark
 from flashbed.report.load import load_run
 from flashbed.report.recommend import recommend
+from tests.report_fixtures import generator
 
 gen = generator()
 POSIX = ("owners", "modes", "symlinks", "hard_links", "device_nodes", "fifos", "sockets", "xattrs")

@@ -7,10 +7,9 @@ import statistics
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.errors import FlashbedError
 from flashbed.report.load import load_run
+from tests.report_fixtures import generator
 
 gen = generator()
 

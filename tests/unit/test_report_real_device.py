@@ -6,8 +6,6 @@ from __future__ import annotations
 import io
 import json
 
-from tests.report_fixtures import generator
-
 from flashbed.report import weights as W
 from flashbed.report.build import build_document
 from flashbed.report.load import NOT_OBSERVABLE, load_run
@@ -16,6 +14,7 @@ from flashbed.report.recommend import rank, summary_data
 from flashbed.report.text import print_results
 from flashbed.status import Measured
 from flashbed.store import RunStore
+from tests.report_fixtures import generator
 
 gen = generator()
 REAL = "Ultra_Fit-4C53"

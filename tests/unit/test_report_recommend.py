@@ -7,8 +7,6 @@ import shutil
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.errors import FlashbedError
 from flashbed.report import recommendation_text
 from flashbed.report import weights as W
@@ -16,6 +14,7 @@ from flashbed.report.load import load_run
 from flashbed.report.recommend import answer_line, rank, recommend
 from flashbed.report.rerun import measure_command
 from flashbed.studies import STUDIES
+from tests.report_fixtures import generator
 
 STUDY_ORDER = list(STUDIES)
 

@@ -8,11 +8,10 @@ import shutil
 
 import pytest
 
-from tests.report_fixtures import generator
-
 import flashbed.report as report
 from flashbed.errors import FlashbedError
 from flashbed.report import ReportPaths, write_report
+from tests.report_fixtures import generator
 
 gen = generator()
 
@@ -144,6 +143,7 @@ def test_out_dir(tmp_path):
     # a figure an earlier report wrote (its index lists it) and this one does not is removed;
     # a file the report did not write stays (issue 28: it deleted every *.svg it had not written)
     import json
+
     from flashbed.report.output import INDEX
     index = json.loads((out / INDEX).read_text())
     (out / INDEX).write_text(json.dumps({"files": index["files"] + ["report-figures/fig-old.svg"]}))

@@ -9,8 +9,6 @@ import re
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed import robust
 from flashbed.cli import main
 from flashbed.devices import presets
@@ -22,6 +20,7 @@ from flashbed.report import write_report
 from flashbed.report.footing import footing
 from flashbed.report.load import load_run
 from flashbed.report.recommend import recommend
+from tests.report_fixtures import generator
 
 gen = generator()
 
@@ -221,9 +220,10 @@ def test_robust_without_a_twin_or_a_decisive_study_is_one_line(tmp_path, capsys)
 
 
 def test_a_robust_run_resumes_from_its_manifest(tmp_path):
+    from dataclasses import asdict
+
     from flashbed.identity import request_of as _stored_request
     from flashbed.store import RunStore
-    from dataclasses import asdict
     store = RunStore(tmp_path / "run")
     store.create()
     req = PlanRequest(devices=("emmc-8g@64M",), fs=("ext4",), studies=("bigfile",), robust=2)

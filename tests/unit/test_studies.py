@@ -6,7 +6,6 @@ from pathlib import Path
 import pytest
 
 from flashbed.errors import FlashbedError
-
 from flashbed.report.load import OUTCOME_PREFIXES
 from flashbed.report.weights import load_weights
 from flashbed.studies import STUDIES

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import io
 
+from flashbed.report.text import print_results
 from flashbed.results import CellKey, CellResult, Measurement
 from flashbed.store import RunStore
-from flashbed.report.text import print_results
 
 
 def cell(fs: str, counts: dict[str, int], iterations: int) -> CellResult:

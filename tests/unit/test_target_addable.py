@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 
-from tests.replay import DATA
-
 from flashbed import targets
 from flashbed.cli import main
 from flashbed.devices import presets
 from flashbed.lab.replay import ReplayLabs
 from flashbed.store import RunStore
 from flashbed.targets import ItsOwnLab, Target
+from tests.replay import DATA
 
 
 @dataclass

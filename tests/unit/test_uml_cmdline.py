@@ -1,10 +1,9 @@
 import os
-
-import pytest
 from pathlib import Path
 
-from flashbed.lab.boundary import INIT, BlockDevice, BootSpec, Nandsim, Step
+import pytest
 
+from flashbed.lab.boundary import INIT, BlockDevice, BootSpec, Nandsim, Step
 from flashbed.lab.uml import kernel_cmdline
 
 

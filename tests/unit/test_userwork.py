@@ -8,9 +8,9 @@ import pytest
 
 from flashbed import lifetime, userwork
 from flashbed.cli import main
-from flashbed.studies import edge
 from flashbed.errors import FlashbedError
 from flashbed.plan import PlanRequest
+from flashbed.studies import edge
 from flashbed.studies.workload import blk_delta, metrics
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -162,12 +162,12 @@ def _phase(waf: float, host: int, secs: float, erases=(0, 3)) -> dict:
 def test_a_workload_cell_projects_the_lifetime_from_its_passes(tmp_path):
     import json
 
+    from flashbed import variants
     from flashbed.devices import presets
+    from flashbed.results import CellKey
     from flashbed.studies import STUDIES
     from flashbed.studies.base import CellSpec
     from flashbed.studies.workload import host_stats
-    from flashbed.results import CellKey
-    from flashbed import variants
 
     calls = tmp_path / "host-calls"
     calls.mkdir()

@@ -12,10 +12,6 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-from tests.unit.test_crashstates import boot, cell, lay_out, state
-from tests.unit.test_powercut_classify import facts
-
 from flashbed.lab.guest import crashstates as guest
 from flashbed.lab.guest.protocol import HostAnswer, RecoverFacts, StateFacts
 from flashbed.report.eligibility import Verdict
@@ -26,6 +22,9 @@ from flashbed.report.recommend import answer_line, answer_section, recommend
 from flashbed.results import CellKey, CellResult
 from flashbed.status import LossCause
 from flashbed.studies import STUDIES
+from tests.report_fixtures import generator
+from tests.unit.test_crashstates import boot, cell, lay_out, state
+from tests.unit.test_powercut_classify import facts
 
 gen = generator()
 STUDY = STUDIES["crashstates"]

@@ -7,8 +7,6 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed.errors import FlashbedError
 from flashbed.report import weights as W
 from flashbed.report.load import load_run
@@ -16,6 +14,7 @@ from flashbed.report.recommend import answer_line, not_eligible_text, recommend
 from flashbed.report.rerun import measure_command
 from flashbed.report.workcase import use_case
 from flashbed.studies.workload import declared_better, job_figures, script_figures, unit_better
+from tests.report_fixtures import generator
 
 gen = generator()
 CASE = "sqlite-logger"

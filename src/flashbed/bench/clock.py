@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..devices import presets
-from ..devices.session import open_session
 from ..clock import Clock
+from ..devices import presets
+from ..devices.rates import RatePlan, random_job
+from ..devices.session import open_session
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..devices.rates import RatePlan, random_job
 
 MiB = 1 << 20
 DEFAULT_PRESET = "emmc-8g@512M"

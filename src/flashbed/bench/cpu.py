@@ -16,14 +16,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clock import Clock
 from ..devices import presets
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab import cpuprofile
-from ..clock import Clock
+from ..lab.boundary import BootSpec, CpuCosts, Step
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.boundary import BootSpec, CpuCosts, Step
 from ..lab.uml import boot
 from ..probe.lab import run_fio
 from .clock import jobs

@@ -40,8 +40,7 @@ from ..devices import presets
 from ..errors import FlashbedError
 from ..lab.kernel import ensure_kernel
 from ..results import CellKey
-from ..studies import STUDIES
-from ..studies import edge
+from ..studies import STUDIES, edge
 from ..studies.base import CellSpec
 from ..studies.crashstates import PARTS
 from .cells import checked_variants, timed_cell

@@ -12,16 +12,15 @@ yaffs_mount is timed inside the daemon.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from pathlib import Path
 
 from ..errors import FlashbedError
+from ..lab.boundary import BootSpec, Step
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
-from ..lab.boundary import BootSpec, Step
 from ..studies.base import TOOL
 from ..yaffs2 import guest
 from ..yaffs2.build import ensure_daemon

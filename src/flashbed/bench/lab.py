@@ -31,16 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import fio
 from ..devices import presets
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from ..lab import kernel as kernels
+from ..lab.boundary import BootResult, BootSpec, Step
 from ..lab.kernel import KernelInfo
 from ..lab.labexec import request_summary
-from ..lab.boundary import BootResult, BootSpec, Step
 from ..lab.uml import boot
 from ..status import StepStatus
-from .. import fio
 
 PARTS = ("lab", "device", "powercut")
 DEVICE = "emmc-8g@512M"

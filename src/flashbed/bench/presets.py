@@ -42,15 +42,15 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..clock import Clock
 from ..devices import presets
+from ..devices.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
 from ..devices.refit import rates as model_rates
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..clock import Clock
 from ..lab.kernel import ensure_kernel
 from ..lab.labs import UmlLab
 from ..probe.lab import run_fio
-from ..devices.rates import DEFAULT_SPAN, FIGURES, MATCH, figures_from, published_jobs, published_plan
 
 MiB = 1 << 20
 GOAL = MATCH  # every figure within 15 % of the published one

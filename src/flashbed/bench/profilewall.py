@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import FlashbedError
 from ..clock import Clock
+from ..errors import FlashbedError
 from ..store import RunStore
 
 

@@ -168,8 +168,8 @@ def _fuse(args: argparse.Namespace) -> None:
 
 
 def _presets(args: argparse.Namespace) -> None:
-    from ..bench import presets as bench_presets
     from .. import clock as lab_clock
+    from ..bench import presets as bench_presets
     if args.runs < 1 or args.runtime <= 0:
         raise FlashbedError("--runs must be at least 1 and --runtime positive")
     clock = lab_clock.parse(args.clock)

@@ -64,9 +64,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace, choice) -> int:
+    from .. import clock, writeguard
     from .. import filesystems as fscat
-    from .. import writeguard
-    from .. import clock
     from ..lab import kernel, smoke
     clk = clock.parse(args.clock)
     if clk.time_travel:
@@ -129,8 +128,7 @@ def _boot_once(run_dir: Path, kern, mode: str):
 
 
 def _exec(args: argparse.Namespace, choice) -> int:
-    from .. import cpus
-    from .. import clock
+    from .. import clock, cpus
     from ..lab import cpuprofile, labexec
     disks = labexec.check_disks(args.disk, tuple(args.destroy_data_on))
     choice.check_cpus(args.cpus)

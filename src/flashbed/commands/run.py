@@ -148,13 +148,12 @@ def _new(args: argparse.Namespace):
 def request(args: argparse.Namespace):
     """A new run's request from its options, each checked (one line), in the form its id is
     made of (identity.PlanRequest)."""
-    from .. import targets
+    from .. import clock, targets
     from ..devices.presets import absolute_spec
     from ..identity import PlanRequest
+    from ..lab import cpuprofile, kernel
     from ..robust import draws as robust_draws
     from ..studies import edge, inputs
-    from .. import clock
-    from ..lab import cpuprofile, kernel
     overrides = _overrides(args.set)
     studies = items(args.study, "study")
     given = {i.option: getattr(args, i.dest) for i in inputs.ALL if getattr(args, i.dest) is not None}

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import FlashbedError
+from ..lab.boundary import BootResult, DeviceSession, WriteLog, session_has
+from ..lab.guest.crashstates import to_check
 from ..lab.guest.guestlib import read_log
 from ..lab.guest.protocol import UNDAMAGED
-from ..lab.boundary import BootResult, DeviceSession, WriteLog, session_has
 from ..studies.base import CRASHLOG
 from . import check, usercheck
 from .claims import Claims
-from ..lab.guest.crashstates import to_check
 from .plan import VerifierInput, plan_checks, verifier_keys
 from .share import Helpers, Share, end_record
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..lab.guest.guestlib import WALL_FILE
 from ..lab.boundary import LabFactory
+from ..lab.guest.guestlib import WALL_FILE
 from ..status import BootStatus
 from .claims import CLAIMS, Claims
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
-from .rates import FIGURES
 from ..sizes import format_size, parse_size
+from .rates import FIGURES
 
 
 class Kind(StrEnum):

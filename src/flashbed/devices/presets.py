@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import FlashbedError
-from ..sizes import format_size, parse_size
 from ..paths import repo_root
+from ..sizes import format_size, parse_size
 from .nandsim import NandTiming, parse_timing
 
 DEFAULT_DEVICE = "emmc-8g"

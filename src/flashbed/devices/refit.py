@@ -25,11 +25,11 @@ import subprocess
 import tomllib
 from dataclasses import dataclass, field
 
-from .rates import FIGURES, MATCH, published_jobs, published_plan
+from ..sizes import parse_size
 from .assumptions import Fitted, Kind, lookup
 from .emulator import EmulatorError, _error_line, find_binary, set_args
 from .presets import Device
-from ..sizes import parse_size
+from .rates import FIGURES, MATCH, published_jobs, published_plan
 
 ROUNDS = 12  # fit rounds at most (each a model run); the rules below converge in 2-4
 CLOSE = 0.002  # a fitted figure this close to its target is fitted

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import cpus
-from ..errors import FlashbedError
 from ..clock import Clock, Pace, emulator_pace
+from ..errors import FlashbedError
 from ..stopping import stopping
 from .capabilities import BlockDevice, DeviceSession, Nandsim
 from .presets import Device

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from .assumptions import VARIED_REACH
-from .rates import FIGURES
-from .presets import Device, load_spec
 from ..sizes import format_size
+from .assumptions import VARIED_REACH
+from .presets import Device, load_spec
+from .rates import FIGURES
 
 
 def _comments(text: str) -> list[str]:

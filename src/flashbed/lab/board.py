@@ -28,8 +28,8 @@ import json
 import os
 import re
 import shlex
-import sys
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -42,11 +42,11 @@ from ..devices import realdev
 from ..devices.presets import Device
 from ..errors import FlashbedError
 from ..status import BootStatus
+from ..stopping import Stopping, on_stop, stopping
+from .boundary import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 from .guest.protocol import HostAnswer, HostCall, steps_file
 from .power import BOOT_WAIT, OFF_HOLD, Action, PowerCommand
 from .ssh import Ssh, SshAddress
-from ..stopping import Stopping, on_stop, stopping
-from .boundary import GUEST_DIR, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 BACKEND = "board"
 _LIVE: set[threading.Event] = set()  # the kill switch of every boot running now (Ctrl-C: stopping.kill_all)

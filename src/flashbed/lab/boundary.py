@@ -23,8 +23,17 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from ..clock import Clock, Pace
-from ..devices.capabilities import (BlockDevice, DeviceSession, DeviceStats, Nandsim, Pacing, PowerSwitch, TimedCut,
-                                    WriteLog, session_has)
+from ..devices.capabilities import (
+    BlockDevice,
+    DeviceSession,
+    DeviceStats,
+    Nandsim,
+    Pacing,
+    PowerSwitch,
+    TimedCut,
+    WriteLog,
+    session_has,
+)
 from ..status import BootStatus, StepStatus
 from .guest.protocol import Step
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .. import writeguard
-from ..errors import FlashbedError
 from ..clock import Clock, Pace, effective
-from .kernel import ensure_kernel
+from ..errors import FlashbedError
 from .boundary import BlockDevice, BootSpec, CpuCosts, Step
+from .kernel import ensure_kernel
 from .uml import boot
 
 

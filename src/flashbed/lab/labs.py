@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock, Pace
-from ..errors import FlashbedError
-from .kernel import KernelInfo, ensure_kernel
 from ..devices.session import open_session
+from ..errors import FlashbedError
 from .boundary import BootResult, BootSpec, DeviceSession, HostHandler
+from .kernel import KernelInfo, ensure_kernel
 from .uml import LAYOUT, boot
 
 

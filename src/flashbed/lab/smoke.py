@@ -19,9 +19,9 @@ from .. import filesystems as fscat
 from .. import variants
 from ..executors import LocalExecutor
 from ..progress import Progress
+from .boundary import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
 from .kernel import ensure_kernel
 from .labs import UmlLab
-from .boundary import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
 
 GUEST_TOOL = AGENT.parent / "fbtool.py"
 PY = "/usr/bin/python3 -S -I"

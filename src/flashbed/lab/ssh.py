@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import owner
-from ..scratch import system_tmp
 from ..errors import FlashbedError
+from ..scratch import system_tmp
 
 CONNECT_TIMEOUT = 10  # seconds for one connection attempt
 URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@/:\s\[\]]+)(?::(?P<port>\d+))?/?")

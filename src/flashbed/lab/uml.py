@@ -22,13 +22,13 @@ from pathlib import Path
 from .. import cpus
 from ..errors import FlashbedError
 from ..status import BootStatus
+from ..stopping import Stopping, on_stop, stopping
 from . import umldir
+from .boundary import AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 from .dirwatch import DirWatch
 from .guest.guestlib import WALL_FILE
 from .guest.protocol import Call, HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
-from ..stopping import Stopping, on_stop, stopping
-from .boundary import AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
 # the guest sees the first disk as ubda and the host's / (so the guest programs where they are) through hostfs

@@ -17,20 +17,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import fio
+from ..clock import Clock
 from ..devices.presets import Device
-from ..sizes import format_size
+from ..devices.rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 from ..devices.session import open_session
 from ..errors import FlashbedError
-from ..clock import Clock
 from ..lab import cpuprofile
+from ..lab.boundary import BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
 from ..lab.kernel import KernelInfo
 from ..lab.labs import UmlLab
-from ..lab.boundary import BootResult, BootSpec, CpuCosts, DeviceSession, DeviceStats, Lab, Step, session_has
-from ..shellwords import DEV
 from ..progress import format_duration
-from .. import fio
+from ..shellwords import DEV
+from ..sizes import format_size
 from . import flashbench as fb
-from ..devices.rates import RatePlan, figures_from, fill_job, random_job, seq_read_job
 
 ALIGN_BLOCKSIZE = 1024  # as the flashbench README: small enough to see 4 KiB pages
 ALIGN_TRIES = 32  # best of 32 per read (flashbench: 8): a loaded lab's jitter out of single reads

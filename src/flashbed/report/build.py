@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from ..status import CellStatus
-from . import yaffs2note as yaffs2_note
+from . import catalog, footing, glance, units
 from . import figures as F
 from . import recommend as R
 from . import tables as T
-from . import catalog, footing, glance, units
+from . import yaffs2note as yaffs2_note
 from .doc import Document, Paragraph, Section
 from .load import EMULATOR_FIGURES, NOT_OBSERVABLE, RunData
 

@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FlashbedError
+from . import catalog, units
 from . import figures as F
 from . import recommend as R
-from . import catalog, units
 from .doc import Cell, Column, Document, ListBlock, Paragraph, Section, Table
 from .load import RunData, Stat, load_run
 from .output import ReportPaths, write_outputs
-from .text import table_text
 from .provenance import fs_families, relevant_tools, tools_text
 from .summary import SUMMARY_SCHEMA, r6, run_info
+from .text import table_text
 
 SAME = 1.05  # within 5 % counts as the same
 MOVED = 1.2  # a figure that changed by more than 20 % is listed on its own ("moved")

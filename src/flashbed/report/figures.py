@@ -18,8 +18,8 @@ from ..studies.base import OutcomeTable, claimed_metrics
 from ..studies.views import Bars, Curves, Latency, Scaling, TopList
 from . import catalog, scaling, units
 from .doc import Figure
-from .load import Busy, RunData, Stat
 from .frame import LAB_HATCH, Ctx, LabMarks, finish_chart
+from .load import Busy, RunData, Stat
 from .svg import finish, new_figure, wrap_label
 
 _FS_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

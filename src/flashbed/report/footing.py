@@ -26,7 +26,7 @@ from typing import Any
 from ..devices.assumptions import PARAMS
 from . import recommend as R
 from . import units
-from .doc import Cell, Column, Figure, ListBlock, Paragraph, Section, Table
+from .doc import Cell, Column, Figure, Paragraph, Section, Table
 from .load import RunData, aggregate
 from .weights import UseCase
 
@@ -395,6 +395,7 @@ def tornado(run: RunData, device: str, df: DeviceFooting, cf: CaseFooting) -> Fi
         return None
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+
     from .svg import finish, new_figure, wrap_label
     rows = []
     for param, a in df.assumed.items():

@@ -19,11 +19,10 @@ from ..errors import FlashbedError, no_traceback
 from ..lab.kernel import recorded_label
 from ..results import READ_ONLY, CellResult
 from ..sizes import size_text
-from ..status import CellStatus
+from ..status import CellStatus, DeviceVerdict
 from ..store import RunStore
 from ..studies.base import Reproducer
 from ..studies.claims import claims_of
-from ..status import DeviceVerdict
 from . import catalog, devcheck, units
 from .devcheck import DeviceCheck
 from .weights import Weights, load_weights

@@ -9,7 +9,6 @@ from . import catalog
 from .load import RunData
 
 
-
 def fs_families(fs: str) -> list[str]:
     """'ext2@f2fs' -> ['ext2', 'f2fs']; 'ext4+noatime' -> ['ext4']; 'ext4-nojournal' -> ['ext4']."""
     return [re.split(r"[+\-]", part)[0] for part in fs.split("@") if part]

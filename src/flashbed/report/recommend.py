@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from ..status import DeviceVerdict, Measured
-from . import units
-from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
-from . import devcheck, workcase
+from . import devcheck, units, workcase
 from .devcheck import DeviceCheck
+from .doc import Cell, Column, ListBlock, Paragraph, Section, Table
 from .eligibility import Eligibility, Verdict, can_run, eligibility, no_write_log
 from .load import ATTRIBUTED, NOT_OBSERVABLE, Busy, RunData, Stat, variants_done
 from .partloss import no_damage_why, part_loss

@@ -6,9 +6,9 @@ import dataclasses
 from typing import Any
 
 from . import recommend as R
-from .partloss import part_loss
 from .doc import Document
 from .load import RunData
+from .partloss import part_loss
 
 SUMMARY_SCHEMA = 1
 

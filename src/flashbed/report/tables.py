@@ -7,12 +7,11 @@ metric has a direction. Units are in every numeric column header.
 
 from __future__ import annotations
 
-from ..status import CellStatus
+from ..status import CellStatus, DeviceVerdict
 from ..studies.views import Scaling, TopList
 from . import catalog, scaling, units
-from .doc import Block, Cell, Column, Table
-from ..status import DeviceVerdict
 from .devcheck import DeviceCheck
+from .doc import Block, Cell, Column, Table
 from .load import Busy, RunData, Stat
 
 

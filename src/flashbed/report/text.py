@@ -9,8 +9,8 @@ from collections import Counter, defaultdict
 from ..store import RunStore
 from ..studies import STUDIES
 from ..studies.base import OutcomeTable, claimed_metrics
-from . import catalog
 from ..studies.views import TopList
+from . import catalog
 from .load import ATTRIBUTED, EMULATOR_FIGURES, NOT_OBSERVABLE
 
 

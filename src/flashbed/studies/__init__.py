@@ -6,11 +6,11 @@ from .badblocks import BadBlocks
 from .bandwidth import Bandwidth
 from .base import Study
 from .bigfile import BigFile
-from .caps import Caps
 from .boot import Boot
+from .caps import Caps
 from .corruption import Corruption
-from .crashstates import CrashStates
 from .cpu import Cpu
+from .crashstates import CrashStates
 from .mixed import Mixed
 from .mkfs import Mkfs
 from .mount import Mount

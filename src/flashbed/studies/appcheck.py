@@ -44,18 +44,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..crashhost import usercheck
+from ..crashhost.plan import VerifierInput
 from ..errors import FlashbedError
-from ..results import printable
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
+from ..results import printable
 from ..status import PowerCutClass
 from ..userwork import Kind, UserFile, stage
 from ..variants import FsVariant
-from .base import MNT, RUN, Case, CellSpec
-from ..crashhost.plan import VerifierInput
-from .crashstates import FSCK_ON_HOST, LOG_FILE, CrashStates
 from . import inputs
-from .params import param, user_file
+from .base import MNT, RUN, Case, CellSpec
+from .crashstates import FSCK_ON_HOST, LOG_FILE, CrashStates
 from .failures import work_seed
+from .params import param, user_file
 from .workload import STAGED
 
 CHECK = "check.sh"

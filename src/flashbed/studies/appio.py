@@ -9,8 +9,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, first_failure, m, make_and_mount, passed, stats_reset, \
-    stats_take, umount
+from .base import (
+    MNT,
+    TOOL,
+    CellSpec,
+    Outcome,
+    Study,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    stats_reset,
+    stats_take,
+    umount,
+)
 from .params import param
 from .views import Bars
 

@@ -51,12 +51,12 @@ from pathlib import Path
 
 from .. import filesystems as fscat
 from ..lab.boundary import BootResult, Nandsim, Step
-from ..shellwords import DEV, TOOLS
 from ..results import Measurement
+from ..shellwords import DEV, TOOLS
 from ..status import AfterFault, BadBlocksFlag, FileState, IterationOutcome
 from .base import MNT, PY, RUN, Case, CellSpec, MiB, Outcome, OutcomeTable, Study, m, step_json
-from .params import param
 from .failures import CW, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm, setup_failures
+from .params import param
 
 BB = f"{PY} {TOOLS}/badblocks.py"  # this study's own guest side (dust)
 

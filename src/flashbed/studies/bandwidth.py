@@ -26,14 +26,26 @@ from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 
-from ..lab.boundary import BootResult, Step
 from .. import fio
+from ..lab.boundary import BootResult, Step
+from .base import (
+    MNT,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    stats_reset,
+    stats_take,
+    tree_on_device,
+    umount,
+)
 from .claims import Claim, claims_extra
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, stats_reset, \
-    stats_take, tree_on_device, umount
 from .params import param
 from .views import Bars, Latency
-
 
 IMAGE_TREE = "bw-tree"  # a read-only image's files, in the run directory
 

@@ -14,10 +14,10 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..clock import Clock, Pace
 from ..devices.presets import Device
-from ..lab.guest.protocol import Call
 from ..lab.boundary import BootResult, Nandsim, Step
-from ..shellwords import TOOLS
+from ..lab.guest.protocol import Call
 from ..results import CellKey, Measurement
+from ..shellwords import TOOLS
 from ..status import CellStatus
 from ..variants import FsVariant
 from . import params as P

@@ -9,8 +9,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
-from .base import MNT, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, seconds, \
-    stats_reset, stats_take, umount
+from .base import (
+    MNT,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    seconds,
+    stats_reset,
+    stats_take,
+    umount,
+)
 from .params import param
 from .views import Bars
 

@@ -12,8 +12,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, mount, passed, seconds, \
-    stats_reset, stats_take, step_json, tree_on_device, umount
+from .base import (
+    MNT,
+    TOOL,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    mount,
+    passed,
+    seconds,
+    stats_reset,
+    stats_take,
+    step_json,
+    tree_on_device,
+    umount,
+)
 from .params import param
 
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ..lab.guest.caps import PROBES
 from ..lab.boundary import GUEST_DIR, BootResult, Step
-from .base import MNT, PY, CellSpec, Outcome, Study, first_failure, make_and_mount, m, mount, \
-    step_json, umount
+from ..lab.guest.caps import PROBES
 from ..status import CellStatus
+from .base import MNT, PY, CellSpec, Outcome, Study, first_failure, m, make_and_mount, mount, step_json, umount
 
 CAPS = f"{PY} {shlex.quote(str(GUEST_DIR / 'caps.py'))}"
 DIR = f"{MNT}/caps"

@@ -35,13 +35,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
-from ..shellwords import DEV
 from ..results import Measurement
+from ..shellwords import DEV
 from ..status import FileState, IterationOutcome
 from ..variants import FsVariant
 from .base import MB, MNT, RUN, Case, CellSpec, Outcome, OutcomeTable, Study, m, step_json
-from .failures import (CW, DM, DM_NAME, DMSETUP, FILE_OUTCOMES, SECTORS, inspected, missing_or_hung, on_dm,
-                       setup_failures)
+from .failures import (
+    CW,
+    DM,
+    DM_NAME,
+    DMSETUP,
+    FILE_OUTCOMES,
+    SECTORS,
+    inspected,
+    missing_or_hung,
+    on_dm,
+    setup_failures,
+)
 from .params import param
 
 MODES = ("after", "alternate")

@@ -21,8 +21,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
-from .base import MNT, TOOL, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, \
-    stats_reset, stats_take, step_json, umount
+from .base import (
+    MNT,
+    TOOL,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    stats_reset,
+    stats_take,
+    step_json,
+    umount,
+)
 from .params import param
 from .views import Bars, TopList
 

@@ -79,23 +79,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..lab.guest import sequences
-from ..lab.guest.protocol import (Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts,
-                                  Workload)
+from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts
+from ..crashhost.share import read_end_records, wall_limit_why
+from ..crashhost.share import records as lab_records
+from ..errors import last_line
 from ..lab.boundary import BootResult, Step
-from ..shellwords import TOOLS
+from ..lab.guest import sequences
+from ..lab.guest.crashstates import to_check
 from ..lab.guest.guestlib import read_log
+from ..lab.guest.protocol import Call, CrashCheckSpec, CrashWorkSpec, DirectMount, RecoverFacts, StateFacts, Workload
+from ..shellwords import TOOLS
+from ..sizes import size_text
 from ..status import BootStatus, CellStatus, LossCause, PowerCutClass
 from ..variants import FsVariant
-from ..errors import last_line
-from ..sizes import size_text
 from .base import CRASHLOG, MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, m, step_json
-from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts
-from ..lab.guest.crashstates import to_check
-from ..crashhost.share import read_end_records, records as lab_records, wall_limit_why
+from .failures import (
+    CLASSES,
+    EXTRA_CLASSES,
+    FSCK_RESULTS,
+    MOUNT_STATES,
+    case_variant,
+    classify,
+    mount_state,
+    recover_spec,
+    recover_timeout,
+    shell_arg,
+    work_seed,
+)
 from .params import param
-from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
-                       recover_spec, recover_timeout, shell_arg, work_seed)
 
 CSW = f"{PY} {TOOLS}/crashstates.py"  # this study's guest side
 WORKLOADS = (Workload.POWERCUT, Workload.SEQUENCES)  # its own; USER is the appcheck study's

@@ -17,11 +17,19 @@ import shlex
 from typing import Any
 
 from .. import filesystems as fscat
-from ..lab.guest.protocol import RecoverFacts, RecoverSpec
 from ..lab.boundary import BootResult
+from ..lab.guest.protocol import RecoverFacts, RecoverSpec
 from ..shellwords import DEV, TOOLS
-from ..status import BootStatus, CellStatus, FileState, FsckResult, IterationOutcome, MountState, PowerCutClass, \
-    StepStatus
+from ..status import (
+    BootStatus,
+    CellStatus,
+    FileState,
+    FsckResult,
+    IterationOutcome,
+    MountState,
+    PowerCutClass,
+    StepStatus,
+)
 from ..variants import FsVariant
 from .base import MNT, PY, step_json
 

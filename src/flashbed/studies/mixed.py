@@ -18,11 +18,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import fio
 from ..errors import FlashbedError
 from ..lab.boundary import BootResult, Step
-from .. import fio
-from .base import MNT, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, passed, \
-    stats_reset, stats_take, umount
+from .base import (
+    MNT,
+    Case,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    stats_reset,
+    stats_take,
+    umount,
+)
 from .params import param
 from .views import Bars, CaseLabel, Scaling
 

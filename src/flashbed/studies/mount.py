@@ -22,10 +22,24 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..lab.guest.protocol import Call
 from ..lab.boundary import BootResult, Step
-from .base import MNT, TOOL, Case, CellSpec, Outcome, Study, drop_caches, first_failure, m, make_and_mount, mount, \
-    passed, tree_on_device, umount
+from ..lab.guest.protocol import Call
+from .base import (
+    MNT,
+    TOOL,
+    Case,
+    CellSpec,
+    Outcome,
+    Study,
+    drop_caches,
+    first_failure,
+    m,
+    make_and_mount,
+    mount,
+    passed,
+    tree_on_device,
+    umount,
+)
 from .params import param
 from .views import Axis, Bars, CaseLabel, Curves
 

@@ -81,15 +81,26 @@ from typing import Any
 
 from .. import filesystems as fscat
 from ..clock import Clock, recorded
+from ..lab.boundary import BootResult, Step
 from ..lab.guest import guestlib
 from ..lab.guest.protocol import PrepareSpec, RecoverFacts, RecoverSpec, SnapcutSpec
-from ..lab.boundary import BootResult, Step
 from ..shellwords import TOOLS
 from ..status import BootStatus, CellStatus, PowerCutClass, StepStatus
 from ..variants import FsVariant
 from .base import MNT, PY, RUN, Case, CellSpec, Outcome, OutcomeTable, Reproducer, Study, boot_dir, m, step_json
-from .failures import (CLASSES, EXTRA_CLASSES, FSCK_RESULTS, MOUNT_STATES, case_variant, classify, mount_state,
-                       recover_spec, recover_timeout, shell_arg, work_seed)
+from .failures import (
+    CLASSES,
+    EXTRA_CLASSES,
+    FSCK_RESULTS,
+    MOUNT_STATES,
+    case_variant,
+    classify,
+    mount_state,
+    recover_spec,
+    recover_timeout,
+    shell_arg,
+    work_seed,
+)
 from .params import param
 
 PCW = f"{PY} {TOOLS}/powercut.py"  # this study's guest side

@@ -20,8 +20,20 @@ from pathlib import Path
 
 from ..lab.boundary import BootResult, Step
 from ..shellwords import DEV
-from .base import MNT, CellSpec, Outcome, Study, block_stat, first_failure, m, make_and_mount, passed, stats_reset, \
-    stats_take, umount
+from .base import (
+    MNT,
+    CellSpec,
+    Outcome,
+    Study,
+    block_stat,
+    first_failure,
+    m,
+    make_and_mount,
+    passed,
+    stats_reset,
+    stats_take,
+    umount,
+)
 from .claims import Claim, claims_extra
 from .params import param
 from .views import Bars

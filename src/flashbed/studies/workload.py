@@ -32,17 +32,36 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import fio as fiojson
 from .. import lifetime as life
 from ..clock import Clock, Pace
 from ..errors import FlashbedError
+from ..lab.boundary import GUEST_DIR, BootResult, Step
 from ..results import printable
 from ..sizes import size_text
-from ..lab.boundary import GUEST_DIR, BootResult, Step
 from ..userwork import Kind, UserFile, stage
 from . import inputs
-from .. import fio as fiojson
-from .base import (Case, CellSpec, MNT, Outcome, PY, RUN, Study, block_stat, boot_dir, first_failure, m,
-                   make_and_mount, mount, passed, seconds, stats_reset, stats_take, step_json, umount)
+from .base import (
+    MNT,
+    PY,
+    RUN,
+    Case,
+    CellSpec,
+    Outcome,
+    Study,
+    block_stat,
+    boot_dir,
+    first_failure,
+    m,
+    make_and_mount,
+    mount,
+    passed,
+    seconds,
+    stats_reset,
+    stats_take,
+    step_json,
+    umount,
+)
 from .params import param, user_file
 
 AGE = GUEST_DIR / "age.py"

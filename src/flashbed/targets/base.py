@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 from ..errors import FlashbedError
 
 if TYPE_CHECKING:
+    from ..clock import Clock
     from ..devices.presets import Device
     from ..executors import Executor
     from ..identity import PlanRequest
-    from ..clock import Clock
     from ..lab.boundary import LabFactory
     from ..probe.lab import ProbeSite
     from ..store import RunStore

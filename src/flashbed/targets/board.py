@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..clock import Clock
 from ..devices.presets import Device
 from ..errors import FlashbedError
-from ..clock import Clock
 from ..probe.lab import ProbeSite
 from .base import ItsOwnLab, Target
 

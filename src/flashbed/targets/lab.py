@@ -10,11 +10,11 @@ from functools import partial
 from typing import Any, Callable
 
 from .. import cpus, identity
+from ..clock import Clock
 from ..devices import presets, realdev
 from ..devices.presets import Device
 from ..errors import FlashbedError
 from ..lab import kernel
-from ..clock import Clock
 from ..lab.kernel import KernelChoice, recorded_label
 from ..probe.lab import ProbeSite
 from .base import Target

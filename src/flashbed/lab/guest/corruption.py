@@ -23,13 +23,31 @@ import sys
 import time
 
 if __package__:  # on the host, as flashbed.lab.guest.corruption
-    from .guestlib import BLOCK, LIST_LIMIT, content, mount_options, now, probe_write, read_file, write_all, \
-        write_json_atomic
+    from .guestlib import (
+        BLOCK,
+        LIST_LIMIT,
+        content,
+        mount_options,
+        now,
+        probe_write,
+        read_file,
+        write_all,
+        write_json_atomic,
+    )
     from .protocol import FileState
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guestlib import BLOCK, LIST_LIMIT, content, mount_options, now, probe_write, read_file, write_all, \
-        write_json_atomic
+    from guestlib import (
+        BLOCK,
+        LIST_LIMIT,
+        content,
+        mount_options,
+        now,
+        probe_write,
+        read_file,
+        write_all,
+        write_json_atomic,
+    )
     from protocol import FileState
 
 

@@ -41,16 +41,42 @@ import time
 if __package__:  # on the host, as flashbed.lab.guest.crashstates
     from . import powercut, sequences, trees
     from .guestlib import ContentCache, call_host, now, plain_commands, push, read_log, run, run_shell, wall_limit
-    from .protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
-                           RecoverSpec, StateFacts, StepStatus, TwinPlace, UNDAMAGED, Workload)
+    from .protocol import (
+        UNDAMAGED,
+        Call,
+        CrashCheckSpec,
+        CrashWorkSpec,
+        FsckResult,
+        HostAnswer,
+        HostCall,
+        RecoverFacts,
+        RecoverSpec,
+        StateFacts,
+        StepStatus,
+        TwinPlace,
+        Workload,
+    )
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import powercut
     import sequences
     import trees
     from guestlib import ContentCache, call_host, now, plain_commands, push, read_log, run, run_shell, wall_limit
-    from protocol import (Call, CrashCheckSpec, CrashWorkSpec, FsckResult, HostAnswer, HostCall, RecoverFacts,
-                          RecoverSpec, StateFacts, StepStatus, TwinPlace, UNDAMAGED, Workload)
+    from protocol import (
+        UNDAMAGED,
+        Call,
+        CrashCheckSpec,
+        CrashWorkSpec,
+        FsckResult,
+        HostAnswer,
+        HostCall,
+        RecoverFacts,
+        RecoverSpec,
+        StateFacts,
+        StepStatus,
+        TwinPlace,
+        Workload,
+    )
 
 BLKFLSBUF = 0x1261  # ioctl: write back and drop a block device's buffers
 CALL_TIMEOUT = 120.0

@@ -21,9 +21,8 @@ import re
 import shutil
 import signal
 import subprocess
-import time
-
 import threading
+import time
 
 if __package__:  # on the host, as flashbed.lab.guest.guestlib
     from .protocol import Call, DirectMount, HostAnswer, HostCall, StepStatus

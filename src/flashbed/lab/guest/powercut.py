@@ -53,18 +53,74 @@ import time
 from typing import Callable
 
 if __package__:  # on the host, as flashbed.lab.guest.powercut
-    from .guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call, call_host, virtual_time,
-                           partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
-                           write_json_atomic)
-    from .protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
-                           SnapcutSpec, StepStatus, Verdict)
+    from .guestlib import (
+        LIST_LIMIT,
+        call_host,
+        content,
+        fsync_dir,
+        mount_direct,
+        mount_options,
+        now,
+        partial_ok,
+        post_call,
+        probe_write,
+        push,
+        read_file,
+        read_log,
+        run,
+        umount_direct,
+        virtual_time,
+        write_all,
+        write_json_atomic,
+    )
+    from .protocol import (
+        Call,
+        DirectMount,
+        FsckResult,
+        HostCall,
+        Phase,
+        PrepareSpec,
+        RecoverFacts,
+        RecoverSpec,
+        SnapcutSpec,
+        StepStatus,
+        Verdict,
+    )
 else:  # in the guest: this directory is not on sys.path by itself (-S -I)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from guestlib import (LIST_LIMIT, content, fsync_dir, mount_direct, mount_options, now, post_call, call_host, virtual_time,
-                          partial_ok, probe_write, push, read_file, read_log, run, umount_direct, write_all,
-                          write_json_atomic)
-    from protocol import (Call, DirectMount, FsckResult, HostCall, Phase, PrepareSpec, RecoverFacts, RecoverSpec,
-                          SnapcutSpec, StepStatus, Verdict)
+    from guestlib import (
+        LIST_LIMIT,
+        call_host,
+        content,
+        fsync_dir,
+        mount_direct,
+        mount_options,
+        now,
+        partial_ok,
+        post_call,
+        probe_write,
+        push,
+        read_file,
+        read_log,
+        run,
+        umount_direct,
+        virtual_time,
+        write_all,
+        write_json_atomic,
+    )
+    from protocol import (
+        Call,
+        DirectMount,
+        FsckResult,
+        HostCall,
+        Phase,
+        PrepareSpec,
+        RecoverFacts,
+        RecoverSpec,
+        SnapcutSpec,
+        StepStatus,
+        Verdict,
+    )
 
 DELETED = "deleted"
 
