@@ -112,7 +112,9 @@ def make_plan(req: PlanRequest, target: "Target | None" = None, destroy_data_on:
             raise FlashbedError(f"unknown study '{s}': choose from {', '.join(STUDIES)}")
     params_all = study_params(r.profile, r.overrides)
     devices = target.load_devices(r.devices, destroy_data_on)
+    blank = [str(d.info["judged_blank"]) for d in devices.values() if d.info.get("judged_blank")]
     devices, rerun, notes = _robust(r, devices)
+    notes = [*blank, *notes]  # a real device written without --destroy-data-on: why it may be
     parsed = {spec: [variants.parse(spec, d) for d in devices.values()] for spec in r.fs}
     for spec in r.fs:
         target.check_variant(spec, parsed[spec][0])

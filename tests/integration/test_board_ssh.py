@@ -124,6 +124,16 @@ def test_a_device_with_data_needs_destroy_data_on(board, tmp_path):
     one_line(r, f"carries data (ext4), which the run would destroy: if that is what you want, add --destroy-data-on {node}")
 
 
+def test_a_device_with_data_but_no_signature_needs_destroy_data_on(board, tmp_path):
+    with loop_device(tmp_path, 64 << 20) as node:
+        with open(node, "r+b") as f:  # a raw backup: no filesystem, no partition table
+            f.seek(5 << 20)
+            f.write(b"x" * 4096)
+        r = on_board(board, node, tmp_path / "run", "--fs", "ext4", "--study", "mkfs", timeout=120)
+    one_line(r, f"{node} may carry data (no filesystem or partition-table signature, but non-zero data at offset "
+                f"{5 << 20}), which the run would destroy: if that is what you want, add --destroy-data-on {node}")
+
+
 @pytest.mark.parametrize("study,words", [
     ("powercut", "study powercut cuts the device's power: give the board's power switch with --power-cmd"),
     ("crashstates", "study crashstates needs the flash emulator's write log, which a board's device"),

@@ -101,6 +101,7 @@ def test_a_clean_loop_device_is_planned_with_its_identity(loop, tmp_path):
     assert ident["logical_block_size"] == 512 and ident["transport"] == "virtual"
     assert "the host's storage (not flash) limits its figures" in dev.info["description"]
     assert [c.key.device for c in plan.cells] == [name]
+    assert f"{node} judged blank: no signature, all 64 MiB read zero" in plan.notes[0]  # read whole, and said
     # the same run found again from the stored request (resume)
     again = make_plan(PlanRequest(**{**json.loads(json.dumps(plan.request.__dict__))}))
     assert again.request.run_id() == req.run_id() and str(again.devices[name].path) == node
@@ -126,6 +127,35 @@ def test_probe_refuses_a_real_device_with_data_unless_destroy_data_on_repeats_it
     assert f"{node} carries data (ext4 labelled 'precious')" in err and f"--destroy-data-on {node}" in err
     err = _refused(capsys, ["probe", "ideal@64M", "--destroy-data-on", node], tmp_path / "probe")
     assert "--destroy-data-on applies to a real device, and ideal@64M is a preset" in err
+
+def _raw(offset: int):
+    """Data without any signature (a raw backup, plain dm-crypt): a page of bytes at `offset`."""
+    def put(img: Path) -> None:
+        with open(img, "r+b") as f:
+            f.seek(offset)
+            f.write(os.urandom(4096).replace(b"\0", b"\1"))
+    return put
+
+
+@pytest.mark.parametrize("offset", [0, 512, 40 * MiB])
+def test_data_without_a_signature_is_refused_naming_where_it_is(loop, tmp_path, capsys, offset):
+    node = loop(setup=_raw(offset))
+    before = R.first_data(node, 64 * MiB)
+    err = _refused(capsys, [*RUN, "--device", node], tmp_path / "run")
+    assert f"{node} may carry data (no filesystem or partition-table signature, but non-zero data at offset " \
+           f"{offset}), which the run would destroy: if that is what you want, add --destroy-data-on {node}" in err
+    assert R.first_data(node, 64 * MiB) == before  # nothing written
+    err = _refused(capsys, ["probe", node], tmp_path / "probe")
+    assert f"non-zero data at offset {offset}" in err
+
+
+def test_a_device_too_large_to_read_whole_needs_destroy_data_on(loop, tmp_path, capsys, monkeypatch):
+    node = loop()
+    monkeypatch.setattr(R, "BLANK_READ", 16 * MiB)
+    err = _refused(capsys, [*RUN, "--device", node], tmp_path / "run")
+    assert "its first 16 MiB read zero, but it holds 64 MiB, more than flashbed reads to prove a device blank" in err
+    assert f"add --destroy-data-on {node}" in err
+
 
 def test_a_partition_table_is_refused(loop, tmp_path, capsys):
     node = loop(setup=_mbr)

@@ -81,6 +81,47 @@ def test_no_signature_no_refusal():
     assert R.signature_refusal("/dev/sdb", [], 0) is None
 
 
+def _boardcheck():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("boardcheck", Path(R.__file__).parents[1] / "lab" / "guest" /
+                                                  "boardcheck.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("offset", [None, 0, 1, 4095, (4 << 20) - 1, 4 << 20, (9 << 20) + 3])
+def test_the_first_non_zero_byte_is_found_here_and_on_a_board(tmp_path, offset):
+    img = tmp_path / "disk"
+    with open(img, "wb") as f:
+        f.truncate(12 << 20)
+        if offset is not None:
+            f.seek(offset)
+            f.write(b"\x01")
+    z = R.first_data(str(img), 12 << 20)
+    assert z == R.Zeroes(offset, z.read, 12 << 20) and z.blank == (offset is None)
+    on_board = _boardcheck().zeroes(str(img), R.BLANK_READ)
+    assert R.Zeroes(on_board["first_data"], on_board["read"], on_board["size"]) == z
+    why = R.data_refusal("/dev/sdb", z)
+    if offset is None:
+        assert why is None and R.blank_note("/dev/sdb", z) == ("/dev/sdb judged blank: no signature, all 12 MiB "
+                                                                "read zero (nothing on it to destroy)")
+    else:
+        assert why == (f"/dev/sdb may carry data (no filesystem or partition-table signature, but non-zero data at "
+                       f"offset {offset}), which the run would destroy: if that is what you want, add "
+                       f"--destroy-data-on /dev/sdb")
+
+
+def test_a_device_larger_than_what_is_read_is_not_blank(tmp_path):
+    img = tmp_path / "disk"
+    with open(img, "wb") as f:
+        f.truncate(12 << 20)
+    z = R.first_data(str(img), 12 << 20, limit=8 << 20)
+    assert z == R.Zeroes(None, 8 << 20, 12 << 20) and not z.blank
+    assert "its first 8 MiB read zero, but it holds 12 MiB" in R.data_refusal("/dev/sdb", z)
+    assert _boardcheck().zeroes(str(img), 8 << 20) == {"first_data": None, "read": 8 << 20, "size": 12 << 20}
+
+
 # ---- sysfs and proc, on a fake tree --------------------------------------------------
 
 def _write(p: Path, text: str) -> None:

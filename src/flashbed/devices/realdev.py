@@ -11,8 +11,11 @@ written), one line per refusal:
     or a partition of it is mounted, swap, or held by device-mapper/md/LVM
     (sysfs holders/); read-only; a logical block size other than 512 bytes
     (ubd's O_DIRECT requests are 512-byte aligned);
-  - a filesystem or partition-table signature (wipefs) is refused unless
-    `--destroy-data-on PATH` names the same device node.
+  - data is refused unless `--destroy-data-on PATH` names the same device node:
+    a filesystem or partition-table signature (wipefs), or any non-zero byte (a
+    raw backup, plain dm-crypt, a zeroed first sector hide from wipefs). Only a
+    device read whole and found all zeroes is blank without it, and the plan says
+    so; one larger than BLANK_READ is not read whole: it needs the option.
 A cell re-checks when it takes the device (`claimed`): the node must still be
 the same device, and it is opened O_EXCL (the kernel refuses that while it is
 mounted or held) and flock'ed (cells of one device run one at a time; udev
@@ -44,6 +47,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..errors import FlashbedError
+from ..sizes import size_text
 from ..stopping import Stopping
 from .presets import Device
 
@@ -51,6 +55,8 @@ REF = "real:"  # a request's reference to a real device by label
 SECTOR = 512
 BOOT_MOUNTS = ("/", "/boot", "/boot/efi", "/efi")
 # libblkid's partition-table names (wipefs's "type")
+BLANK_READ = 256 << 20  # the most read to prove a device blank (a slow card reads it in seconds)
+BLANK_CHUNK = 4 << 20
 PARTITION_TABLES = ("dos", "gpt", "PMBR", "atari", "bsd", "mac", "sgi", "solaris", "sun", "unixware", "minix")
 
 
@@ -358,6 +364,58 @@ def signature_refusal(node: str, sigs: list[dict[str, str]], parts: int) -> str 
             f"is what you want, add --destroy-data-on {node}")
 
 
+@dataclass(frozen=True)
+class Zeroes:
+    """What a read of the device from its start found: the first non-zero byte's offset
+    (None: none in the bytes read), and how many bytes were read of its size."""
+
+    first_data: int | None
+    read: int
+    size: int
+
+    @property
+    def blank(self) -> bool:
+        return self.first_data is None and self.read >= self.size
+
+
+def first_data(node: str, size: int, limit: int | None = None) -> Zeroes:
+    """The device read from its start up to `limit` bytes (BLANK_READ), stopping at the first
+    non-zero byte."""
+    limit = BLANK_READ if limit is None else limit
+    zero = bytes(BLANK_CHUNK)
+    done = 0
+    try:
+        with open(node, "rb", buffering=0) as f:
+            while done < min(size, limit):
+                chunk = f.read(min(BLANK_CHUNK, min(size, limit) - done))
+                if not chunk:
+                    break
+                if chunk != zero[:len(chunk)]:
+                    return Zeroes(done + len(chunk) - len(chunk.lstrip(b"\0")), done, size)
+                done += len(chunk)
+    except OSError as e:
+        raise FlashbedError(f"{node}: cannot read it to see whether it holds data: {e.strerror}") from None
+    return Zeroes(None, done, size)
+
+
+def data_refusal(node: str, z: Zeroes) -> str | None:
+    """The line refusing a device without a signature that is not shown blank (None: it is)."""
+    if z.blank:
+        return None
+    if z.first_data is not None:
+        found = f"no filesystem or partition-table signature, but non-zero data at offset {z.first_data}"
+    else:
+        found = (f"no signature, and its first {size_text(z.read)} read zero, but it holds {size_text(z.size)}, "
+                 f"more than flashbed reads to prove a device blank")
+    return (f"{node} may carry data ({found}), which the run would destroy: if that is what you want, add "
+            f"--destroy-data-on {node}")
+
+
+def blank_note(node: str, z: Zeroes) -> str:
+    """The plan's line for a device written without --destroy-data-on: why it may be."""
+    return f"{node} judged blank: no signature, all {size_text(z.size)} read zero (nothing on it to destroy)"
+
+
 # --- loading ---------------------------------------------------------------------------
 
 def find(ref: str, host: Host = HOST) -> str:
@@ -404,8 +462,12 @@ def load(spec: str, destroy: tuple[str, ...] = (), host: Host = HOST) -> Device:
                f"which root has: run flashbed as root (or as a member of its group: ls -l {node})")
     if why is None:
         why = _exclusive(node)
+    blank = None
     if why is None and not any(same_node(node, d) for d in destroy):
         why = signature_refusal(node, signatures(node), len(facts.parts) - 1)
+        if why is None:
+            blank = first_data(node, ident["size_bytes"])
+            why = data_refusal(node, blank)
     if why:
         raise FlashbedError(why)
     ident["node"] = node
@@ -415,6 +477,8 @@ def load(spec: str, destroy: tuple[str, ...] = (), host: Host = HOST) -> Device:
             "discard": ("passed on as write-zeroes (unmap allowed)" if ident.get("write_zeroes_max_bytes")
                         else "not supported by the device: off"),
             "power_cut": "none: a real device has no power switch here; killing the lab is a kernel crash"}
+    if blank is not None:
+        info["judged_blank"] = blank_note(node, blank)
     return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                   page_size=max(SECTOR, ident["physical_block_size"]), erase_block=0,
                   preset_capacity=ident["size_bytes"], info=info)

@@ -173,7 +173,8 @@ class Board:
 
     def check(self, node: str) -> dict[str, Any]:
         """boardcheck.py's facts about `node` on the board."""
-        r = self.ssh.run(f"python3 -S -I {shlex.quote(self.tools)}/boardcheck.py {shlex.quote(node)}")
+        r = self.ssh.run(f"python3 -S -I {shlex.quote(self.tools)}/boardcheck.py {shlex.quote(node)} "
+                         f"{realdev.BLANK_READ}")
         facts = json.loads(r.stdout)
         if facts.get("error"):
             raise FlashbedError(f"{self.address.url}: {facts['error']}")
@@ -197,6 +198,8 @@ class Board:
         info = {"name": name, "kind": BACKEND, "node": node, "target": self.address.url,
                 "capacity_bytes": ident["size_bytes"], "identity": ident, "power_switch": self.power is not None,
                 "description": f"{node} on {self.address.url} ({what})"}
+        if "judged_blank" in ident:
+            info["judged_blank"] = f"{self.address.url}: {ident.pop('judged_blank')}"
         return Device(name=name, path=Path(node), kind="block", capacity=ident["size_bytes"],
                       page_size=max(realdev.SECTOR, ident.get("physical_block_size", 512)), erase_block=0,
                       preset_capacity=ident["size_bytes"], info=info)
@@ -276,6 +279,14 @@ def _judge(facts: dict[str, Any], destroy: tuple[str, ...], url: str) -> tuple[d
                    f"be destroyed")
         else:
             why = realdev.signature_refusal(node, sigs, len(f.parts) - 1)
+        z = facts.get("zeroes") or {"error": "the board's check did not read it"}
+        if why is None and "error" in z:
+            why = f"{node}: cannot read it on the board to see whether it holds data: {z['error']}"
+        elif why is None:
+            zeroes = realdev.Zeroes(z["first_data"], z["read"], z["size"])
+            why = realdev.data_refusal(node, zeroes)
+            if why is None:
+                ident["judged_blank"] = realdev.blank_note(node, zeroes)
     return ident, (f"{url}: {why}" if why else None)
 
 

@@ -1,7 +1,7 @@
 """On a board (flashbed run --target ssh://...): what the host needs to know before it
 writes to the board's device, printed as one JSON object.
 
-    python3 -S -I boardcheck.py NODE
+    python3 -S -I boardcheck.py NODE [LIMIT]
 
   sysfs      the device's sysfs files (and its disk's, partitions', holders', the
              devices holding / and /boot), by absolute path, with the symlinks among
@@ -10,6 +10,8 @@ writes to the board's device, printed as one JSON object.
   proc       mountinfo and swaps
   devno      the node's device number; exclusive: "" or why O_EXCL failed
   signatures wipefs --json's list (None: the board has no wipefs)
+  zeroes     the device read from its start, up to LIMIT bytes, stopping at the first
+             non-zero byte: {"first_data": offset or None, "read": bytes, "size": bytes}
   board      uname -a, the device tree's model, python, the filesystems its kernel
              has, which tools it lacks, the eMMC's ext_csd life time where readable
 
@@ -109,6 +111,25 @@ def signatures(node: str) -> list | None:
     return list(json.loads(r.stdout).get("signatures") or []) if r.stdout.strip() else []
 
 
+def zeroes(node: str, limit: int, chunk: int = 4 << 20) -> dict:
+    zero = bytes(chunk)
+    done = 0
+    try:
+        with open(node, "rb", buffering=0) as f:
+            size = os.lseek(f.fileno(), 0, os.SEEK_END)
+            os.lseek(f.fileno(), 0, os.SEEK_SET)
+            while done < min(size, limit):
+                block = f.read(min(chunk, min(size, limit) - done))
+                if not block:
+                    break
+                if block != zero[:len(block)]:
+                    return {"first_data": done + len(block) - len(block.lstrip(b"\0")), "read": done, "size": size}
+                done += len(block)
+    except OSError as e:
+        return {"error": os.strerror(e.errno or 0)}
+    return {"first_data": None, "read": done, "size": size}
+
+
 def exclusive(node: str) -> str:
     try:
         os.close(os.open(node, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC))
@@ -146,6 +167,7 @@ def board() -> dict:
 
 def main() -> int:
     node = sys.argv[1]
+    limit = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     try:
         st = os.stat(node)
     except OSError as e:
@@ -161,7 +183,7 @@ def main() -> int:
     print(json.dumps({"node": node, "devno": [os.major(st.st_rdev), os.minor(st.st_rdev)],
                       "sysfs": snap.files, "links": snap.links,
                       "proc": {"self/mountinfo": read("/proc/self/mountinfo") or "", "swaps": read("/proc/swaps") or ""},
-                      "exclusive": exclusive(node), "signatures": signatures(node), "board": board()}))
+                      "exclusive": exclusive(node), "signatures": signatures(node), "zeroes": zeroes(node, limit), "board": board()}))
     return 0
 
 
