@@ -12,6 +12,8 @@ comma-separated option.
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from .errors import FlashbedError
 
@@ -79,6 +81,18 @@ def seconds(text: str) -> float:
     if not 0 < v < float("inf"):
         raise BadValue(f"must be a number of seconds above 0 (and finite), not '{text}'")
     return v
+
+
+def path(text: str) -> Path:
+    """A path option's value, with a leading `~` or `~user` expanded here, as a shell would: the
+    path checked (writeguard) and the path written are then one, whatever quoted the `~`."""
+    if not text.startswith("~"):
+        return Path(text)
+    expanded = os.path.expanduser(text)
+    if expanded.startswith("~"):
+        raise BadValue(f"'{text}': {text.split('/')[0]} is no user of this host (and no $HOME for ~): give the "
+                       f"path in full")
+    return Path(expanded)
 
 
 EXIT_CODES = """exit codes:

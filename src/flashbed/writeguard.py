@@ -108,7 +108,7 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
     given = str(path)
     if not given.strip():
         raise FlashbedError(f"{option} is empty: give a path, or leave {option} out for the default")
-    real = Path(os.path.realpath(os.path.expanduser(given)))
+    real = Path(os.path.realpath(given))
     shown = given if str(real) == os.path.abspath(given) else f"{given} (that is {real})"
     try:
         st: os.stat_result | None = os.stat(real)

@@ -271,3 +271,34 @@ def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeyp
 def test_the_new_options_alone_are_one_line(argv, words, a_run, capsys):
     assert main([a.replace("{run}", str(a_run)) for a in argv]) == 2
     one_line(capsys, words)
+
+
+# --- issue 42: the path checked is the path written ---------------------------------------
+
+def test_a_tilde_is_expanded_at_the_edge_so_the_checked_path_is_the_written_one(tmp_path, a_run, capsys,
+                                                                                 monkeypatch):
+    """Issue 42, kind 2: `run --out '~/y'` was checked at $HOME/y and written at ./~/y."""
+    home, cwd = tmp_path / "home", tmp_path / "cwd"
+    (cwd / "~" / "y").mkdir(parents=True)
+    (cwd / "~" / "y" / "report.md").write_text("my notes")
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+    before = tree(cwd)
+    (home / "y").mkdir()
+    (home / "y" / "report.md").write_text("my other notes")
+    argv = ["run", "--fs", "ext4", "--study", "mkfs", "--device", "plain-file@512M", "--no-report"]
+    assert main([*argv, "--out", "~/y"]) == 2
+    one_line(capsys, f"--out {home / 'y'} is not a flashbed run (no manifest.json) and holds files")
+    assert main(["bench", "clock", "--profile", "quick", "--keep", "~/y"]) == 2
+    one_line(capsys, f"--keep {home / 'y'} exists")
+    assert main(["report", str(a_run), "--out", "~/y"]) == 2
+    one_line(capsys, "report.md is there and flashbed did not write it")
+    assert main(["probe", "plain-file@64M", "--out", "~/y"]) == 2
+    one_line(capsys, f"--out {home / 'y'} holds files")
+    assert main(["probe", "plain-file@64M", "--out", "~nosuchuser42/y"]) == 2
+    one_line(capsys, "--out '~nosuchuser42/y': ~nosuchuser42 is no user of this host")
+    assert tree(cwd) == before and sorted(p.name for p in (home / "y").iterdir()) == ["report.md"]
+    assert (home / "y" / "report.md").read_text() == "my other notes"
+    # and the guard itself takes a '~' it is handed as a name, where a writer given it writes
+    assert writeguard.check("~x", "--out", writeguard.Target.DIR).path == cwd / "~x"

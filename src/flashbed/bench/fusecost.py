@@ -17,6 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from .. import options
 from ..errors import FlashbedError
 from ..lab.boundary import BootSpec, Step
 from ..lab.kernel import ensure_kernel
@@ -86,7 +87,7 @@ def measure(out: Path, kernel_name: str | None = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from ..options import Parser
     ap = Parser(prog="python3 -m flashbed.bench.fusecost")
-    ap.add_argument("--out", type=Path, default=Path("fusecost"), help="a new or empty directory, or one this "
+    ap.add_argument("--out", type=options.path, default=Path("fusecost"), help="a new or empty directory, or one this "
                     "command wrote before (default: fusecost)")
     ap.add_argument("--kernel", default=None)
     try:

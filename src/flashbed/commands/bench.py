@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from .. import options
 from ..errors import FlashbedError
 from ..options import items, seconds
 
@@ -50,7 +51,7 @@ def add_parser(sub) -> None:
     bck.add_argument("--hog", action="store_true", help="load every host CPU with a busy loop meanwhile")
     bck.add_argument("--profile", help="instead of the fio jobs: a whole `flashbed run --profile P` on --device in "
                      "each clock, timed as a process (default --runs 1)")
-    bck.add_argument("--keep", help="with --profile: keep the runs' directories under this new directory")
+    bck.add_argument("--keep", type=options.path, help="with --profile: keep the runs' directories under this new directory")
     bcp = bsub.add_parser("cpu", help="each guest CPU cost profile in virtual time: a null-syscall loop's guest time "
                           "per call, fio 4 KiB QD1 random read with the device's and the CPU's share")
     bcp.add_argument("--device", default="emmc-8g@512M", help="an emulated block preset@SIZE")

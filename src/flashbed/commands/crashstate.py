@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from .. import options
 
 
 def add_parser(sub) -> None:
@@ -13,7 +14,7 @@ def add_parser(sub) -> None:
     rp = csub.add_parser("replay", help="rebuild a failed crash state as a device image (from the kept write log)")
     rp.add_argument("run", help="run id under runs/ or a run directory")
     rp.add_argument("state", help="CELL:STATE as `flashbed results` lists it (or STATE alone if one cell has it)")
-    rp.add_argument("--image", type=Path, required=True,
+    rp.add_argument("--image", type=options.path, required=True,
                     help="where the image goes: a new file (never inside a run directory)")
     rp.add_argument("--force", action="store_true", help="replace an existing --image file")
     rp.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",

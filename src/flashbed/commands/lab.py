@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import scratch
+from .. import options, scratch
 from ..errors import FlashbedError
 from ..options import seconds
 
@@ -20,7 +20,7 @@ def add_parser(sub) -> None:
     lsub = lab.add_subparsers(dest="lab_cmd", required=True)
     sm = lsub.add_parser("smoke", help="make, use, check and verify every filesystem")
     sm.add_argument("--fs", action="append", help="filesystem (repeatable; default: all)")
-    sm.add_argument("--out", type=Path, help="directory for logs and smoke.json")
+    sm.add_argument("--out", type=options.path, help="directory for logs and smoke.json")
     sm.add_argument("--jobs", type=int, help="lab kernels at once (default: cores)")
     clock_option(sm)
     kernel_option(sm)
@@ -30,7 +30,7 @@ def add_parser(sub) -> None:
                     help="also boot without pinning the lab to one CPU, interleaved, and print the ratio")
     kernel_option(bb)
     ex = lsub.add_parser("exec", help="run shell commands in one lab boot and print their output")
-    ex.add_argument("--disk", type=Path, action="append", default=[], help="a disk image for /dev/ubdX (its "
+    ex.add_argument("--disk", type=options.path, action="append", default=[], help="a disk image for /dev/ubdX (its "
                     "writes go to an overlay unless --destroy-data-on names it), or a block device (only with "
                     "--destroy-data-on, after the checks of `run`)")
     ex.add_argument("--destroy-data-on", action="append", default=[], metavar="PATH",

@@ -8,6 +8,7 @@ import datetime as dt
 import tempfile
 from pathlib import Path
 
+from .. import options
 from .. import writeguard
 from ..devices import presets
 from ..errors import FlashbedError
@@ -29,10 +30,10 @@ def add_parser(sub) -> None:
     p.add_argument("--destroy-data-on", action="append", default=[], metavar="DEVICE",
                    help="allow probing a real device that carries data (a filesystem or partition table): "
                    "repeat its path")
-    p.add_argument("--write-preset", type=Path, metavar="FILE", help="write a preset fitted to what was measured "
+    p.add_argument("--write-preset", type=options.path, metavar="FILE", help="write a preset fitted to what was measured "
                    "(a new .toml file; never inside a run directory)")
     p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file")
-    p.add_argument("--out", type=Path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
+    p.add_argument("--out", type=options.path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
                    "wrote before (default: runs/probe-...)")
     p.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio rate job (default 10)")
     p.add_argument("--max-open", type=int, default=8, help="most AUs the open-AU test tries (default 8)")

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from .. import options
 from ..errors import FlashbedError
 
 
@@ -14,7 +15,7 @@ def add_parser(sub) -> None:
     rep = sub.add_parser("report", help="write report.html, report.md, summary.json for a run (or compare two)")
     rep.set_defaults(handler=run)
     rep.add_argument("runs", nargs="+", metavar="RUN")
-    rep.add_argument("--out", type=Path, help="the report's directory (default: the run's own; for two runs "
+    rep.add_argument("--out", type=options.path, help="the report's directory (default: the run's own; for two runs "
                      "compare-A-vs-B): never inside another run")
     rep.add_argument("--force", action="store_true", help="replace files of the report's names in --out that "
                      "flashbed did not write")

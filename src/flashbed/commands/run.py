@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import options
 from ..errors import FlashbedError, no_traceback
 from ..options import EXIT_CODES, items
 
@@ -53,7 +54,7 @@ def add_parser(sub) -> None:
         yours.add_argument(inp.option, metavar=inp.metavar, type=inp.type, help=inp.help)
     ex = r.add_argument_group("execution")
     ex.add_argument("--jobs", type=int, help="cells at once (default: cores)")
-    ex.add_argument("--out", type=Path, help="run directory (default: runs/<id>)")
+    ex.add_argument("--out", type=options.path, help="run directory (default: runs/<id>)")
     ex.add_argument("--resume", metavar="RUN", help="finish an earlier run (its id under runs/ or its directory)")
     ex.add_argument("--executor", default="local", choices=["local", "dask"])
     ex.add_argument("--scheduler", help="Dask scheduler address, with --executor dask")
