@@ -14,7 +14,8 @@ from . import catalog
 from .load import ATTRIBUTED, EMULATOR_FIGURES, NOT_OBSERVABLE
 
 
-def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=sys.stdout) -> None:
+def print_results(store: RunStore, studies: tuple[str, ...] = (), stream=None) -> None:
+    stream = stream or sys.stdout  # the one of the moment, not of the import (a test's capture is replaced)
     results = list(store.results())
     man = store.manifest()
     kernels = man.get("kernels") or {}
