@@ -14,8 +14,12 @@ and the lab's disks (`lab exec --disk`). The rules, in this order:
   - never inside a run directory other than the command's own (its results, another run's
     report);
   - a file written whole (an image, a preset): new, or an existing regular file with --force;
-  - a directory filled with the command's own files: new or empty; a run directory: new,
-    empty, or a flashbed run (its manifest): a directory that is not a run never becomes one;
+  - never inside a run directory below its top, not even the command's own: a run's cells/
+    and logs/ are nobody's output directory;
+  - a directory filled with the command's own files: new, empty, or one this command made
+    (its index, DIR_INDEX, written when the directory was taken: a file of the command's
+    output's name is no proof); a run directory: new, empty, or a flashbed run (its
+    manifest): a directory that is not a run never becomes one;
   - a report's directory: the run's own, or any other (report/output.py writes only the
     files it owns there, and refuses to replace a file of the same name it did not write);
   - a lab disk (a file or device the lab writes in place): it must exist; a file not named by
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 from dataclasses import dataclass
@@ -40,6 +45,7 @@ from .errors import FlashbedError
 PSEUDO_ROOTS = ("/dev", "/proc", "/sys")  # the kernel's own trees: flashbed makes nothing there
 RUN_MARK = "manifest.json"  # what makes a directory a flashbed run (store.RunStore)
 OWN_FILES = frozenset({".lock"})  # what a run directory may hold before its manifest is written
+DIR_INDEX = ".flashbed-dir.json"  # in a directory a command filled: which command took it (`make_dir`)
 
 
 class Output(Enum):
@@ -62,6 +68,7 @@ class Allowed:
     device: bool = False  # a block device (checked, named by --destroy-data-on)
     replace: bool = False  # an existing file the user let flashbed replace (--force)
     in_place: bool = True  # a lab disk the lab may write itself (else an overlay takes its writes)
+    mark: str = ""  # a directory's: the command's name for it in DIR_INDEX (`make_dir` writes it)
 
 
 def _refuse(option: str, given: str, why: str) -> FlashbedError:
@@ -132,6 +139,9 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
     if run is not None and run != own_run:
         raise _refuse(option, shown, f"is inside run directory {run}, whose files are that run's results: give "
                       f"a path outside it")
+    if run is not None and real != run:
+        raise _refuse(option, shown, f"is inside run directory {run} ({real.relative_to(run)}), whose files are "
+                      f"that run's results: give the run directory itself, or a path outside it")
     if output is Output.DISK:
         return _disk(given, shown, real, option, st, destroy)
     if st is not None and output is Output.FILE:
@@ -158,7 +168,8 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
                       f"{Path(given).parent}) or give another path")
     if not os.access(base, os.W_OK | os.X_OK):
         raise _refuse(option, shown, f": cannot write to {base}: give a path you can write")
-    return Allowed(given, real, exists=st is not None, replace=st is not None and output is Output.FILE)
+    return Allowed(given, real, exists=st is not None, replace=st is not None and output is Output.FILE,
+                   mark=mark if output is Output.DIR else "")
 
 
 def _empty_or_ours(d: Path, output: Output, mark: str = "") -> bool:
@@ -168,7 +179,18 @@ def _empty_or_ours(d: Path, output: Output, mark: str = "") -> bool:
         return False
     if output is Output.RUN:
         return RUN_MARK in entries or entries <= OWN_FILES
-    return not entries or (bool(mark) and (d / mark).is_file())
+    return not entries or (bool(mark) and taken_by(d) == mark)
+
+
+def taken_by(d: Path) -> str | None:
+    """The command that took directory `d` (its DIR_INDEX, a regular file), or None."""
+    try:
+        fd = os.open(d / DIR_INDEX, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            made = json.loads(f.read(4096)).get("made_by")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return made if isinstance(made, str) else None
 
 
 def _device(given: str, shown: str, real: Path, option: str, output: Output, devices: bool,
@@ -203,9 +225,13 @@ def unused_destroy(destroy: tuple[str, ...], written: list[str | Path]) -> str |
 
 
 def make_dir(allowed: Allowed) -> Path:
-    """The allowed directory, made (with its parents) if it is new."""
+    """The allowed directory, made (with its parents) if it is new, and its index written when
+    it is a command's (`mark`): from then on that command may fill it again."""
     try:
         allowed.path.mkdir(parents=True, exist_ok=True)
+        if allowed.mark and taken_by(allowed.path) != allowed.mark:
+            index = allowed.path / DIR_INDEX
+            write_file(Allowed(str(index), index, exists=False), json.dumps({"made_by": allowed.mark}))
     except OSError as e:
         raise FlashbedError(f"cannot create {allowed.given}: {e.strerror or e}: give a directory you can write") \
             from None

@@ -236,12 +236,42 @@ def test_a_block_node_made_for_a_test_is_still_a_device(tmp_path):
 
 def test_a_directory_the_command_filled_before_may_be_filled_again(tmp_path):
     out = tmp_path / "probe"
-    out.mkdir()
+    writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json"))
     (out / "probe.json").write_text("{}")
     (out / "flashbench-a.txt").write_text("")
     assert writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json").exists
     with pytest.raises(FlashbedError, match="holds files"):
         writeguard.check(out, "--out", writeguard.Output.DIR, mark="smoke.json")
+
+
+@pytest.mark.parametrize("command,mark", [(["lab", "smoke", "--fs", "ext4"], "smoke.json"),
+                                          (["probe", "plain-file@64M"], "probe.json")])
+def test_a_file_of_the_commands_name_does_not_make_a_directory_its_own(command, mark, tmp_path, capsys):
+    """Issue 42, kind 4: a directory holding a file named smoke.json or probe.json was taken."""
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    (mine / mark).write_text("my own measurements")
+    (mine / "notes.txt").write_text("years of work")
+    before = tree(mine)
+    assert main([*command, "--out", str(mine)]) == 2
+    one_line(capsys, f"--out {mine} holds files: give a new or empty directory")
+    assert tree(mine) == before
+    # an index naming another command, or a symlink for one, is no better
+    (mine / writeguard.DIR_INDEX).symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_text(json.dumps({"made_by": mark}))
+    with pytest.raises(FlashbedError, match="holds files"):
+        writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark)
+
+
+def test_a_runs_subdirectories_are_nobodys_output(tmp_path, a_run, capsys):
+    """Issue 42, kind 3: report RUN --out RUN/cells wrote the report into the run's results."""
+    (a_run / "logs").mkdir(exist_ok=True)
+    before = tree(a_run)
+    for sub in ("cells", "logs", "new", "cells/deeper"):
+        assert main(["report", str(a_run), "--out", str(a_run / sub)]) == 2
+        one_line(capsys, f"--out {a_run / sub} is inside run directory {a_run} ({sub}), whose files are that "
+                         f"run's results: give the run directory itself, or a path outside it")
+    assert tree(a_run) == before and not (a_run / "new").exists()
 
 
 def test_the_readmes_fuse_cost_command_starts(capsys):
@@ -301,4 +331,4 @@ def test_a_tilde_is_expanded_at_the_edge_so_the_checked_path_is_the_written_one(
     assert tree(cwd) == before and sorted(p.name for p in (home / "y").iterdir()) == ["report.md"]
     assert (home / "y" / "report.md").read_text() == "my other notes"
     # and the guard itself takes a '~' it is handed as a name, where a writer given it writes
-    assert writeguard.check("~x", "--out", writeguard.Target.DIR).path == cwd / "~x"
+    assert writeguard.check("~x", "--out", writeguard.Output.DIR).path == cwd / "~x"
