@@ -7,6 +7,7 @@ units), the emulator's statistics per workload phase, and how it was obtained.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -122,8 +123,29 @@ class CellResult:
         return CellResult(**d)
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write-then-rename with fsync: a crash leaves the old file or the new, never half."""
+def write_json_atomic(path: Path, data: Any, dir_fd: int | None = None) -> None:
+    """Write-then-rename with fsync: a crash leaves the old file or the new, never half. With
+    `dir_fd`, `path` is a name in that directory (opened by the caller as the guard checked it)."""
+    if dir_fd is not None:
+        name, tmp_name = path.name, f"{path.name}.tmp{os.getpid()}"
+        try:
+            fd = os.open(tmp_name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dir_fd)
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=False)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            os.fsync(dir_fd)
+        except BaseException as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name, dir_fd=dir_fd)
+            if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+                from .errors import FlashbedError
+                raise FlashbedError("the disk holding the run directory is full: free some space, then run the "
+                                    "same command again (finished cells are kept)") from None
+            raise
+        return
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

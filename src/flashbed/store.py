@@ -12,7 +12,7 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -58,6 +58,9 @@ def request_problem(req: dict) -> str:
 @dataclass
 class RunStore:
     root: Path
+    # the run directory as created (resolved) and its (st_dev, st_ino): the manifest and the cells
+    # are written there, no symlink followed on the way (writeguard.open_dir)
+    pinned: tuple[Path, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def manifest_path(self) -> Path:
@@ -114,14 +117,38 @@ class RunStore:
         where a run may be (a new or empty directory, or this run; never inside another run,
         never a directory of files that is not a run)."""
         from . import writeguard
-        writeguard.check(self.root, option, writeguard.Output.RUN)
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise FlashbedError(f"cannot create the run directory {self.root}: {e.strerror or e}; "
-                                f"give --out a directory you can write") from None
-        if not os.access(self.root, os.W_OK | os.X_OK):
+        allowed = writeguard.check(self.root, option, writeguard.Output.RUN)
+        real = writeguard.make_dir(allowed)
+        if not os.access(real, os.W_OK | os.X_OK):
             raise FlashbedError(f"cannot write to the run directory {self.root}: give --out a directory you can write")
+        if self.pinned is None or self.pinned[0] != real:
+            st = os.stat(real, follow_symlinks=False)
+            self.pinned = (real, st.st_dev, st.st_ino)
+
+    def _write_json(self, sub: str, name: str, data: Any) -> None:
+        """`data` written as `name` in the run directory (`sub`: a directory of it, made if new),
+        opened as created: a run directory, or a directory on its way, swapped for a symlink since
+        is refused, not followed."""
+        if self.pinned is None:  # a store that was not created here (a test's, a tool's)
+            write_json_atomic(self.root / sub / name if sub else self.root / name, data)
+            return
+        from . import writeguard
+        real, dev, ino = self.pinned
+        fd = writeguard.open_dir(real, (dev, ino), str(self.root))
+        try:
+            if sub:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(sub, 0o777, dir_fd=fd)
+                try:
+                    nxt = os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                except OSError as e:
+                    raise FlashbedError(f"{self.root / sub} is not the run's own directory now ({e.strerror}): "
+                                        f"nothing was written there; look at what replaced it") from None
+                os.close(fd)
+                fd = nxt
+            write_json_atomic(Path(name), data, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -160,7 +187,7 @@ class RunStore:
         return man
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.manifest_path, manifest)
+        self._write_json("", "manifest.json", manifest)
 
     def cell_path(self, key: CellKey) -> Path:
         return self.cells_dir / key.file_name
@@ -181,7 +208,7 @@ class RunStore:
         return r is not None and not r.status.retryable
 
     def write(self, result: CellResult) -> None:
-        write_json_atomic(self.cell_path(result.key), result.to_json())
+        self._write_json("cells", result.key.file_name, result.to_json())
 
     def results(self) -> Iterator[CellResult]:
         if not self.cells_dir.is_dir():

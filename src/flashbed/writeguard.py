@@ -25,13 +25,18 @@ and the lab's disks (`lab exec --disk`). The rules, in this order:
   - a lab disk (a file or device the lab writes in place): it must exist; a file not named by
     --destroy-data-on is not written (the lab gets a copy-on-write overlay of it).
 
-The result names the resolved path: the writer writes there (a symlink swapped in afterwards
-changes nothing) and `write_file` never replaces a file it was not allowed to.
+The result names the resolved path and pins the directory the writer writes in (its device
+and inode): the writers here (`write_file`, `place`, `make_dir`, the run store's cells and
+manifest) open that directory again with no symlink followed on any component (`open_dir`:
+openat2's RESOLVE_NO_SYMLINKS, else component by component with O_NOFOLLOW), check it is
+the pinned one, and write relative to that descriptor: a parent swapped for a symlink after
+the check is refused, not followed. `write_file` never replaces a file it was not allowed to.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -69,6 +74,10 @@ class Allowed:
     replace: bool = False  # an existing file the user let flashbed replace (--force)
     in_place: bool = True  # a lab disk the lab may write itself (else an overlay takes its writes)
     mark: str = ""  # a directory's: the command's name for it in DIR_INDEX (`make_dir` writes it)
+    # the existing directory the writer writes in (a file's parent; a directory itself, or its
+    # nearest existing parent when it is new) and its (st_dev, st_ino) when checked
+    anchor: Path | None = None
+    pin: tuple[int, int] | None = None
 
 
 def _refuse(option: str, given: str, why: str) -> FlashbedError:
@@ -168,8 +177,10 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
                       f"{Path(given).parent}) or give another path")
     if not os.access(base, os.W_OK | os.X_OK):
         raise _refuse(option, shown, f": cannot write to {base}: give a path you can write")
+    anchor = base if output is Output.FILE or st is None else real
+    pinned = os.stat(anchor)
     return Allowed(given, real, exists=st is not None, replace=st is not None and output is Output.FILE,
-                   mark=mark if output is Output.DIR else "")
+                   mark=mark if output is Output.DIR else "", anchor=anchor, pin=(pinned.st_dev, pinned.st_ino))
 
 
 def _empty_or_ours(d: Path, output: Output, mark: str = "") -> bool:
@@ -224,14 +235,94 @@ def unused_destroy(destroy: tuple[str, ...], written: list[str | Path]) -> str |
     return None
 
 
-def make_dir(allowed: Allowed) -> Path:
-    """The allowed directory, made (with its parents) if it is new, and its index written when
-    it is a command's (`mark`): from then on that command may fill it again."""
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+SYS_OPENAT2 = 437  # the same number on every architecture (new system calls share one table)
+RESOLVE_NO_SYMLINKS = 0x04
+_openat2_missing = False
+
+
+def _openat2(path: Path) -> int | None:
+    """A directory descriptor through openat2 with no symlink on the way; None where the kernel or
+    libc has no openat2 (the caller walks the components itself)."""
+    global _openat2_missing
+    if _openat2_missing:
+        return None
     try:
-        allowed.path.mkdir(parents=True, exist_ok=True)
-        if allowed.mark and taken_by(allowed.path) != allowed.mark:
-            index = allowed.path / DIR_INDEX
-            write_file(Allowed(str(index), index, exists=False), json.dumps({"made_by": allowed.mark}))
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        _openat2_missing = True
+        return None
+    how = _OpenHow(os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, 0, RESOLVE_NO_SYMLINKS)
+    fd = libc.syscall(SYS_OPENAT2, -100, os.fsencode(str(path)), ctypes.byref(how), ctypes.sizeof(how))
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM):  # an old kernel, or a seccomp filter that refuses it
+        _openat2_missing = True
+        return None
+    raise OSError(err, os.strerror(err), str(path))
+
+
+def open_dir(path: Path, pin: tuple[int, int] | None = None, given: str = "") -> int:
+    """A descriptor of directory `path` (absolute) opened without following a symlink on any of
+    its components, and (with `pin`) the directory of that device and inode: one line if either is
+    no longer so. The caller closes it."""
+    path = Path(os.path.abspath(path))
+    try:
+        fd = _openat2(path)
+        if fd is None:
+            fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            for part in path.parts[1:]:
+                try:
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                fd = nxt
+    except OSError as e:
+        why = "a symlink or not a directory" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
+        raise FlashbedError(f"{given or path}: {path} changed since flashbed checked it (a directory on the way is now "
+                            f"{why}): nothing was written there; look at what replaced it, then run again") from None
+    st = os.fstat(fd)
+    if pin is not None and (st.st_dev, st.st_ino) != pin:
+        os.close(fd)
+        raise FlashbedError(f"{given or path}: {path} is no longer the directory flashbed checked (it was replaced "
+                            f"since): nothing was written there; look at what replaced it, then run again")
+    return fd
+
+
+def _open_parent(allowed: Allowed) -> int:
+    """The directory the allowed file is written in, opened as checked (see open_dir); a file no
+    check pinned (a report's own file in the directory its check allowed) where its path leads now."""
+    if allowed.pin is None:
+        return open_dir(Path(os.path.realpath(allowed.path.parent)), None, allowed.given)
+    pin = allowed.pin if allowed.anchor == allowed.path.parent else None
+    return open_dir(allowed.path.parent, pin, allowed.given)
+
+
+def make_dir(allowed: Allowed) -> Path:
+    """The allowed directory, made (with its parents) if it is new, from the directory the check
+    pinned, one component at a time, no symlink followed; its index written when it is a
+    command's (`mark`): from then on that command may fill it again."""
+    anchor = allowed.anchor or allowed.path
+    try:
+        fd = open_dir(anchor, allowed.pin, allowed.given)
+        try:
+            for part in allowed.path.relative_to(anchor).parts:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
+            if allowed.mark and taken_by(allowed.path) != allowed.mark:
+                _write_at(fd, DIR_INDEX, json.dumps({"made_by": allowed.mark}).encode(), replace=False)
+        finally:
+            os.close(fd)
+    except FileExistsError:
+        raise FlashbedError(f"{allowed.given}: its index appeared while flashbed worked: give a new directory") \
+            from None
     except OSError as e:
         raise FlashbedError(f"cannot create {allowed.given}: {e.strerror or e}: give a directory you can write") \
             from None
@@ -244,13 +335,17 @@ def temp_path(allowed: Allowed) -> Path:
 
 
 def place(allowed: Allowed, tmp: Path) -> None:
-    """A whole file written at `tmp` renamed to the allowed path: never over a file that
-    appeared since the check unless the user let it be replaced. `tmp` is gone afterwards."""
+    """A whole file written at `tmp` (beside the allowed path) renamed to the allowed path, in the
+    directory the check pinned: never over a file that appeared since the check unless the user
+    let it be replaced. `tmp` is gone afterwards."""
     try:
-        if allowed.replace:
-            os.replace(tmp, allowed.path)
-        else:
-            _no_clobber(tmp, allowed.path)
+        fd = _open_parent(allowed)
+    except FlashbedError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    try:
+        _rename_at(fd, tmp.name, allowed.path.name, allowed.replace)
     except FileExistsError:
         raise FlashbedError(f"{allowed.given} appeared while flashbed worked: nothing was written over it; "
                             f"give a new path, or --force") from None
@@ -258,36 +353,56 @@ def place(allowed: Allowed, tmp: Path) -> None:
         raise FlashbedError(f"cannot write {allowed.given}: {e.strerror or e}") from None
     finally:
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp.name, dir_fd=fd)
+        os.close(fd)
 
 
-def _no_clobber(tmp: Path, path: Path) -> None:
-    """`tmp` renamed to `path` only if nothing is there: a hard link fails on an existing name;
-    where a filesystem has no hard links (FAT), a rename after a last look."""
+def _rename_at(fd: int, tmp: str, name: str, replace: bool) -> None:
+    """`tmp` renamed to `name` in directory `fd`; only if nothing is there unless `replace`: a
+    hard link fails on an existing name; where a filesystem has no hard links (FAT), a rename
+    after a last look."""
+    if replace:
+        os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        return
     try:
-        os.link(tmp, path)
+        os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
     except FileExistsError:
         raise
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "exists", str(path)) from None
-        os.rename(tmp, path)
+        with contextlib.suppress(FileNotFoundError):
+            os.stat(name, dir_fd=fd, follow_symlinks=False)
+            raise FileExistsError(errno.EEXIST, "exists", name) from None
+        os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+
+
+def _write_at(fd: int, name: str, raw: bytes, replace: bool) -> None:
+    """`raw` written whole as `name` in directory `fd` (a temporary file beside it, then renamed)."""
+    tmp = f".{name}.tmp{os.getpid()}"
+    try:
+        f = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
+        with os.fdopen(f, "wb") as out:
+            out.write(raw)
+            out.flush()
+            os.fsync(out.fileno())
+        _rename_at(fd, tmp, name, replace)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=fd)
 
 
 def write_file(allowed: Allowed, data: bytes | str) -> None:
-    """The allowed file written whole (a temporary file beside it, then `place`)."""
+    """The allowed file written whole (a temporary file beside it, then renamed), in the directory
+    the check pinned."""
     raw = data.encode() if isinstance(data, str) else data
-    tmp = temp_path(allowed)
+    fd = _open_parent(allowed)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+        _write_at(fd, allowed.path.name, raw, allowed.replace)
+    except FileExistsError:
+        raise FlashbedError(f"{allowed.given} appeared while flashbed worked: nothing was written over it; "
+                            f"give a new path, or --force") from None
     except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise FlashbedError(f"cannot write {allowed.given}: {e.strerror or e}") from None
-    place(allowed, tmp)
+    finally:
+        os.close(fd)

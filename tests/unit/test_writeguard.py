@@ -284,7 +284,7 @@ def test_the_readmes_fuse_cost_command_starts(capsys):
 def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeypatch):
     import errno
 
-    def no_links(*a):
+    def no_links(*a, **k):
         raise OSError(errno.EPERM, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)
@@ -332,3 +332,68 @@ def test_a_tilde_is_expanded_at_the_edge_so_the_checked_path_is_the_written_one(
     assert (home / "y" / "report.md").read_text() == "my other notes"
     # and the guard itself takes a '~' it is handed as a name, where a writer given it writes
     assert writeguard.check("~x", "--out", writeguard.Output.DIR).path == cwd / "~x"
+
+
+def _swap_for_symlink(d: Path, to: Path) -> None:
+    """`d` moved aside and a symlink to `to` put in its place: what an attacker does between a
+    check and the write."""
+    d.rename(d.with_name(d.name + ".moved"))
+    d.symlink_to(to)
+
+
+def test_a_parent_swapped_for_a_symlink_after_the_check_is_refused_not_followed(tmp_path):
+    """Issue 42, kind 5: a preset written into /dev/shm through a parent swapped after the check."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    before = tree(victim)
+    for depth in (1, 2, 3):
+        top = tmp_path / f"out{depth}"
+        parent = top.joinpath(*["d"] * (depth - 1))
+        parent.mkdir(parents=True)
+        allowed = writeguard.check(parent / "p.toml", "--write-preset", writeguard.Output.FILE)
+        _swap_for_symlink(top if depth > 1 else parent, victim)
+        with pytest.raises(FlashbedError, match="changed since flashbed checked it|no longer the directory"):
+            writeguard.write_file(allowed, "preset")
+        new = tmp_path / f"new{depth}"
+        new.mkdir()
+        allowed = writeguard.check(new / "a" / "b", "--out", writeguard.Output.DIR, mark="probe.json")
+        _swap_for_symlink(new, victim)
+        with pytest.raises(FlashbedError, match="changed since flashbed checked it|no longer the directory"):
+            writeguard.make_dir(allowed)
+    assert tree(victim) == before and sorted(p.name for p in victim.iterdir()) == ["keep.txt"]
+
+
+def test_a_run_directory_swapped_for_a_symlink_gets_no_more_cells(tmp_path):
+    """Issue 42, kind 5: a run's remaining cells were written into a user's directory."""
+    from flashbed.store import RunStore
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    store = RunStore(tmp_path / "run")
+    store.create()
+    store.write_manifest({"run_id": "run"})
+    first = gen.cell("ext4", "mkfs", [("empty", "mkfs", 0.5, "s")])
+    store.write(first)
+    assert [r.key for r in store.results()] == [first.key]
+    _swap_for_symlink(store.root / "cells", victim)
+    with pytest.raises(FlashbedError, match="not the run's own directory now"):
+        store.write(gen.cell("f2fs", "mkfs", [("empty", "mkfs", 0.5, "s")]))
+    (store.root / "cells").unlink()
+    (store.root / "cells.moved").rename(store.root / "cells")
+    _swap_for_symlink(store.root, victim)
+    with pytest.raises(FlashbedError, match="changed since flashbed checked it|no longer the directory"):
+        store.write(gen.cell("xfs", "mkfs", [("empty", "mkfs", 0.5, "s")]))
+    with pytest.raises(FlashbedError, match="changed since flashbed checked it|no longer the directory"):
+        store.write_manifest({"run_id": "run"})
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"]
+
+
+def test_without_openat2_the_components_are_walked_with_o_nofollow(tmp_path, monkeypatch):
+    monkeypatch.setattr(writeguard, "_openat2_missing", True)
+    test_a_parent_swapped_for_a_symlink_after_the_check_is_refused_not_followed(tmp_path)
+    fd = writeguard.open_dir(tmp_path)
+    try:
+        assert os.path.samestat(os.fstat(fd), os.stat(tmp_path))
+    finally:
+        os.close(fd)
