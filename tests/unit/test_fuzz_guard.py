@@ -152,27 +152,27 @@ def one_case(case: Path, rnd: random.Random, cls: str) -> None:
         _links(w, victim=cls != "swap")
     os.environ["HOME"] = str(w.home)
     given = _path(w, cls)
-    target = rnd.choice([writeguard.Target.FILE, writeguard.Target.DIR, writeguard.Target.RUN,
-                         writeguard.Target.REPORT])
-    mark = rnd.choice(MARKS) if target is writeguard.Target.DIR else ""
+    target = rnd.choice([writeguard.Output.FILE, writeguard.Output.DIR, writeguard.Output.RUN,
+                         writeguard.Output.REPORT])
+    mark = rnd.choice(MARKS) if target is writeguard.Output.DIR else ""
     if cls == "same names":
         _same_names(w, Path(os.path.normpath(given)))
     if cls == "run subdirectories":
-        target = rnd.choice([writeguard.Target.REPORT, writeguard.Target.DIR, writeguard.Target.FILE])
+        target = rnd.choice([writeguard.Output.REPORT, writeguard.Output.DIR, writeguard.Output.FILE])
     before = w.protected(cls == "swap")
     try:
         p = option_path(given)  # the edge: `~` expanded here, or refused
         allowed = writeguard.check(p, "--out", target, mark=mark, force=rnd.random() < 0.3,
-                                   own_run=w.run.root if target is writeguard.Target.REPORT else None)
+                                   own_run=w.run.root if target is writeguard.Output.REPORT else None)
         assert not str(p).startswith("~") or not given.startswith("~"), given
         assert allowed.path == Path(os.path.realpath(p)), (given, allowed.path)
         swapped = cls == "swap"
-        if swapped and target is not writeguard.Target.RUN:  # a run store checks again when it creates: after it
+        if swapped and target is not writeguard.Output.RUN:  # a run store checks again when it creates: after it
             _swap(w, allowed)
-        if target is writeguard.Target.FILE:
+        if target is writeguard.Output.FILE:
             writeguard.write_file(allowed, b"flashbed's bytes")
             written = allowed.path
-        elif target is writeguard.Target.RUN:
+        elif target is writeguard.Output.RUN:
             store = RunStore(p)
             store.create()
             if swapped:
@@ -181,16 +181,16 @@ def one_case(case: Path, rnd: random.Random, cls: str) -> None:
             written = store.pinned[0]
         else:
             written = writeguard.make_dir(allowed)
-            writeguard.write_file(writeguard.check(written / "out.txt", "--out", writeguard.Target.FILE,
+            writeguard.write_file(writeguard.check(written / "out.txt", "--out", writeguard.Output.FILE,
                                                    force=True, own_run=w.run.root if target is
-                                                   writeguard.Target.REPORT else None), b"flashbed's bytes")
+                                                   writeguard.Output.REPORT else None), b"flashbed's bytes")
     except (FlashbedError, BadValue) as e:
         assert "\n" not in str(e) and str(e), (cls, given, str(e))
         REFUSED[cls] = REFUSED.get(cls, 0) + 1
     else:
         # written where the guard resolved, never into the run, the victim or the user's docs
         assert case in written.parents, (cls, given, written)
-        if target is writeguard.Target.RUN and written == w.run.root:  # the run itself, resumed: its manifest
+        if target is writeguard.Output.RUN and written == w.run.root:  # the run itself, resumed: its manifest
             before["run"] = w.protected(False)["run"]
         assert cls != "swap" or not str(written).startswith(str(w.victim)), (cls, given, written)
     after = w.protected(cls == "swap")
