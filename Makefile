@@ -16,10 +16,14 @@ setup:
 demo: setup
 	$(FLASHBED) run --profile quick
 
+# the tests on every host CPU (pytest-xdist): a module's tests share a worker unless the module
+# spreads them (tests/conftest.py); the groups in collection order, the lab's slow ones first
+XDIST := -n auto --dist loadgroup --no-loadscope-reorder
+
 test: setup
 	$(PY) -m ruff check src tests
 	cargo test --release --locked --manifest-path emulator/Cargo.toml
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 smoke: setup
 	$(FLASHBED) lab smoke
@@ -27,7 +31,7 @@ smoke: setup
 # fast tests only: no lab kernel boots, no emulator processes (the project environment: made
 # by setup if it is not there)
 test-unit: $(PY)
-	$(PY) -m pytest -q -m "not lab and not emulator"
+	$(PY) -m pytest -q $(XDIST) -m "not lab and not emulator"
 
 # the imports sorted and none unused (ruff, pyproject.toml's [tool.ruff]); `make test` runs it first
 lint: $(PY)

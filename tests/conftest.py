@@ -1,4 +1,36 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+
+def pytest_itemcollected(item):
+    """For pytest-xdist's `--dist loadgroup` (make test): a module's tests run on one worker, so
+    its module-scoped fixtures (a lab run, an sshd, report fixtures) are made once and tests that
+    share fixed files never race; a module marked `spread` (slow lab tests, each with its own
+    run) lets each test go to any worker, and a test may name its own xdist_group. Without
+    xdist the marks change nothing. (Marked as each test is collected: xdist reads the groups in
+    its own pytest_collection_modifyitems, which may run before a conftest's.)"""
+    if item.get_closest_marker("xdist_group") is None and item.get_closest_marker("spread") is None:
+        module = item.nodeid.split("::")[0].removeprefix("tests/").removesuffix(".py")
+        item.add_marker(pytest.mark.xdist_group(module.replace("@", "_")))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """xdist 3.8 names a test's group by appending `@group` to `item._nodeid`, which pytest 9 no
+    longer reads (its node ids are `item._id`): without this every test was its own group. Done
+    here only where xdist's own renaming did not take."""
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # pytest before 9: xdist's renaming works
+        return
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                        for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")

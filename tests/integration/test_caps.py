@@ -10,7 +10,7 @@ from flashbed.results import CellKey
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CellSpec
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 
 def caps(fs, device, kernel, tmp_path):

@@ -9,7 +9,7 @@ from flashbed.bench import clock as clock_bench
 from flashbed.bench import cpu as cpu_bench
 from flashbed.lab import cpuprofile
 
-pytestmark = [pytest.mark.lab, pytest.mark.emulator]
+pytestmark = [pytest.mark.lab, pytest.mark.emulator, pytest.mark.spread]
 
 N = 50_000
 

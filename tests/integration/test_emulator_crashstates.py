@@ -14,7 +14,7 @@ import pytest
 
 from flashbed.devices.emulator import CrashKind, Emulator, EmulatorError, rebuild_image
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.spread]
 
 MiB = 1 << 20
 UNIT = 4096

@@ -18,7 +18,7 @@ import pytest
 
 from flashbed.devices.emulator import Emulator, EmulatorError, EmulatorSpec, describe
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.spread]
 
 REPO = Path(__file__).resolve().parents[2]
 PRESETS = REPO / "presets"

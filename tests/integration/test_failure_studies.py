@@ -19,7 +19,7 @@ from flashbed.studies import STUDIES
 from flashbed.studies.base import CellSpec
 from flashbed.studies.powercut import CLASSES, EXTRA_CLASSES, cut_points
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 DEVICE = os.environ.get("FLASHBED_TEST_DEVICE", "emmc-8g@256M")
 

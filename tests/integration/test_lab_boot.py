@@ -4,7 +4,7 @@ import pytest
 from flashbed.lab.boundary import BlockDevice, BootSpec, Step
 from flashbed.lab.uml import boot
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 
 def test_guest_runs_steps_with_a_readonly_host_root_and_writable_etc(kernel, tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITE = "dd if=/dev/urandom of=/dev/ubda bs=64k count=16 conv=fsync 2>&1 && echo wrote"

@@ -10,7 +10,7 @@ from flashbed.lab import kernel as kernels
 from flashbed.lab.boundary import BootSpec, Step
 from flashbed.lab.uml import boot
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 MiB = 1 << 20
 

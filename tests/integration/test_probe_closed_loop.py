@@ -35,9 +35,11 @@ RATE_TOLERANCE = 0.10
 SIZE = "512M"
 
 
-def _block_presets() -> list[str]:
-    # ideal takes no time at all: flashbench has nothing to see on it
-    return [n for n in presets.available() if n != "ideal" and presets.load(n).emulated]
+def _block_presets() -> list:
+    # ideal takes no time at all: flashbench has nothing to see on it. Under pytest-xdist a
+    # preset's three tests share a worker (its one probe), the presets spread over the workers
+    return [pytest.param(n, marks=pytest.mark.xdist_group(f"probe-{n}")) for n in presets.available()
+            if n != "ideal" and presets.load(n).emulated]
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from flashbed.plan import PlanRequest, make_plan
 from flashbed.store import RunStore
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 DEVICE = os.environ.get("FLASHBED_TEST_DEVICE", "plain-file@512M")
 ARGS = ["--fs", "ext4,f2fs,vfat", "--device", DEVICE, "--study", "mkfs,boot,smallfiles", "--no-report"]

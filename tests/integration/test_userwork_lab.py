@@ -24,7 +24,7 @@ from flashbed.status import PowerCutClass
 from flashbed.store import RunStore
 from flashbed.studies import STUDIES, edge
 
-pytestmark = [pytest.mark.lab, pytest.mark.emulator]
+pytestmark = [pytest.mark.lab, pytest.mark.emulator, pytest.mark.spread]
 
 DEVICE = "emmc-8g@64M"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

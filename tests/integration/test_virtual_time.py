@@ -7,7 +7,7 @@ import pytest
 from flashbed.bench import clock as clock_bench
 from flashbed.clock import Clock
 
-pytestmark = [pytest.mark.lab, pytest.mark.emulator]
+pytestmark = [pytest.mark.lab, pytest.mark.emulator, pytest.mark.spread]
 
 MiB = 1 << 20
 
