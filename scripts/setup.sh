@@ -171,6 +171,9 @@ stage "cargo build" "see the log" cargo build -q --release --locked --manifest-p
 say "YAFFS2 daemon"
 "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null
 
-say "lab kernel (the default one; the other is built on first use)"
-"$VENV/bin/python" -m flashbed.cli kernel build >/dev/null
+# the default kernel's time-travel build: every cell of make demo runs on it (virtual time, and the
+# cpu study with time travel off); the kernel as configured (SMP, for --clock real and several
+# vCPUs) is built on first use. A build stopped midway (Ctrl-C) resumes here.
+say "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
+"$VENV/bin/python" -m flashbed.cli kernel build --clock virtual >/dev/null
 say "done: run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"

@@ -180,6 +180,8 @@ def _provenance(spec: CellSpec, lab: Lab, base: dict[str, Any] | None) -> dict[s
                  "lab_kernel": spec.kernel, "cpus": spec.cpus, "variant": spec.variant.spec,
                  "params": as_json(spec.params), "seed": spec.seed,
                  "pace": emulator_pace(spec.clock, spec.pace), "clock": spec.clock})
+    if spec.flavour and spec.clock is Clock.REAL:  # the time-travel build with time travel off (CellSpec.flavour)
+        prov["lab_kernel_build"] = f"{spec.flavour}, time travel off"
     if spec.clock is Clock.VIRTUAL and spec.cpu_profile:  # which guest CPU cost produced its timed figures
         prov["cpu_profile"] = cpuprofile.get(spec.cpu_profile).describe()
     if real:  # what the device is, from sysfs (model, serial, sizes, transport; a board's uname and model)

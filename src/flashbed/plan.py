@@ -261,13 +261,17 @@ class _Build:
         if real_why is not None:
             self.real_time.append(RealTime(dev.label, choice.label, sname, case, n, real_why))
         several, profiles = len(self.choices) > 1, self.profiles
+        # a cell of one vCPU asked for in virtual time (or auto) that measures the lab's own CPU time
+        # boots the time-travel build with time travel off: the default path (the quick profile) needs
+        # one lab kernel; --clock real keeps the kernel as configured
+        flavour = kernel.TIME_TRAVEL if real_why is clock.RealWhy.CPU_TIME and n == 1 else ""
         # real time runs at the lab's own CPU cost: no profile, once
         for prof in profiles if runs_on.time_travel else ("",):
             key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",
                           clk.value if len(self.clocks.each) > 1 else "", prof if len(profiles) > 1 else "")
             self.cells.append(CellSpec(key=key, device=dev, variant=v, params=params, seed=r.seed + rep,
                                        pace=r.cell_pace(sname), kernel=choice.label, cpus=n, clock=runs_on,
-                                       cpu_profile=prof))
+                                       cpu_profile=prof, flavour=flavour))
 
 
 def _check_capacity(study: Any, sname: str, params: Any, dev: Device, v: Any = None) -> None:

@@ -4,6 +4,7 @@ a run made in real time before auto is never finished in virtual time."""
 
 import json
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -84,6 +85,39 @@ def test_auto_runs_the_cpu_study_in_real_time_as_virtual_does():
         assert {c.key.study: c.clock for c in plan.cells} == {"cpu": "real", "mkfs": "virtual"}
         assert clock_notes(plan) == ["study cpu measures the lab's real CPU time, apart from the timed figures: "
                                      "its cells run in real time"]
+        # issue 40: on the time-travel build with time travel off, so the run needs one lab kernel
+        assert {c.key.study: c.flavour for c in plan.cells} == {"cpu": "timetravel", "mkfs": ""}
+
+
+def test_the_default_path_needs_one_lab_kernel_and_real_time_keeps_the_kernel_as_configured(monkeypatch):
+    """The quick profile in auto boots only the time-travel build (its cpu cells with time travel
+    off); --clock real and a cell of several vCPUs boot the kernel as configured."""
+    from flashbed.lab import kernel
+    from flashbed.targets.lab import LabTarget
+
+    built = []
+
+    def ensure(name=None, log=None, time_travel=False):
+        built.append(time_travel)
+        return kernel.KernelInfo(path="/x/linux", key=f"k{int(time_travel)}", name="7.3", source_package="p",
+                                 source_version="v", release="7.3.4", patches=[], boot_mode="seccomp",
+                                 max_cpus=1 if time_travel else 8, build_seconds=1.0, built_at="now",
+                                 flavour=kernel.TIME_TRAVEL if time_travel else "")
+    monkeypatch.setattr(kernel, "ensure_kernel", ensure)
+    monkeypatch.setattr("flashbed.lab.labs.ensure_kernel", ensure)
+    monkeypatch.setattr("flashbed.lab.labs._RESOLVED", {})  # these fakes stay out of the process's cache
+    plan = make_plan(PlanRequest(profile="quick"))
+    labs = LabTarget().labs(plan, RunStore(Path("/nonexistent/run")), lambda line: None)
+    assert built == [True] and any(c.key.study == "cpu" for c in plan.cells)
+    for cell in plan.cells:
+        k = labs(cell).kernel
+        assert k.flavour == "timetravel" and k.time_travel == (cell.clock == "virtual")
+        assert k.provenance().get("time_travel") == (None if cell.clock == "virtual" else "off")
+    built.clear()
+    real = make_plan(PlanRequest(**EMMC, studies=("cpu",), clocks=("real",)))
+    assert [c.flavour for c in real.cells] == [""]
+    LabTarget().labs(real, RunStore(Path("/nonexistent/run")), lambda line: None)
+    assert built == [False]
 
 
 def test_one_line_per_reason_not_per_cell(four_cpus):

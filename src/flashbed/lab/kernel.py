@@ -253,6 +253,9 @@ class KernelInfo:
     built_at: str
     # the flavour built ("" the kernel as configured; "timetravel": virtual time)
     flavour: str = ""
+    # the time-travel build booted with time travel off: real time on one vCPU, its scheduler
+    # clock the host's (lab patches 0004, 0007); never in info.json, set by the lab factory
+    real_time: bool = False
 
     @staticmethod
     def load(path: Path) -> "KernelInfo":
@@ -273,11 +276,18 @@ class KernelInfo:
                                    "patches": self.patches, "boot_mode": self.boot_mode, "key": self.key}
         if self.flavour:
             prov["flavour"] = self.flavour
+        if self.real_time:
+            prov["time_travel"] = "off"
         return prov
 
     @property
     def time_travel(self) -> bool:
-        return self.flavour == TIME_TRAVEL
+        """Whether its labs run in virtual time."""
+        return self.flavour == TIME_TRAVEL and not self.real_time
+
+    def in_real_time(self) -> "KernelInfo":
+        """This build booted in real time: the time-travel build with time travel off."""
+        return dataclasses.replace(self, real_time=True) if self.flavour == TIME_TRAVEL else self
 
 
 def installed_version(spec: KernelSpec) -> str:
@@ -448,7 +458,8 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
     work = out / "build"
     src, obj = work / spec.package, work / "obj"
     log_file = out / "build.log"
-    what = f" ({spec.flavour} flavour)" if spec.flavour else ""
+    what = f" ({spec.flavour} flavour)" if spec.flavour else \
+        " (SMP, real time: for --clock real and several vCPUs)" if spec.time_travel_ok else ""
     if (work / PREPARED).exists():
         done = sum(1 for _ in obj.rglob("*.o"))
         log(f"kernel {spec.name}: resuming the interrupted build of {spec.package} {version}{what}: {done} objects "

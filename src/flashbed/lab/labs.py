@@ -20,7 +20,7 @@ from ..clock import Clock, Pace
 from ..devices.session import open_session
 from ..errors import FlashbedError
 from .boundary import BootResult, BootSpec, DeviceSession, HostHandler
-from .kernel import KernelInfo, ensure_kernel
+from .kernel import TIME_TRAVEL, KernelInfo, ensure_kernel
 from .uml import LAYOUT, boot
 
 
@@ -62,12 +62,14 @@ class UmlLabs:
 
     def __call__(self, cell: Any) -> UmlLab:
         label = getattr(cell, "kernel", "") or next(iter(self.kernels))[0]
-        tt = Clock(getattr(cell, "clock", Clock.REAL)).time_travel
+        virtual = Clock(getattr(cell, "clock", Clock.REAL)).time_travel
+        tt = virtual or getattr(cell, "flavour", "") == TIME_TRAVEL  # the build: time travel on or off
         want = self.kernels.get((label, tt))
         if want is None:
             raise FlashbedError(f"cell {cell.key.id} asks for lab kernel {label}{' (time travel)' if tt else ''}; "
                                 f"this run has {', '.join(_name(k) for k in self.kernels.values())}")
-        return UmlLab(_local(label, want.key, tt))
+        info = _local(label, want.key, tt)
+        return UmlLab(info if virtual else info.in_real_time())
 
     def describe(self) -> dict[str, Any]:
         return manifest_kernels(list(self.kernels.values()))

@@ -85,7 +85,9 @@ class LabTarget(Target):
 
     def labs(self, plan, store, say: Callable[[str], None]):
         from ..lab.labs import UmlLabs
-        flavours = sorted({c.clock.time_travel for c in plan.cells})  # False: real time, True: virtual
+        # the builds: False the kernel as configured, True its time-travel build (virtual time, or a
+        # real-time cell's flavour: time travel off)
+        flavours = sorted({c.clock.time_travel or c.flavour == kernel.TIME_TRAVEL for c in plan.cells})
         infos = [kernel.ensure_kernel(k, time_travel=tt) for k in plan.kernels for tt in flavours]
         for mounting in {c.variant.base.mounting for c in plan.cells}:
             mounting.ensure()  # YAFFS2's daemon: built at setup; else now, once
