@@ -75,6 +75,7 @@ def test_a_boot_leaves_no_uml_directory_and_a_killed_one_s_is_swept_next_time(ke
     import time
     from pathlib import Path
 
+    from flashbed import owner
     from flashbed.lab import umldir
 
     home = Path.home() / ".uml"
@@ -91,7 +92,10 @@ def test_a_boot_leaves_no_uml_directory_and_a_killed_one_s_is_swept_next_time(ke
             "boot(BootSpec(run_dir=Path(sys.argv[1]), steps=(Step('s', 'sleep 600'),), timeout=900), ensure_kernel())")
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "two")], env=dict(os.environ))
     deadline = time.monotonic() + 120
-    while not (new := set(umldir.base().glob(umldir.PREFIX + "*")) - mine):
+    def its_own() -> set:  # the killed process's directory, not one of a lab another test worker runs meanwhile
+        return {d for d in set(umldir.base().glob(umldir.PREFIX + "*")) - mine
+                if (d / owner.MARK).is_file() and f" {p.pid} " in (d / owner.MARK).read_text()}
+    while not (new := its_own()):
         assert time.monotonic() < deadline and p.poll() is None, "the killed boot made no UML directory"
         time.sleep(0.2)
     time.sleep(2)  # UML up: its umid directory made
