@@ -115,7 +115,13 @@ def figure(run: RunData, recs: dict[str, list[R.Ranking]]) -> Figure | None:
     titles = list(dict.fromkeys(r.use_case for _d, _f, rs in grids for r in rs))
     ncols = sum(len(fss) for _d, fss, _rs in grids) + GAP * (len(grids) - 1)
     width = min(2.4 + 0.95 * ncols, 17.5)
-    height = 0.62 + 0.22 * len(titles)
+    footer = (f"★ the choice, ² the runner-up, score 0–1 (weighted criteria of {run.weights.path.name}, 1.00 = "
+              f"best on every criterion); hatched: not eligible, a requirement fails (what); faded: not decided"
+              + "".join(f"; device {run.device_text(d)}" for d, _f, _r in grids[1:]) + "\n"
+              + figure_footer(run, grids[0][0], sorted({f for _d, fss, _r in grids for f in fss}), None, []))
+    # the rows keep their height whatever the footer takes (its lines wrap at 150 characters)
+    lines = sum(-(-len(line) // 150) for line in footer.split("\n"))
+    height = 0.45 + 0.24 * len(titles) + 0.12 * lines
     with new_figure(width, height) as fig:
         ax = fig.subplots()
         ax.grid(False)
@@ -141,10 +147,6 @@ def figure(run: RunData, recs: dict[str, list[R.Ranking]]) -> Figure | None:
         ax.set_xticks(ticks, labels, fontsize=6.5)
         ax.set_yticks(range(len(titles)), [textwrap.shorten(t, 38, placeholder="…") for t in titles], fontsize=7)
         # the marks are said in the footer, not a legend: the picture stays small enough for the first screen
-        footer = (f"★ the choice, ² the runner-up, score 0–1 (weighted criteria of {run.weights.path.name}, 1.00 = "
-                  f"best on every criterion); hatched: not eligible, a requirement fails (what); faded: not decided"
-                  + "".join(f"; device {run.device_text(d)}" for d, _f, _r in grids[1:]) + "\n"
-                  + figure_footer(run, grids[0][0], sorted({f for _d, fss, _r in grids for f in fss}), None, []))
         out = finish(fig, "fig-glance", "At a glance: the choice per use case", [], footer)
         return replace(out, compact=True)
 
