@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..status import CellStatus
-from . import catalog, footing, glance, units
+from . import catalog, footing, glance, tuning, units
 from . import figures as F
 from . import recommend as R
 from . import tables as T
@@ -35,7 +35,9 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
     all_fs = sorted({k[1] for k in run.cell_status} | {fs for (_d, fs, _s) in run.na}, key=units.natural_key)
     ctx = F.Ctx(run, F.fs_colors(all_fs))
     feet = footing.footing(run, recs)  # a robust pass: each answer against the twin's assumptions
-    sections = [R.recommendation_section(run, recs)] + [s for s in [footing.section(run, feet, ctx.colors)] if s]
+    tn = tuning.tuning(run, recs)  # a tuning pass: which options, for each use case's choice
+    sections = [R.recommendation_section(run, recs)] + \
+        [s for s in [tuning.section(tn), footing.section(run, feet, ctx.colors)] if s]
 
     ov = Section("run", "Run")
     ov.add(Paragraph("Everything in this report comes from the run's cell results (`cells/*.json`) and its "
@@ -114,7 +116,8 @@ def build_document(run: RunData, recs: dict[str, list[R.Ranking]] | None = None)
                      f"table; the report reads it every time it runs."))
     ap.add(R.weights_table(run))
     sections.append(ap)
-    answer = R.answer_section(run, recs, lambda r: footing.answer_text(feet.get(r.device), r.use_case))
+    answer = R.answer_section(run, recs, lambda r: tuning.answer_text(tn, r)
+                              + footing.answer_text(feet.get(r.device), r.use_case))
     picture = glance.figure(run, recs)
     if picture is not None:  # the report opens with it, above the first screen's text (an unfinished run's line first)
         answer.blocks.insert(1 if R.unfinished_text(run) else 0, picture)

@@ -152,6 +152,9 @@ class RunData:
     # the rest of the report leaves out (report/footing.py reads them)
     cells: list[CellResult] = field(default_factory=list, repr=False)
     variant_cells: list[CellResult] = field(default_factory=list, repr=False)
+    # and those of a tuning pass (--tune): option sets of the plain variants, which the plain ranking
+    # leaves out (report/tuning.py ranks them)
+    tuned_cells: list[CellResult] = field(default_factory=list, repr=False)
 
     _memo: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -499,9 +502,13 @@ def load_run(run_dir: Path, weights: Weights | None = None) -> RunData:
                             f"run or resume it with `flashbed run` first")
     variants = {label for label, info in (manifest.get("devices") or {}).items()
                 if isinstance(info, dict) and info.get("variant")}
-    own = [r for r in results if r.key.device not in variants]
+    request = manifest.get("request") if isinstance(manifest.get("request"), dict) else {}
+    # a tuning pass's cells: a variant the request did not name (the plain run's are its fs)
+    plain = set(request.get("fs") or ()) if request.get("tune") else None
+    tuned = [r for r in results if plain is not None and r.key.fs not in plain and r.key.device not in variants]
+    own = [r for r in results if r.key.device not in variants and not (plain is not None and r.key.fs not in plain)]
     data = aggregate(run_dir, manifest, own, weights or load_weights())
-    data.cells, data.variant_cells = own, [r for r in results if r.key.device in variants]
+    data.cells, data.variant_cells, data.tuned_cells = own, [r for r in results if r.key.device in variants], tuned
     return data
 
 

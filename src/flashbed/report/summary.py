@@ -43,6 +43,12 @@ def footing_data(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, An
     return out
 
 
+def tuning_data(run: RunData, recs: dict[str, list[R.Ranking]]) -> dict[str, Any] | None:
+    """The tuning pass's option sets and answers (report/tuning.py); None for a run without one."""
+    from .tuning import summary_data, tuning
+    return summary_data(tuning(run, recs))
+
+
 def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> dict[str, Any]:
     studies: dict[str, Any] = {}
     for (_dev, _fs, study), c in sorted(run.cell_status.items()):
@@ -74,6 +80,8 @@ def summary(run: RunData, recs: dict[str, list[R.Ranking]], doc: Document) -> di
         # per device, the crash states its own damage lost (report/partloss.py): a finding, no verdict on anyone
         "part_losses": {d: dataclasses.asdict(pl) for d in run.devices() if (pl := part_loss(run, d)) is not None},
         "footing": footing_data(run, recs),
+        # a tuning pass (--tune): per device and use case, the option sets tried and the answer
+        "tuning": tuning_data(run, recs),
         "failures": [{"id": f.id, "status": f.status, "error": f.error} for f in run.failures],
         "notes": list(run.notes),
         "results": results,

@@ -1,0 +1,108 @@
+"""The tuning pass judged from a run's results (report/tuning.py): what is still to run, the answer
+with its options, each option's effect and the options that break a requirement. Hand-made cells,
+no lab."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.report_fixtures import generator
+
+from flashbed import tune as T
+from flashbed.report import write_report
+from flashbed.report.load import load_run
+from flashbed.report.recommend import answer_line, recommend
+from flashbed.report.tuning import Tuning, answer_text, decisive_studies
+
+gen = generator()
+LZ4 = T.Option("compress_algorithm", "lz4", mkfs=("-O", "extra_attr,compression"))
+NOBAR = T.Option("fsync_mode", "nobarrier", risk=T.NO_FLUSH)
+COMMIT = T.Option("commit", "60")
+SPEC_LZ4 = T.OptionSet("f2fs", (LZ4,)).spec
+SPEC_NOBAR = T.OptionSet("f2fs", (NOBAR,)).spec
+SPEC_COMMIT = T.OptionSet("ext4", (COMMIT,)).spec
+
+
+@pytest.fixture(autouse=True)
+def small_catalogue(monkeypatch):
+    monkeypatch.setattr(T, "TRY", {"f2fs": (LZ4, NOBAR), "ext4": (COMMIT,)})
+
+
+def _cells(fs: str, overwrite: float, wa: float, losses: int = 0) -> list:
+    failures = [{"state": "f0012-c0003", "class": "data-loss", "kind": "cut", "acked": 7,
+                 "why": "A/foo: acknowledged size 9000, found 0"}] if losses else []
+    return [gen.cell(fs, "overwrite", [("1MB fsync", "bandwidth", overwrite, "MB/s")],
+                     device_stats={"workload": {"write_amplification": wa, "erase_spread": 2}}),
+            gen.cell(fs, "crashstates", gen.crash_meas("sequences", {"recovered": 100 - losses, "data-loss": losses}),
+                     case="sequences", extra={"failures": failures})]
+
+
+def _run(tmp_path, tuned: bool):
+    cells = _cells("ext4", 0.3, 3.0) + _cells("f2fs", 0.6, 2.0)
+    if tuned:
+        cells += _cells(SPEC_LZ4, 0.9, 1.2) + _cells(SPEC_NOBAR, 1.2, 1.9, losses=3) + _cells(SPEC_COMMIT, 0.3, 3.0)
+    return gen.write_run(tmp_path / "run", cells, request={"tune": True, "fs": ["ext4", "f2fs"]})
+
+
+def test_a_use_case_tries_its_decisive_studies_and_the_weightiest():
+    from flashbed.report.weights import load_weights
+    ucs = {uc.id: uc for uc in load_weights().use_cases}
+    assert "crashstates" in decisive_studies(ucs["logging"]) and "overwrite" in decisive_studies(ucs["logging"])
+    assert "caps" in decisive_studies(ucs["rootfs"])  # a requirement's study: an option can break it
+
+
+def test_before_any_option_ran_every_single_option_is_pending(tmp_path):
+    run = load_run(_run(tmp_path, tuned=False))
+    tn = Tuning(run, recommend(run))
+    pending = tn.search.pending()
+    assert {spec for _d, spec in pending} == {SPEC_LZ4, SPEC_NOBAR, SPEC_COMMIT}
+    assert pending[("emmc-1g", SPEC_LZ4)] == ("crashstates", "overwrite")
+    logging = next(r for r in recommend(run)["emmc-1g"] if r.use_case.id == "logging")
+    assert "not tuned yet" in answer_text(tn, logging)
+
+
+def test_the_answer_names_the_options_their_effect_and_what_breaks(tmp_path):
+    run = load_run(_run(tmp_path, tuned=True))
+    recs = recommend(run)
+    logging = next(r for r in recs["emmc-1g"] if r.use_case.id == "logging")
+    # the plain ranking is the plain variants' alone
+    assert logging.winner.fs == "f2fs" and {e.fs for e in logging.entries} == {"ext4", "f2fs"}
+    tn = Tuning(run, recs)
+    assert tn.search.done
+    a = tn.answer("emmc-1g", "logging")
+    assert a.options == T.OptionSet("f2fs", (LZ4,)) and a.judged.score > a.defaults.score
+    text = answer_text(tn, logging)
+    assert text.startswith(" Options: **f2fs** with `compress_algorithm=lz4` (score ")
+    assert "`compress_algorithm=lz4`: crash states survived still 100 %" in text
+    assert "1 KiB overwrite rate with fsync +50 %" in text and "write amplification (overwrites) −40 %" in text
+    assert "Breaks a requirement: `fsync_mode=nobarrier` (durability (acknowledged data lost in 3 of 100 crash " \
+           "states); replay: `flashbed crashstate replay " in text
+    # an option that helped nobody is no answer: ext4 keeps its defaults
+    ext4 = next(ls for ls in tn.search.leads if ls.lead.use_case == "logging" and ls.lead.fs == "ext4")
+    assert ext4.best == T.OptionSet("ext4")
+
+
+def test_the_report_says_it_on_the_first_screen_and_in_a_section(tmp_path):
+    root = _run(tmp_path, tuned=True)
+    write_report(root)
+    md = (root / "report.md").read_text()
+    first = md[:md.index("## Recommendation")]
+    assert "Options: **f2fs** with `compress_algorithm=lz4`" in first
+    assert "## Tuning: which options" in md
+    s = json.loads((root / "summary.json").read_text())["tuning"]["emmc-1g"]["logging"]
+    assert s["answer"]["spec"] == SPEC_LZ4
+    broke = [t for t in s["tried"] if t["options"] == "fsync_mode=nobarrier"]
+    assert broke and not broke[0]["eligible"] and broke[0]["replay"].startswith("flashbed crashstate replay")
+    # the glance picture shows the plain variants only
+    assert SPEC_LZ4 not in (root / "report-figures" / "fig-glance.svg").read_text()
+
+
+def test_a_run_without_tuning_has_no_tuning(tmp_path):
+    root = gen.write_run(tmp_path / "run", _cells("ext4", 0.3, 3.0) + _cells("f2fs", 0.6, 2.0))
+    write_report(root)
+    assert json.loads((root / "summary.json").read_text())["tuning"] is None
+    assert "Options:" not in (root / "report.md").read_text()
+    run = load_run(root)
+    assert answer_line(next(r for r in recommend(run)["emmc-1g"] if r.use_case.id == "logging"))
