@@ -64,6 +64,9 @@ class PlanRequest:
     # its assumptions at their ends and this many joint draws; None: no robust pass (then not part
     # of the identity)
     robust: int | None = None
+    # the tuning pass (tune.py): each use case's winner and runner-up try their catalogue's options on
+    # its decisive studies after the plain cells; False: none (then not part of the identity)
+    tune: bool = False
 
     def resolved(self) -> "PlanRequest":
         prof = profiles.get(self.profile)
@@ -76,7 +79,8 @@ class PlanRequest:
                            seed=self.seed, overrides=self.overrides, pace=_pace(self.pace, studies, devices),
                            kernels=tuple(self.kernels), cpus=self.cpus, target=self.target,
                            clocks=_clocks(self.clocks, self.target),
-                           cpu_profiles=tuple(self.cpu_profiles), robust=self.robust)
+                           cpu_profiles=tuple(self.cpu_profiles), robust=self.robust,
+                           tune=self.tune)
 
     def cell_pace(self, study: str) -> clock.Pace:
         """An emulated device's pace for the cells of `study` (of a resolved request) in real
@@ -91,7 +95,7 @@ class PlanRequest:
         r = asdict(self.resolved())
         # runs from before --pace, --kernel and --cpus keep their ids
         for name, default in (("pace", "real"), ("kernels", ()), ("cpus", 1), ("target", ""), ("clocks", ()),
-                              ("cpu_profiles", ()), ("robust", None)):
+                              ("cpu_profiles", ()), ("robust", None), ("tune", False)):
             if r[name] == default:
                 del r[name]
         digest = hashlib.sha256(json.dumps(r, sort_keys=True).encode()).hexdigest()[:8]
@@ -165,7 +169,7 @@ def request_of(store: RunStore) -> PlanRequest:
     if isinstance(stored, dict):  # a field it lacks had its value of then, not today's default
         stored = stored_request(stored)
     ok = isinstance(stored, dict) and \
-        set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides", "robust"} \
+        set(stored) <= {*REQUEST_TEXTS, *REQUEST_LISTS, *REQUEST_NUMBERS, "overrides", "robust", "tune"} \
         and not request_problem(stored)
     if not ok:
         raise FlashbedError(f"{store.manifest_path}: its request is not one flashbed makes, so the run cannot be "

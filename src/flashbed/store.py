@@ -52,6 +52,8 @@ def request_problem(req: dict) -> str:
         return "overrides are not settings per study"
     if req.get("robust") is not None and type(req["robust"]) is not int:
         return "robust is not a whole number of draws"
+    if "tune" in req and type(req["tune"]) is not bool:
+        return "tune is not true or false"
     return ""
 
 

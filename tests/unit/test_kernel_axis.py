@@ -55,7 +55,7 @@ def test_one_kernel_keeps_the_run_id_and_cell_ids_and_a_named_kernel_or_vcpus_ch
     # the id as it was computed before --kernel, --cpus, --target and --clock (their defaults, real time
     # for the clock, are not part of it)
     old = {k: v for k, v in asdict(req.resolved()).items() if k not in ("kernels", "cpus", "pace", "target", "clocks",
-                                                                               "cpu_profiles", "robust")}
+                                                                               "cpu_profiles", "robust", "tune")}
     assert req.run_id() == "quick-" + hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:8]
     ids = {req.run_id(), PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bigfile",), kernels=("6.12",)).run_id(),
            PlanRequest(fs=("ext4",), devices=(PLAIN,), studies=("bigfile",), cpus=2).run_id()}

@@ -28,6 +28,10 @@ def add_parser(sub) -> None:
     what.add_argument("--repeat", type=int, default=None, help="cells of each case this many times (default 1)")
     what.add_argument("--seed", type=int, default=None, help="the seed of the run's random choices (default 1; a "
                       "repeat adds its number)")
+    what.add_argument("--tune", action="store_true", default=None,
+                      help="then, for each use case, its winner and runner-up try their catalogue's options on the "
+                      "use case's decisive studies (crash states included): one at a time, then the best "
+                      "combination found; the answer names the options (docs/tuning.md)")
     devices = r.add_argument_group("devices")
     devices.add_argument("--device", action="append", help="device preset, optionally @SIZE (e.g. "
                          "lexar-c10-16g@1G), a preset file ./mypart.toml[@SIZE], or a real block device (/dev/sdX, "
@@ -107,12 +111,19 @@ def run(args: argparse.Namespace) -> int:
         plan = make_plan(req, target, tuple(args.destroy_data_on))
         check_resume(plan, store)  # a changed request or preset: refused before a kernel is built
         target.check_plan(plan)
+        if plan.request.tune:  # the options the pass may try, checked as any variant's before a cell runs
+            from ..tunepass import check as check_tuning
+            check_tuning(plan, target)
         if hasattr(executor, "reach"):  # a cluster that is not there: said before the run directory is made
             executor.reach()
         store.create("--out" if args.out else "the run directory")  # one line, not after the notes
         for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
             _say(line)
-        results = execute(plan, store, target.labs(plan, store, _say), target.executor)
+        labs = target.labs(plan, store, _say)
+        results = execute(plan, store, labs, target.executor)
+        if plan.request.tune:  # then the options: each step planned from the cells before it
+            from ..tunepass import run_tuning
+            results = run_tuning(plan, store, labs, target, execute, _say)
     return _finish(args, store, results)
 
 
@@ -127,7 +138,8 @@ def _resumed(args: argparse.Namespace):
     from ..studies import edge, inputs
     given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                          "cpus", "target", "clock", "cpu_profile", *(i.dest for i in inputs.ALL))
-             if getattr(args, o) is not None] + (["robust"] if args.robust is not None else [])
+             if getattr(args, o) is not None] + (["robust"] if args.robust is not None else []) \
+        + (["tune"] if args.tune else [])
     if given or args.set:
         raise FlashbedError(f"--resume finishes the run's own plan; drop --{(given or ['set'])[0]}")
     store = resolve_run(args.resume)
@@ -175,7 +187,7 @@ def request(args: argparse.Namespace):
                       cpus=args.cpus if args.cpus is not None else 1, target=target,
                       clocks=clock.labels(items(args.clock, "clock")),
                       cpu_profiles=cpuprofile.labels(items(args.cpu_profile, "cpu-profile")),
-                      robust=robust_draws() if args.robust == -1 else args.robust)
+                      robust=robust_draws() if args.robust == -1 else args.robust, tune=bool(args.tune))
     _check_settings_of(args.set, req)
     return req
 

@@ -1,0 +1,69 @@
+"""The tuning pass of `flashbed run --tune`: the search's next option sets as cells of the run.
+
+After the plain cells, the run asks the search (tune.py, judged from the run's results by
+report/tuning.py) what is still to run, plans those option sets' cells with the planner every
+run uses (plan.make_plan, one request per option set: its studies, the run's devices, profile,
+parameters, seed and clocks), and runs them with the run's executor into the same run directory;
+then asks again. The same results give the same next step, so a killed run resumes where it
+was: its finished cells are skipped and the search picks up from them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from .plan import Plan, make_plan
+from .store import RunStore
+
+# singles, then the combination: two steps; one more for a cell an error left to retry
+MAX_STEPS = 3
+
+
+def check(plan: Plan, target) -> int:
+    """Every option set the pass may try, planned once before any cell runs (its options checked as
+    any variant's: one line, exit 2, nothing run); how many single options there are."""
+    from . import tune
+    n = 0
+    for spec in dict.fromkeys(c.variant.spec for c in plan.cells if not c.device.variant):
+        for o in tune.catalogue(spec):
+            one = tune.OptionSet(spec, (o,)).spec
+            make_plan(dataclasses.replace(plan.request, fs=(one,), robust=None, tune=False), target)
+            n += 1
+    return n
+
+
+def next_plan(plan: Plan, store: RunStore, target) -> tuple[Plan | None, int]:
+    """The cells of the option sets still to run (None: the search is done), and how many sets."""
+    from .report.load import load_run
+    from .report.recommend import recommend
+    from .report.tuning import Tuning
+    run = load_run(store.root)
+    pending = Tuning(run, recommend(run)).search.pending()
+    if not pending:
+        return None, 0
+    cells = []
+    for (device, spec), studies in pending.items():
+        sub = dataclasses.replace(plan.request, fs=(spec,), studies=studies, robust=None, tune=False)
+        cells += [c for c in make_plan(sub, target).cells if c.key.device == device]
+    return dataclasses.replace(plan, cells=cells, not_applicable=[], skipped=[], real_time=[], notes=[]), \
+        len(pending)
+
+
+def run_tuning(plan: Plan, store: RunStore, labs, target, execute: Callable, say: Callable[[str], None]) -> list:
+    """Every step of the search, each planned from the cells before it; the run's results."""
+    results = list(store.results())
+    seen: set[str] = set()
+    for _step in range(MAX_STEPS + 1):
+        step, n = next_plan(plan, store, target)
+        if step is None:
+            return results
+        ids = {c.key.id for c in step.cells}
+        if ids <= seen:  # the same cells again: an error the executor could not get past
+            say(f"tuning: {n} option sets did not finish (their cells ended in errors): run the same command "
+                f"again to retry them")
+            return results
+        seen |= ids
+        say(f"tuning: {n} option set{'s' if n != 1 else ''} to try, {len(step.cells)} cells")
+        results = execute(step, store, labs, target.executor)
+    return results

@@ -1,0 +1,116 @@
+"""`flashbed run --tune`'s steps as cells of the run: planned by make_plan from the cells before them,
+run by the run's executor (here a fake that writes results), resumed from whatever was finished."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from tests.report_fixtures import generator
+
+from flashbed import tune as T
+from flashbed import tunepass
+from flashbed.errors import FlashbedError
+from flashbed.execute import manifest_for
+from flashbed.identity import PlanRequest
+from flashbed.plan import make_plan
+from flashbed.results import CellResult, Measurement
+from flashbed.status import CellStatus
+from flashbed.store import RunStore
+from flashbed.targets import LabTarget
+
+DEVICE = "emmc-8g@512M"
+# options spelled as today's mount tags, so that the plan parses them whatever the option syntax is
+NOATIME, DISCARD = T.Option("noatime"), T.Option("discard")
+
+
+@pytest.fixture(autouse=True)
+def catalogue(monkeypatch):
+    monkeypatch.setattr(T, "TRY", {"f2fs": (NOATIME, DISCARD), "ext4": (NOATIME,)})
+    monkeypatch.setattr(T, "variant_spec", lambda base, opts: "+".join([base, *(o.text for o in opts)]))
+
+
+# the 1 KiB overwrite rate with fsync of each variant (MB/s): logging's weightiest figure
+RATE = {"ext4": 0.3, "f2fs": 0.6, "f2fs+noatime": 0.7, "f2fs+discard": 0.65, "f2fs+discard+noatime": 0.8,
+        "ext4+noatime": 0.3}
+
+
+def _result(spec) -> CellResult:
+    k = spec.key
+    if k.study == "overwrite":
+        meas = [Measurement("1MB fsync", "bandwidth", RATE[k.fs], "MB/s")]
+    else:  # every crash state recovered
+        meas = [Measurement(*m) for m in generator().crash_meas(k.case or "sequences", {"recovered": 10})]
+    return CellResult(key=k, status=CellStatus.OK, measurements=meas)
+
+
+class FakeLabs:
+    def describe(self) -> dict:
+        return {"kernel": {"release": "7.3.4"}}
+
+
+def _execute(calls):
+    def execute(plan, store, labs, executor):
+        calls.append(sorted(c.key.id for c in plan.cells))
+        if not store.exists():
+            store.write_manifest(manifest_for(plan, labs, store.root.name))
+        for c in plan.cells:
+            if not store.finished(c.key):
+                store.write(_result(c))
+        return list(store.results())
+    return execute
+
+
+@pytest.fixture
+def plan():
+    return make_plan(PlanRequest(fs=("ext4", "f2fs"), devices=(DEVICE,), studies=("overwrite", "crashstates"),
+                                 tune=True))
+
+
+def test_each_step_is_planned_from_the_cells_before_it(tmp_path, plan, monkeypatch):
+    monkeypatch.setattr("flashbed.execute.tool_versions", lambda: {})
+    store, calls = RunStore(tmp_path / "run"), []
+    execute = _execute(calls)
+    execute(plan, store, FakeLabs(), None)  # the plain cells
+    first, n = tunepass.next_plan(plan, store, None)
+    assert n == 3 and first.request == plan.request  # the run's own request: a resume is the same run
+    assert {(c.key.fs, c.key.study) for c in first.cells} == \
+        {(fs, s) for fs in ("f2fs+noatime", "f2fs+discard", "ext4+noatime") for s in ("crashstates", "overwrite")}
+    said = []
+    tunepass.run_tuning(plan, store, FakeLabs(), LabTarget(), execute, said.append)
+    # singles, then the two that helped f2fs together, then nothing pending
+    per_set = len(first.cells) // 3
+    assert calls[1] == sorted(c.key.id for c in first.cells) and len(calls) == 3
+    assert {k.split("/")[1] for k in calls[2]} == {"f2fs+discard+noatime"} and len(calls[2]) == per_set
+    assert said == [f"tuning: 3 option sets to try, {3 * per_set} cells", f"tuning: 1 option set to try, {per_set} cells"]
+    assert tunepass.next_plan(plan, store, None) == (None, 0)
+
+
+def test_a_killed_pass_resumes_from_its_finished_cells(tmp_path, plan, monkeypatch):
+    monkeypatch.setattr("flashbed.execute.tool_versions", lambda: {})
+    store, calls = RunStore(tmp_path / "run"), []
+    execute = _execute(calls)
+    execute(plan, store, FakeLabs(), None)
+    first, _n = tunepass.next_plan(plan, store, None)
+    per_set = len(first.cells) // 3
+    half = dataclasses.replace(first, cells=first.cells[:per_set + 1])
+    execute(half, store, FakeLabs(), None)  # killed after one option set and a cell of the next
+    again, n = tunepass.next_plan(plan, store, None)
+    # the same step: the two option sets not finished, the cell of one finished kept (execute skips it)
+    assert n == 2 and {c.key.id for c in again.cells} == {c.key.id for c in first.cells[per_set:]}
+    assert json.loads(store.manifest_path.read_text())["request"]["tune"] is True
+
+
+def test_tune_is_part_of_the_run_id_only_when_asked():
+    plain = PlanRequest(fs=("ext4",), devices=(DEVICE,))
+    assert dataclasses.replace(plain, tune=False).run_id() == plain.run_id()
+    assert dataclasses.replace(plain, tune=True).run_id() != plain.run_id()
+
+
+def test_every_option_the_pass_may_try_is_checked_before_a_cell_runs(plan, monkeypatch):
+    assert tunepass.check(plan, LabTarget()) == 3  # f2fs: noatime, discard; ext4: noatime
+    monkeypatch.setattr(T, "TRY", {"f2fs": (T.Option("frobnicate"),)})
+    with pytest.raises(FlashbedError, match="frobnicate"):
+        tunepass.check(plan, LabTarget())
