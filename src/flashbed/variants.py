@@ -8,6 +8,10 @@ Spec strings:
   ext2@f2fs             an ext2 image file filling an f2fs, loop-mounted (study 4)
   squashfs+zstd         a read-only image made with that compressor (the catalogue's
                         `compressors`); written to the device, mounted read-only
+  ext4+o:commit=60,data=journal
+                        any mount options
+  f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4
+                        any mkfs flags (shell words), with mount options or tags
 """
 
 from __future__ import annotations
@@ -219,8 +223,17 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
                                     f"{', '.join(f'{fs.name}+{c}' for c in fs.compressors)}")
             compressor = t
             continue
+        part = _option_part(spec, t)
+        if part is not None:
+            if fs.read_only or lower or not fs.mounting.in_kernel:
+                raise FlashbedError(f"'{spec}': options go on a writable filesystem the kernel mounts itself, "
+                                    f"not on {fs.name}" + (f"@{lower.name}" if lower else ""))
+            mkfs_extra += part[0]
+            mount_extra += part[1]
+            continue
         if t not in TAGS:
-            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}")
+            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}, "
+                                f"o:MOUNT,OPTIONS or mkfs:FLAGS")
         if not (lower or fs).mounting.in_kernel and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE) and takes no mount options")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
@@ -236,6 +249,27 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
     vid = (device.info.get("ubi") or {}).get("vid_hdr_offset") if device is not None else None
     return FsVariant(spec=spec, fs=fs, lower=lower, mkfs_extra=tuple(mkfs_extra),
                      mount_extra=tuple(mount_extra), ubi_vid_offset=vid, compressor=compressor)
+
+
+MOUNT_PART, MKFS_PART = "o:", "mkfs:"
+
+
+def _option_part(spec: str, part: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """A spec's options part as (mkfs words, mount options), None for a tag: `o:commit=60,data=journal`
+    gives mount options, `mkfs:-O extra_attr,compression` mkfs flags (shell words). The spelling
+    tune.variant_spec writes; the filesystems' option catalogues check the names and values."""
+    for prefix in (MOUNT_PART, MKFS_PART):
+        if part.startswith(prefix):
+            body = part[len(prefix):].strip()
+            try:
+                words = tuple(shlex.split(body)) if prefix == MKFS_PART else \
+                    tuple(o.strip() for o in body.split(",") if o.strip())
+            except ValueError as e:
+                raise FlashbedError(f"'{spec}': {prefix} {e}") from None
+            if not words:
+                raise FlashbedError(f"'{spec}': '{prefix}' names no option: e.g. ext4+o:commit=60")
+            return (words, ()) if prefix == MKFS_PART else ((), words)
+    return None
 
 
 def check_device(v: FsVariant, dev: Device) -> None:

@@ -136,3 +136,25 @@ def test_a_seeded_ext4_variant_fixes_its_uuid_and_hash_seed_and_keeps_its_own_op
         assert t[t.index("-E") + 1].startswith(tuned.mkfs_extra[tuned.mkfs_extra.index("-E") + 1])
     f2fs = variants.parse("f2fs", dev)
     assert seeded(f2fs, 1) == f2fs
+
+
+def test_a_variant_carries_any_mount_options_and_mkfs_flags():
+    from flashbed.variants import parse
+    v = parse("f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4,background_gc=off")
+    assert v.mkfs_extra == ("-O", "extra_attr,compression")
+    assert v.mount_extra == ("compress_algorithm=lz4", "background_gc=off")
+    assert "-O extra_attr,compression" in v.make_cmds()[0] and "compress_algorithm=lz4,background_gc=off" in \
+        v.mount_cmds()[0]
+    assert parse("ext4+noatime+o:commit=60").mount_extra == ("noatime", "commit=60")
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("ext4+o:", "names no option"),
+    ("ext2@f2fs+o:commit=60", "unknown filesystem"),
+    ("yaffs2+o:x", "options go on a writable filesystem the kernel mounts itself"),
+    ("ext4+mkfs:-E 'a", "mkfs:"),
+])
+def test_options_where_none_can_go_are_one_line(spec, words):
+    from flashbed.variants import parse
+    with pytest.raises(FlashbedError, match=words):
+        parse(spec)

@@ -71,6 +71,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import json
+import re
 import shlex
 import shutil
 import statistics
@@ -125,7 +126,7 @@ def state_ref(cell_id: str, state: str) -> str:
 
 
 def replay_command(run: str, cell_id: str, fs: str, state: str) -> str:
-    image = f"{fs}-{state}.img".replace("/", "_")
+    image = re.sub(r"[^A-Za-z0-9_.+@=,:-]", "_", f"{fs}-{state}.img")  # a variant's mkfs flags have spaces
     return f"flashbed crashstate replay {shlex.quote(run)} {shlex.quote(state_ref(cell_id, state))} --image {image}"
 
 
