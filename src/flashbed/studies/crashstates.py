@@ -325,6 +325,10 @@ class CrashStates(Study):
             verdicts = sum(1 for r in records if not r.get("no_verdict"))
             judged = f"; {verdicts} with a verdict" if verdicts != plan.found else ""
             head += f" ({plan.distinct} distinct, {plan.checked} checked{judged})"
+        if lab_nv:
+            # said before where the check ran and the classes: the terminal's line is cut at 200
+            # characters, and a state without a verdict is what decides whether the cell counts
+            head += f", {sum(lab_nv.values())} of {want} without a verdict (no evidence either way)"
         where, where_counts = self.check_where(spec, records)
         if runs is not None:
             head += f" (the check ran on {runs} distinct recovered trees{where})"
@@ -351,8 +355,6 @@ class CrashStates(Study):
                 if runs is not None else "")
         if stopped and unchecked:
             head += f"; {unchecked} states after it not checked"
-        if lab_nv:
-            head += f"; {sum(lab_nv.values())} of {want} without a verdict (no evidence either way)"
         status = CellStatus.FAILED if not records else CellStatus.ERROR if error else CellStatus.OK
         return Outcome(meas, head, extra=extra, status=status, error=error[:400])
 
