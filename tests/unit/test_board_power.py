@@ -44,6 +44,7 @@ class FakeSsh:
     def run(self, cmd: str, **kw):
         class R:
             returncode = 0
+            stdout = b""
         return R()
 
 
@@ -94,3 +95,42 @@ def test_a_boards_device_has_no_preset_hash(tmp_path):
     dev = Device(name="b-mmcblk0p3", path=never, kind="block", capacity=1 << 30, page_size=512, erase_block=0,
                  preset_capacity=1 << 30, info={"kind": "board"})
     assert preset_hashes(SimpleNamespace(devices={"b-mmcblk0p3": dev})) == {}
+
+
+def test_the_board_clock_offset_is_its_answer_against_the_round_trips_midpoint():
+    assert board_mod.board_clock_offset("1000.250000000\n", 900.0, 900.5) == pytest.approx(100.0)
+    assert board_mod.board_clock_offset("1000.%N\n", 1000.0, 1000.0) == 0.0  # busybox: whole seconds
+    assert board_mod.board_clock_offset("", 1.0, 2.0) == 0.0
+
+
+class ClockSsh(FakeSsh):
+    """A board whose clock runs `ahead` seconds ahead of this machine's."""
+
+    def __init__(self, ahead: float):
+        super().__init__(fails=0)
+        self.ahead = ahead
+
+    def run(self, cmd: str, **kw):
+        import time
+        ahead = self.ahead
+
+        class R:
+            returncode = 0
+            stdout = f"{time.time() + ahead:.6f}\n".encode() if cmd.startswith("date") else b""
+        return R()
+
+
+def test_a_cut_is_stamped_on_the_boards_clock_and_measured_again_after_the_reboot(tmp_path, monkeypatch):
+    # an emulated board's clock is its own (set at each boot, then running at the emulation's pace):
+    # set against this machine's cut, its acknowledgements came before or after it by the difference
+    monkeypatch.setattr(board_mod, "OFF_HOLD", 0)
+    b, _, _ = powered(tmp_path, fails=0)
+    b.ssh = ClockSsh(ahead=300.0)  # type: ignore[assignment]
+    b.measure_clock()
+    import time
+    said = b.cut()
+    assert said["off_wall"] - time.time() == pytest.approx(300.0, abs=5)
+    assert said["board_clock_offset"] == pytest.approx(300.0, abs=5)
+    b.ssh.ahead = -50.0  # the board came back with its clock set otherwise
+    b.back_on()
+    assert b.clock_offset == pytest.approx(-50.0, abs=5)

@@ -84,6 +84,7 @@ class Board:
         self.cells = threading.Lock()  # held by a cell's session: its boots alone use the device
         self.off = False  # its power is cut (set before the switch runs: a boot ending meanwhile sees it)
         self._switch = threading.Lock()  # one power command at a time
+        self.clock_offset = 0.0  # the board's wall clock minus this machine's (measure_clock)
 
     def open(self, wait: float = 10.0) -> "Board":
         from .ssh import sweep
@@ -99,6 +100,7 @@ class Board:
                 raise FlashbedError(f"{self.address.url} has no tar: flashbed copies its guest programs with a tar "
                                     f"stream (install tar or busybox)")
             self._remove_left(left)
+            self.measure_clock()
             self.base = self.ssh.run("mktemp -d /var/tmp/flashbed.XXXXXX").stdout.decode().strip()
             self.ssh.note(base=self.base)
             names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
@@ -127,8 +129,21 @@ class Board:
             seconds = self.power.run(Action.OFF)
         # the power is off by the time the switch's command returns, at the latest: no
         # acknowledgement may come later (powercut.ack_timing)
+        # off_wall on the board's clock: the workload's acknowledgements are stamped with it
         return {"power": "off", "command": self.power.command(Action.OFF), "seconds": round(seconds, 3),
-                "off_wall": time.time()}
+                "off_wall": time.time() + self.clock_offset, "board_clock_offset": round(self.clock_offset, 3)}
+
+    def measure_clock(self) -> float:
+        """The board's wall clock against this machine's, measured over the connection (the midpoint
+        of the round trip): a board's clock is its own (an RTC, NTP or none, set again at each boot),
+        and set against this machine's cut its acknowledgements would come before or after it by
+        the difference. Measured at each connection, so after every power cut too."""
+        t0 = time.time()
+        r = self.ssh.run("date +%s.%N", check=False)
+        t1 = time.time()
+        self.clock_offset = board_clock_offset(r.stdout.decode(errors="replace") if r.returncode == 0 else "",
+                                               t0, t1)
+        return self.clock_offset
 
     def back_on(self) -> None:
         """After a cut: power on, and wait until SSH answers (bounded); a board that does not
@@ -151,6 +166,7 @@ class Board:
                                         f"'{self.power.command(Action.CYCLE)}' ({e}): check that the board boots "
                                         f"and starts its sshd") from None
             self.off = False
+            self.measure_clock()  # a board sets its clock again at each boot
             # a board that cleans /var/tmp at boot: the guest programs again
             if self.ssh.run(f"test -f {shlex.quote(self.tools)}/agent.py", check=False).returncode != 0:
                 self.ssh.put(GUEST_DIR, sorted(p.name for p in GUEST_DIR.glob("*.py")), self.tools)
@@ -241,6 +257,16 @@ class Board:
                    ([f"no {', '.join(tools)}"] if tools else [])
             return f"{self.address.url} lacks what the run needs: {'; '.join(what)}"
         return None
+
+
+def board_clock_offset(said: str, sent: float, answered: float) -> float:
+    """The board's clock minus this machine's from its `date +%s.%N` answer, sent and answered at
+    these times of ours; 0 where the board did not say (busybox's date has no %N: whole seconds)."""
+    try:
+        theirs = float(said.strip().replace("%N", "0"))
+    except ValueError:
+        return 0.0
+    return theirs - (sent + answered) / 2
 
 
 def _judge(facts: dict[str, Any], destroy: tuple[str, ...], url: str) -> tuple[dict[str, Any], str | None]:
