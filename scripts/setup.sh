@@ -23,7 +23,9 @@ APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison 
  mtd-utils fio flashbench sqlite3
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
  openssh-client openssh-server
+ qemu-system-arm qemu-utils mmdebstrap genext2fs cpio
  chromium fonts-dejavu-core"
+# qemu-system-arm ... cpio: the emulated arm64 board of the board path's tests (scripts/qemu-board.sh)
 # what a registry that cannot be reached looks like in apt's, pip's and cargo's output
 NET_ERRORS='Temporary failure resolving|Temporary failure in name resolution|Could not resolve|resolve host|Name or service not known|Network is unreachable|No route to host|Connection refused|Connection timed out|timed out|Failed to establish a new connection|Could not connect|Failed to fetch|spurious network error'
 

@@ -185,7 +185,8 @@ def build(recipe: Recipe, say=print) -> Image:
         log.run(_tool("mmdebstrap"), "--variant=extract", f"--architectures={recipe.arch}", "--skip=check/qemu",
                 "--skip=cleanup/apt/cache", "--setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh",
                 *include, "--format=tar", recipe.suite, str(tar), mirror)
-        for name in ("id_ed25519", "host_key"):
+        # the busybox board makes its host key at each boot (dropbear -R): none to pin
+        for name in ("id_ed25519", "host_key") if recipe.full else ("id_ed25519",):
             (work / name).unlink(missing_ok=True)
             (work / f"{name}.pub").unlink(missing_ok=True)
             log.run(_tool("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-C", f"flashbed-board-{recipe.name}",
@@ -320,6 +321,9 @@ def _dropbear_files(tar: Path, work: Path) -> list[tuple[str, bytes]]:
                 if data is not None:
                     out.append((n, data))
     out.append(("root/.ssh/authorized_keys", (work / "id_ed25519.pub").read_bytes()))
+    # dropbear looks root up (its home, its shell): without these it lets no one in
+    out += [("etc/passwd", b"root:x:0:0:root:/root:/bin/sh\n"), ("etc/group", b"root:x:0:\n"),
+            ("etc/shadow", b"root:*:19000:0:99999:7:::\n"), ("etc/shells", b"/bin/sh\n")]
     return out
 
 
