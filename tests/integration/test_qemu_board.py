@@ -14,7 +14,8 @@ import pytest
 from flashbed.boards import qemu
 from flashbed.errors import FlashbedError
 
-pytestmark = pytest.mark.qemu_board
+# lab too: it boots a kernel (the board's), so the fast selection (not lab) leaves it out
+pytestmark = [pytest.mark.qemu_board, pytest.mark.lab]
 
 
 @pytest.fixture(scope="module")
