@@ -28,7 +28,8 @@ import pytest
 
 from flashbed import writeguard
 from flashbed.errors import FlashbedError
-from flashbed.options import BadValue, path as option_path
+from flashbed.options import BadValue
+from flashbed.options import path as option_path
 from flashbed.store import RunStore
 
 MORE = int(os.environ.get("FLASHBED_GUARD_FUZZ_CASES", "0"))

@@ -8,13 +8,12 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed import tune as T
 from flashbed.report import write_report
 from flashbed.report.load import load_run
 from flashbed.report.recommend import answer_line, recommend
 from flashbed.report.tuning import Tuning, answer_text, decisive_studies
+from tests.report_fixtures import generator
 
 gen = generator()
 LZ4 = T.Option("compress_algorithm", "lz4", mkfs=("-O", "extra_attr,compression"))

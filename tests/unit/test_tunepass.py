@@ -8,8 +8,6 @@ import json
 
 import pytest
 
-from tests.report_fixtures import generator
-
 from flashbed import tune as T
 from flashbed import tunepass
 from flashbed.errors import FlashbedError
@@ -20,6 +18,7 @@ from flashbed.results import CellResult, Measurement
 from flashbed.status import CellStatus
 from flashbed.store import RunStore
 from flashbed.targets import LabTarget
+from tests.report_fixtures import generator
 
 DEVICE = "emmc-8g@512M"
 # options spelled as today's mount tags, so that the plan parses them whatever the option syntax is

@@ -8,8 +8,7 @@ import datetime as dt
 import tempfile
 from pathlib import Path
 
-from .. import options
-from .. import writeguard
+from .. import options, writeguard
 from ..devices import presets
 from ..errors import FlashbedError
 
