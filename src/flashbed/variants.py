@@ -5,13 +5,13 @@ Spec strings:
   ext4                  defaults
   ext4+noatime+discard  mount options (noatime, discard, sync, nobarrier)
   ext4+tuned            flash-tuned mkfs/mount options from the erase block size
+  ext4+o:commit=60,data=journal
+                        any mount options the filesystem takes (o:, comma-separated)
+  f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4
+                        any mkfs flags (mkfs:, shell words), with mount options or tags
   ext2@f2fs             an ext2 image file filling an f2fs, loop-mounted (study 4)
   squashfs+zstd         a read-only image made with that compressor (the catalogue's
                         `compressors`); written to the device, mounted read-only
-  ext4+o:commit=60,data=journal
-                        any mount options
-  f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4
-                        any mkfs flags (shell words), with mount options or tags
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import uuid
 from dataclasses import dataclass
 
 from . import filesystems as fscat
+from . import fsoptions
 from .devices.presets import Device
 from .errors import FlashbedError
 from .filesystems import Filesystem
@@ -37,6 +38,8 @@ MOUNT_TAGS: dict[str, tuple[str, ...]] = {
     "nobarrier": ("nobarrier",),
 }
 TAGS = (*MOUNT_TAGS, "tuned")
+MOUNT_PART = "o:"  # ext4+o:commit=60,data=journal
+MKFS_PART = "mkfs:"  # f2fs+mkfs:-O extra_attr,compression
 # in the guest's tmpfs: its root is the host's, read-only, and has no /lower to mount on
 LOWER_MNT = "/tmp/lower"
 IMAGE = f"{LOWER_MNT}/fs.img"
@@ -117,6 +120,14 @@ class FsVariant:
     mount_extra: tuple[str, ...] = ()
     ubi_vid_offset: int | None = None  # UBI VID header offset (no sub-pages), from the device
     compressor: str = ""  # read-only images: the image tool's compressor ("": its default)
+    # the options the spec gives itself (o: and mkfs: parts), already in the extras above
+    mount_given: tuple[str, ...] = ()
+    mkfs_given: tuple[str, ...] = ()
+
+    @property
+    def given(self) -> bool:
+        """The spec names options of its own (a plan-time trial checks them: optiontrial.py)."""
+        return bool(self.mount_given or self.mkfs_given)
 
     @property
     def media(self) -> str:
@@ -215,25 +226,25 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
         raise FlashbedError(f"'{spec}': {fs.name} is a read-only image: it goes on the device itself")
     mkfs_extra: list[str] = []
     mount_extra: list[str] = []
+    mount_given: list[str] = []
+    mkfs_given: list[str] = []
     compressor = ""
     for t in tags:
+        if t.startswith((MOUNT_PART, MKFS_PART)):
+            _check_takes_options(spec, fs, lower, t)
+            if t.startswith(MOUNT_PART):
+                mount_given += [o.strip() for o in t[len(MOUNT_PART):].split(",")]
+            else:
+                mkfs_given += fsoptions.split_mkfs(spec, t[len(MKFS_PART):])
+            continue
         if fs.read_only:
             if t not in fs.compressors or compressor:
                 raise FlashbedError(f"'{spec}': {fs.name} is a read-only image; its variants are one compressor: "
                                     f"{', '.join(f'{fs.name}+{c}' for c in fs.compressors)}")
             compressor = t
             continue
-        part = _option_part(spec, t)
-        if part is not None:
-            if fs.read_only or lower or not fs.mounting.in_kernel:
-                raise FlashbedError(f"'{spec}': options go on a writable filesystem the kernel mounts itself, "
-                                    f"not on {fs.name}" + (f"@{lower.name}" if lower else ""))
-            mkfs_extra += part[0]
-            mount_extra += part[1]
-            continue
         if t not in TAGS:
-            raise FlashbedError(f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}, "
-                                f"o:MOUNT,OPTIONS or mkfs:FLAGS")
+            raise FlashbedError(_unknown_tag(spec, t, fs))
         if not (lower or fs).mounting.in_kernel and not lower:
             raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE) and takes no mount options")
         if t == "discard" and (lower or fs).media == "mtd" and not lower:
@@ -246,30 +257,68 @@ def parse(spec: str, device: Device | None = None) -> FsVariant:
             mount_extra += mo
         else:
             mount_extra += MOUNT_TAGS[t]
+    if mount_given:
+        fsoptions.check_mount(spec, fs.name, fs.fstype, tuple(mount_given))
+        _check_tags(spec, tags, tuple(mount_given), fs, device)
+        mount_extra += mount_given
+    if mkfs_given:
+        fsoptions.check_mkfs(spec, fs.name, fs.mkfs[0], tuple(mkfs_given))
+        _check_tuned_mkfs(spec, tags, tuple(mkfs_given), fs, device)
+        mkfs_extra += mkfs_given
     vid = (device.info.get("ubi") or {}).get("vid_hdr_offset") if device is not None else None
     return FsVariant(spec=spec, fs=fs, lower=lower, mkfs_extra=tuple(mkfs_extra),
-                     mount_extra=tuple(mount_extra), ubi_vid_offset=vid, compressor=compressor)
+                     mount_extra=tuple(mount_extra), ubi_vid_offset=vid, compressor=compressor,
+                     mount_given=tuple(mount_given), mkfs_given=tuple(mkfs_given))
 
 
-MOUNT_PART, MKFS_PART = "o:", "mkfs:"
+def _check_takes_options(spec: str, fs: Filesystem, lower: Filesystem | None, part: str) -> None:
+    """One line for options given to a filesystem that takes none here."""
+    what = "mkfs flags" if part.startswith(MKFS_PART) else "mount options"
+    if fs.read_only:
+        raise FlashbedError(f"'{spec}': {fs.name} is a read-only image, built by its image tool and mounted ro: "
+                            f"it takes no {what} here; its variants are one compressor: "
+                            f"{', '.join(f'{fs.name}+{c}' for c in fs.compressors)}")
+    if not fs.mounting.in_kernel:
+        raise FlashbedError(f"'{spec}': {fs.name} runs in user space (FUSE, flashbed's own daemon): it takes no "
+                            f"{what}; drop the {part.partition(':')[0]}: part")
+    if fs.media == "mtd" and part.startswith(MKFS_PART):
+        raise FlashbedError(f"'{spec}': {fs.name} is made on raw NAND by an erase (and UBI's format), which takes "
+                            f"no mkfs flags: give mount options (o:) only")
 
 
-def _option_part(spec: str, part: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """A spec's options part as (mkfs words, mount options), None for a tag: `o:commit=60,data=journal`
-    gives mount options, `mkfs:-O extra_attr,compression` mkfs flags (shell words). The spelling
-    tune.variant_spec writes; the filesystems' option catalogues check the names and values."""
-    for prefix in (MOUNT_PART, MKFS_PART):
-        if part.startswith(prefix):
-            body = part[len(prefix):].strip()
-            try:
-                words = tuple(shlex.split(body)) if prefix == MKFS_PART else \
-                    tuple(o.strip() for o in body.split(",") if o.strip())
-            except ValueError as e:
-                raise FlashbedError(f"'{spec}': {prefix} {e}") from None
-            if not words:
-                raise FlashbedError(f"'{spec}': '{prefix}' names no option: e.g. ext4+o:commit=60")
-            return (words, ()) if prefix == MKFS_PART else ((), words)
-    return None
+def _unknown_tag(spec: str, t: str, fs: Filesystem) -> str:
+    """The line for a word that is no tag: a mount option written without o: says how to write it."""
+    if fsoptions.option_name(t) in fsoptions.mount_names(fs.fstype):
+        return (f"'{t}' in '{spec}' is a mount option, not a variant tag: write it after o:, "
+                f"e.g. {fs.name}+o:{t}")
+    return f"unknown variant '{t}' in '{spec}': choose from {', '.join(TAGS)}, or o:OPTIONS, mkfs:FLAGS"
+
+
+def _check_tags(spec: str, tags: list[str], given: tuple[str, ...], fs: Filesystem,
+                device: Device | None) -> None:
+    """One line for a mount option that undoes (or repeats) one a tag sets."""
+    implied = [o for t in tags if t in MOUNT_TAGS for o in MOUNT_TAGS[t]]
+    if "tuned" in tags and device is not None and device.erase_block:
+        implied += tuned_options(fs, device)[1]
+    for o in given:
+        name = fsoptions.option_name(o)
+        for tag_opt in implied:
+            if name == tag_opt:
+                raise FlashbedError(f"'{spec}': o:{o} repeats what a tag sets ({tag_opt}): drop one")
+            group = next((g for g in fsoptions.OPPOSITES if name in g and tag_opt in g), None)
+            if group:
+                raise FlashbedError(f"'{spec}': o:{o} conflicts with the tag that sets {tag_opt}: keep one")
+
+
+def _check_tuned_mkfs(spec: str, tags: list[str], given: tuple[str, ...], fs: Filesystem,
+                      device: Device | None) -> None:
+    """One line for a mkfs flag +tuned sets too (the tool would keep only one of the two)."""
+    if "tuned" not in tags or device is None or not device.erase_block:
+        return
+    tuned = fsoptions.mkfs_flags_given(tuned_options(fs, device)[0])
+    both = sorted(tuned & fsoptions.mkfs_flags_given(given))
+    if both:
+        raise FlashbedError(f"'{spec}': +tuned sets {' '.join(both)} of {fs.mkfs[0]} too: drop +tuned or the flag")
 
 
 def check_device(v: FsVariant, dev: Device) -> None:

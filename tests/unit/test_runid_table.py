@@ -61,6 +61,9 @@ TABLE = [
     (["--profile", "quick", "--robust", "--device", "emmc-8g@512M"], "quick-c4d412c1"),
     (["--fs", "ext4,f2fs", "--device", "emmc-8g@64M", "--study", "bigfile,caps", "--robust", "2"], "quick-882fbc5e"),
     (["--fs", "ext4,f2fs", "--device", "emmc-8g@64M", "--study", "bigfile,caps"], "quick-044e024d"),
+    # variants with any options (issue 38): the spec as given is the variant's identity
+    (["--fs", "ext4+o:commit=60,data=journal", "--study", "crashstates", "--device", "emmc-8g@64M"], "quick-6881bb1f"),
+    (["--fs", "f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4", "--study", "bigfile"], "quick-e300b748"),
 ]
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import options
 from ..errors import FlashbedError
-from ..options import items, seconds
+from ..options import fs_items, items, seconds
 
 
 def add_parser(sub) -> None:
@@ -88,7 +88,7 @@ def _powercut(args: argparse.Namespace) -> None:
     from ..bench import powercut
     if args.cycles < 1:
         raise FlashbedError("--cycles must be at least 1")
-    powercut.bench(args.device, list(items([args.fs], "fs")), args.cycles, args.pace, args.mode, args.seed)
+    powercut.bench(args.device, list(fs_items([args.fs])), args.cycles, args.pace, args.mode, args.seed)
 
 
 def _crashstates(args: argparse.Namespace) -> None:
@@ -96,7 +96,7 @@ def _crashstates(args: argparse.Namespace) -> None:
     if args.ops < 1:
         raise FlashbedError("--ops must be at least 1")
     from .. import clock as lab_clock
-    crashstates.bench(args.device, list(items([args.fs], "fs")), args.workload, args.ops, args.pace, args.seed,
+    crashstates.bench(args.device, list(fs_items([args.fs])), args.workload, args.ops, args.pace, args.seed,
                       check=args.check, dedup=not args.no_dedup, clock=lab_clock.parse(args.clock))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import options
 from ..errors import FlashbedError, no_traceback
-from ..options import EXIT_CODES, items
+from ..options import EXIT_CODES, fs_items, items
 
 
 def add_parser(sub) -> None:
@@ -19,8 +19,12 @@ def add_parser(sub) -> None:
     r.set_defaults(handler=run)
     what = r.add_argument_group("what to run")
     what.add_argument("--profile", default=None, help="quick (default) or paper")
-    what.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs "
-                      "(repeatable or comma-separated; default: the ten block filesystems)")
+    what.add_argument("--fs", action="append", help="filesystem variant, e.g. ext4, f2fs+tuned, ext2@f2fs, "
+                      "ext4+o:commit=60,data=journal, 'f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4' "
+                      "(repeatable or comma-separated; default: the ten block filesystems; options: "
+                      "`flashbed filesystems FS`)")
+    what.add_argument("--fs-file", action="append", metavar="FILE", help="a file of variant specs, one a line "
+                      "('#' comments), for long ones; added to --fs")
     what.add_argument("--study", action="append", help="study name (repeatable or comma-separated)")
     what.add_argument("--set", action="append", default=[], metavar="STUDY.PARAM=VALUE",
                       help="override a study parameter, e.g. bigfile.size=256M")
@@ -136,7 +140,7 @@ def _resumed(args: argparse.Namespace):
     from .. import identity
     from ..store import resolve_run
     from ..studies import edge, inputs
-    given = [o for o in ("profile", "fs", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
+    given = [o for o in ("profile", "fs", "fs_file", "device", "study", "repeat", "seed", "iterations", "pace", "kernel",
                          "cpus", "target", "clock", "cpu_profile", *(i.dest for i in inputs.ALL))
              if getattr(args, o) is not None] + (["robust"] if args.robust is not None else []) \
         + (["tune"] if args.tune else [])
@@ -178,7 +182,7 @@ def request(args: argparse.Namespace):
     if not target and (args.ssh_key or args.ssh_config or args.power_cmd is not None):
         flag = "ssh-key" if args.ssh_key else "ssh-config" if args.ssh_config else "power-cmd"
         raise FlashbedError(f"--{flag} is for --target ssh://...: add --target, or drop it")
-    req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=items(args.fs, "fs"),
+    req = PlanRequest(profile="quick" if args.profile is None else args.profile, fs=fs_items(args.fs, args.fs_file),
                       devices=tuple(d if target else absolute_spec(d) for d in items(args.device, "device")),
                       studies=studies, repeat=args.repeat if args.repeat is not None else 1,
                       seed=args.seed if args.seed is not None else 1, overrides=overrides,

@@ -82,6 +82,11 @@ class LabTarget(Target):
         if isinstance(self.executor, DaskExecutor) and any(d.backend == "real" for d in plan.devices.values()):
             raise FlashbedError("a real device is attached to this machine, not to Dask workers: run it with the "
                                 "local executor")
+        # a variant's own options made and mounted once on each kernel: a value mkfs or the kernel
+        # refuses is one line now, not a failed cell later
+        from .. import optiontrial
+        for t in optiontrial.check({c.variant.spec: c.variant for c in plan.cells}.values(), plan.kernels):
+            self.notes += [f"{t.spec} on lab kernel {t.kernel}: {w}" for w in t.warnings]
 
     def labs(self, plan, store, say: Callable[[str], None]):
         from ..lab.labs import UmlLabs
