@@ -228,3 +228,140 @@ def check_mkfs(spec: str, fs_label: str, tool: str, words: tuple[str, ...]) -> N
 
 def mkfs_flags_given(words: tuple[str, ...]) -> set[str]:
     return {w.partition("=")[0] for w in words if w.startswith("-")}
+
+
+# --- the entries that matter on flash, with their sources -----------------------------------
+_E4 = "Documentation/admin-guide/ext4.rst (Linux 7.3), ext4(5)"
+_F2 = "Documentation/filesystems/f2fs.rst (Linux 7.3)"
+_F2MK = "mkfs.f2fs(8)"
+_BT = "Documentation/filesystems/btrfs.rst, btrfs(5) mount options"
+_XF = "Documentation/admin-guide/xfs.rst (Linux 7.3), xfs(5)"
+_NI = "Documentation/filesystems/nilfs2.rst (Linux 7.3), nilfs(5)"
+_FAT = "Documentation/filesystems/vfat.rst (Linux 7.3), mount(8) fat options"
+_M, _K = Kind.MOUNT, Kind.MKFS
+_NO_FLUSH = "no cache flush: what fsync acknowledged can sit in a volatile device cache and be lost at a cut"
+
+OPTIONS: dict[str, tuple[Entry, ...]] = {
+    "ext4": (
+        Entry("commit", _M, ("commit=5", "commit=60"), "seconds between journal commits (default 5): longer "
+              "batches metadata into fewer, larger NAND writes", "up to that many seconds of un-fsynced work "
+              "lost at a cut", _E4),
+        Entry("data", _M, ("data=ordered", "data=journal", "data=writeback"), "journal=file data written twice "
+              "(journal then home): about double the NAND writes of data; writeback: no ordering of data before "
+              "metadata", "journal: write amplification, no delalloc; writeback: stale data in files after a cut",
+              _E4, loses_data="data=writeback: metadata may commit before its data, so a file can show old "
+              "blocks' contents after a cut", risky_values=("data=writeback",)),
+        Entry("auto_da_alloc", _M, ("auto_da_alloc", "noauto_da_alloc"), "the default forces a file replaced by "
+              "rename (or truncate) to its blocks before the commit; noauto_da_alloc skips that flush",
+              "noauto_da_alloc: a file replaced by rename without fsync can be zero-length after a cut", _E4),
+        Entry("barrier", _M, ("barrier", "nobarrier"), "cache flushes and FUA around journal commits",
+              "nobarrier: fewer flushes, but " + _NO_FLUSH, _E4, loses_data=_NO_FLUSH,
+              risky_values=("nobarrier", "barrier=0")),
+        Entry("discard", _M, ("discard",), "TRIM of freed blocks as they are freed: the FTL learns free space "
+              "(less GC copying)", "latency of every delete (fstrim is the batched alternative)", _E4),
+        Entry("journal_checksum", _M, ("journal_checksum", "journal_async_commit"), "checksummed journal "
+              "transactions; async commit writes the commit block without waiting", "CPU; a torn commit is "
+              "detected and dropped", _E4),
+        Entry("delalloc", _M, ("nodelalloc",), "delayed allocation batches writes into extents (default)",
+              "nodelalloc: more, smaller writes, more fragmentation", _E4),
+        Entry("noload", _M, ("noload",), "skips journal replay at mount", "everything the journal held",
+              _E4, loses_data="no journal replay: committed transactions are not applied"),
+        Entry("-E stride,stripe_width", _K, ("-E stride=128,stripe_width=128",), "aligns allocation to the "
+              "erase block (blocks per erase block)", "none", "mke2fs(8) -E"),
+        Entry("-O ^has_journal", _K, ("-O ^has_journal",), "no journal: no double writes of metadata",
+              "no crash consistency: fsck after every cut", "mke2fs(8), ext4(5)"),
+        Entry("-O fast_commit", _K, ("-O fast_commit",), "fsync writes a small delta, not a full commit",
+              "a little space", "ext4(5), Documentation/filesystems/ext4/journal.rst"),
+    ),
+    "f2fs": (
+        Entry("fsync_mode", _M, ("fsync_mode=posix", "fsync_mode=strict", "fsync_mode=nobarrier"), "posix "
+              "(default) or strict (more flushes) semantics of fsync; nobarrier skips the flush",
+              "strict: more flushes; nobarrier: " + _NO_FLUSH, _F2, loses_data=_NO_FLUSH,
+              risky_values=("fsync_mode=nobarrier",)),
+        Entry("mode", _M, ("mode=adaptive", "mode=lfs"), "lfs: only log-structured writes (no in-place "
+              "threaded logging): sequential for the FTL", "lfs: more cleaning (GC) when the disk fills", _F2),
+        Entry("background_gc", _M, ("background_gc=on", "background_gc=off", "background_gc=sync"), "when the "
+              "cleaner moves blocks: in the background, never, or synchronously", "off: writes stall on "
+              "foreground GC when full", _F2),
+        Entry("atgc", _M, ("atgc",), "age-threshold victim selection for background GC: fewer hot blocks moved",
+              "memory for the age table", _F2),
+        Entry("compress_algorithm", _M, ("compress_algorithm=lz4", "compress_algorithm=zstd"), "compresses "
+              "files' clusters: fewer NAND writes for compressible data", "CPU; needs mkfs -O "
+              "extra_attr,compression (an image without it mounts without compression)", _F2),
+        Entry("discard", _M, ("discard", "nodiscard"), "TRIM of freed segments (default on)", "none; nodiscard: "
+              "the FTL does not learn free space", _F2),
+        Entry("barrier", _M, ("nobarrier",), "cache flushes", _NO_FLUSH, _F2, loses_data=_NO_FLUSH,
+              risky_values=("nobarrier",)),
+        Entry("disable_roll_forward", _M, ("disable_roll_forward",), "no roll-forward of fsynced data at mount",
+              "fsynced data written since the last checkpoint", _F2,
+              loses_data="fsynced data since the last checkpoint is not recovered"),
+        Entry("checkpoint_merge", _M, ("checkpoint_merge",), "merges concurrent checkpoint requests",
+              "a kernel thread", _F2),
+        Entry("-O extra_attr,compression", _K, ("-O extra_attr,compression",), "lets compress_algorithm= work",
+              "inode space", _F2MK),
+        Entry("-s", _K, ("-s 2",), "segments (2 MiB) per section, the GC unit: a section of whole erase blocks",
+              "none", _F2MK),
+        Entry("-o", _K, ("-o 5", "-o 10"), "over-provision percentage: room for the cleaner", "space", _F2MK),
+    ),
+    "btrfs": (
+        Entry("compress", _M, ("compress=zstd:1", "compress=lzo", "compress-force=zstd:1"), "compresses "
+              "extents: fewer NAND writes for compressible data", "CPU", _BT),
+        Entry("commit", _M, ("commit=30", "commit=120"), "seconds between transaction commits (default 30)",
+              "that many seconds of un-fsynced work lost at a cut", _BT),
+        Entry("ssd", _M, ("ssd", "ssd_spread", "nossd"), "allocation tuned for SSDs; ssd_spread looks for large "
+              "free areas", "ssd_spread: more space fragmentation", _BT),
+        Entry("discard", _M, ("discard=async", "discard=sync", "nodiscard"), "TRIM of freed extents, batched "
+              "(async) or inline", "sync: latency of every free", _BT),
+        Entry("datasum", _M, ("nodatasum",), "no data checksums", "corruption of data goes undetected", _BT,
+              loses_data="data corruption is neither detected nor repaired", risky_values=("nodatasum",)),
+        Entry("datacow", _M, ("nodatacow",), "overwrites in place (implies nodatasum)", "torn overwrites at a "
+              "cut; no checksums", _BT, loses_data="in-place overwrites can be torn at a cut",
+              risky_values=("nodatacow",)),
+        Entry("barrier", _M, ("nobarrier",), "cache flushes", _NO_FLUSH, _BT, loses_data=_NO_FLUSH,
+              risky_values=("nobarrier",)),
+        Entry("flushoncommit", _M, ("flushoncommit",), "data flushed with every commit", "more writes per "
+              "commit", _BT),
+    ),
+    "xfs": (
+        Entry("logbsize", _M, ("logbsize=32k", "logbsize=256k"), "in-memory log buffer size: larger buffers, "
+              "fewer log writes", "memory; more log lost with a cut before a flush", _XF),
+        Entry("logbufs", _M, ("logbufs=2", "logbufs=8"), "number of log buffers", "memory", _XF),
+        Entry("discard", _M, ("discard",), "TRIM of freed extents", "latency", _XF),
+        Entry("allocsize", _M, ("allocsize=64k",), "speculative preallocation size for appending writers",
+              "space held until close", _XF),
+    ),
+    "nilfs2": (
+        Entry("-B", _K, ("-B 128", "-B 512"), "blocks per segment, the unit of log writing and cleaning: one "
+              "erase block", "space", "mkfs.nilfs2(8)"),
+        Entry("barrier", _M, ("nobarrier",), "cache flushes", _NO_FLUSH, _NI, loses_data=_NO_FLUSH,
+              risky_values=("nobarrier",)),
+        Entry("discard", _M, ("discard",), "TRIM of cleaned segments", "latency", _NI),
+        Entry("order", _M, ("order=relaxed", "order=strict"), "strict: data written with metadata in order",
+              "strict: slower", _NI),
+    ),
+    "vfat": (
+        Entry("flush", _M, ("flush",), "writes back at close, not later: less lost at a removal or cut",
+              "more, smaller writes", _FAT),
+        Entry("-s", _K, ("-s 64",), "sectors per cluster: clusters of the allocation unit", "space for small "
+              "files", "mkfs.fat(8)"),
+    ),
+    "exfat": (
+        Entry("discard", _M, ("discard",), "TRIM of freed clusters", "latency",
+              "Documentation/filesystems/exfat (fs/exfat/super.c), mount(8) exfat"),
+        Entry("-c", _K, ("-c 128K",), "cluster size: the allocation unit", "space for small files",
+              "mkfs.exfat(8)"),
+    ),
+}
+
+
+def entries(fstype: str) -> tuple[Entry, ...]:
+    return OPTIONS.get("ext4" if fstype in ("ext2", "ext3") else fstype, ())
+
+
+def risk(fstype: str, option: str) -> str:
+    """Why a mount option can lose data a program was told is safe ('' if it cannot by design)."""
+    name = option_name(option)
+    for e in entries(fstype):
+        if e.kind == Kind.MOUNT and e.risky(option) and (name == e.name or option in e.risky_values):
+            return e.loses_data
+    return ""

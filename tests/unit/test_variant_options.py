@@ -87,3 +87,28 @@ def test_a_refusal_names_the_spec_the_refuser_and_its_message():
     line = Trial("ext4+o:commit=abc", "7.3", "mount", "ext4: Bad value for 'commit'").line()
     assert line.startswith("ext4+o:commit=abc: the lab kernel 7.3 refuses it")
     assert "ext4: Bad value for 'commit'" in line and "nothing was run" in line
+
+
+def test_the_catalogue_lists_options_with_sources_and_marks_the_risky_ones(capsys):
+    from flashbed.cli import main
+    from flashbed import fsoptions
+    assert main(["filesystems", "ext4"]) == 0
+    out = capsys.readouterr().out
+    assert "commit=60" in out and "noauto_da_alloc" in out and "Documentation/admin-guide/ext4.rst" in out
+    assert "data  RISKY" in out
+    assert fsoptions.risk("ext4", "data=writeback") and not fsoptions.risk("ext4", "data=journal")
+    assert fsoptions.risk("f2fs", "fsync_mode=nobarrier") and not fsoptions.risk("f2fs", "fsync_mode=strict")
+    assert fsoptions.risk("btrfs", "nodatasum") and fsoptions.risk("ext4", "nobarrier")
+
+
+def test_every_catalogue_entry_is_an_option_its_kernel_or_mkfs_takes():
+    from flashbed import fsoptions
+    from flashbed.filesystems import by_fstype
+    for fstype, entries in fsoptions.OPTIONS.items():
+        for e in entries:
+            for v in e.values:
+                if e.kind == fsoptions.Kind.MOUNT:
+                    assert fsoptions.option_name(v) in fsoptions.mount_names(fstype), (fstype, v)
+                else:
+                    flags, _ = fsoptions.MKFS_FLAGS[by_fstype(fstype).mkfs[0]]
+                    assert v.split()[0] in flags, (fstype, v)
