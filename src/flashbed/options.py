@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 from pathlib import Path
 
 from .errors import FlashbedError
@@ -116,39 +115,6 @@ def items(values: list[str] | None, option: str = "") -> tuple[str, ...]:
         raise FlashbedError(f"--{option} '{given}' has an empty item: name what you want (e.g. --{option} "
                             f"{EXAMPLES.get(option, 'NAME')}), or leave --{option} out for the default")
     return out
-
-
-def fs_items(values: list[str] | None, files: list[str] | None = None) -> tuple[str, ...]:
-    """--fs's variant specs: repeatable and comma-separated, where a comma splits only before a
-    filesystem's name (the commas of 'ext4+o:commit=60,data=journal' and 'mkfs:-O a,b' stay
-    in their spec); then the specs of each --fs-file, one a line ('#' starts a comment)."""
-    from .filesystems import CATALOGUE
-    specs: list[str] = []
-    for v in values or []:
-        one: list[str] = []
-        for piece in v.split(","):
-            head = re.split(r"[+@]", piece.strip(), maxsplit=1)[0]
-            if one and one[-1].strip() and piece.strip() and head not in CATALOGUE:
-                one[-1] += "," + piece
-            else:
-                one.append(piece)
-        if any(not x.strip() for x in one):
-            raise FlashbedError(f"--fs '{v}' has an empty item: name what you want (e.g. --fs {EXAMPLES['fs']}), "
-                                f"or leave --fs out for the default")
-        specs += [x.strip() for x in one]
-    return tuple(specs) + tuple(s for f in files or [] for s in _spec_lines(f))
-
-
-def _spec_lines(path: str) -> list[str]:
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise FlashbedError(f"--fs-file {path}: {e.strerror}: give a file of variant specs, one a line") from None
-    specs = [line.split("#", 1)[0].strip() for line in text.splitlines()]
-    specs = [s for s in specs if s]
-    if not specs:
-        raise FlashbedError(f"--fs-file {path} names no variant: write one spec a line, e.g. ext4+o:commit=60")
-    return specs
 
 
 EXAMPLES = {"fs": "ext4,f2fs", "study": "bandwidth", "device": "emmc-8g@512M", "kernel": "7.3", "parts": "lab",

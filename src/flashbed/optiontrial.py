@@ -25,7 +25,7 @@ from typing import Iterable
 
 from . import filesystems as fscat
 from .errors import FlashbedError
-from .lab.target import BlockDevice, BootSpec, Step
+from .lab.boundary import BlockDevice, BootSpec, Step
 from .paths import cache_dir
 from .variants import FsVariant
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 import shlex
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import filesystems as fscat
 from . import fsoptions
@@ -319,6 +321,38 @@ def _check_tuned_mkfs(spec: str, tags: list[str], given: tuple[str, ...], fs: Fi
     both = sorted(tuned & fsoptions.mkfs_flags_given(given))
     if both:
         raise FlashbedError(f"'{spec}': +tuned sets {' '.join(both)} of {fs.mkfs[0]} too: drop +tuned or the flag")
+
+
+def fs_items(values: list[str] | None, files: list[str] | None = None) -> tuple[str, ...]:
+    """--fs's variant specs: repeatable and comma-separated, where a comma splits only before a
+    filesystem's name (the commas of 'ext4+o:commit=60,data=journal' and 'mkfs:-O a,b' stay
+    in their spec); then the specs of each --fs-file, one a line ('#' starts a comment)."""
+    specs: list[str] = []
+    for v in values or []:
+        one: list[str] = []
+        for piece in v.split(","):
+            head = re.split(r"[+@]", piece.strip(), maxsplit=1)[0]
+            if one and one[-1].strip() and piece.strip() and head not in fscat.CATALOGUE:
+                one[-1] += "," + piece
+            else:
+                one.append(piece)
+        if any(not x.strip() for x in one):
+            raise FlashbedError(f"--fs '{v}' has an empty item: name what you want (e.g. --fs {'ext4,f2fs'}), "
+                                f"or leave --fs out for the default")
+        specs += [x.strip() for x in one]
+    return tuple(specs) + tuple(s for f in files or [] for s in _spec_lines(f))
+
+
+def _spec_lines(path: str) -> list[str]:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise FlashbedError(f"--fs-file {path}: {e.strerror}: give a file of variant specs, one a line") from None
+    specs = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    specs = [s for s in specs if s]
+    if not specs:
+        raise FlashbedError(f"--fs-file {path} names no variant: write one spec a line, e.g. ext4+o:commit=60")
+    return specs
 
 
 def check_device(v: FsVariant, dev: Device) -> None:

@@ -8,7 +8,7 @@ import pytest
 from flashbed import variants
 from flashbed.errors import FlashbedError
 from flashbed.optiontrial import Trial, _mkfs_message
-from flashbed.options import fs_items
+from flashbed.variants import fs_items
 
 
 def test_options_reach_mkfs_and_mount():

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from .. import options
 from ..errors import FlashbedError
-from ..options import fs_items, items, seconds
+from ..options import items, seconds
+from ..variants import fs_items
 
 
 def add_parser(sub) -> None:

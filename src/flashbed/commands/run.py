@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .. import options
 from ..errors import FlashbedError, no_traceback
-from ..options import EXIT_CODES, fs_items, items
+from ..options import EXIT_CODES, items
+from ..variants import fs_items
 
 
 def add_parser(sub) -> None:
