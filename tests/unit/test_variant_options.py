@@ -90,8 +90,8 @@ def test_a_refusal_names_the_spec_the_refuser_and_its_message():
 
 
 def test_the_catalogue_lists_options_with_sources_and_marks_the_risky_ones(capsys):
-    from flashbed.cli import main
     from flashbed import fsoptions
+    from flashbed.cli import main
     assert main(["filesystems", "ext4"]) == 0
     out = capsys.readouterr().out
     assert "commit=60" in out and "noauto_da_alloc" in out and "Documentation/admin-guide/ext4.rst" in out
