@@ -118,9 +118,10 @@ def _path(w: World, cls: str) -> str:
 
 def _same_names(w: World, d: Path) -> None:
     """A directory of the user's holding files of flashbed's names (no index of a command's)."""
-    if os.path.lexists(d) and not d.is_dir():  # a dangling link or a file there: the case is the link's
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a link on the way (dangling, a loop, to a file): that case is the symlink class's
         return
-    d.mkdir(parents=True, exist_ok=True)
     for n in w.rnd.sample(NAMES, w.rnd.randint(1, 3)):
         p = d / n
         if n == writeguard.DIR_INDEX:  # a forged index: a symlink to one, or one naming another command
