@@ -76,6 +76,14 @@ def test_cells_run_on_a_real_dask_cluster(kernel, tmp_path):
                                "--no-dashboard"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               cwd=tmp_path)
     try:
+        # as a user would: the scheduler answers before the run is started (flashbed checks it first)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
         out = tmp_path / "run"
         proc = flashbed("--fs", "ext4,f2fs", "--device", DEVICE, "--study", "mkfs", "--no-report",
                         "--executor", "dask", "--scheduler", addr, "--out", str(out))
