@@ -187,24 +187,31 @@ done
 """
 
 
+def wal_cells(tmp_path: Path, check_text: str):
+    """The WAL workload and a check written to tmp_path, and a maker of its ext4 appcheck cells
+    (params on top of the files' own): in virtual time, so two runs record the same workload and
+    list the same states."""
+    from flashbed.studies.base import CellSpec
+    wal, check = tmp_path / "wal.sh", tmp_path / "walcheck.sh"
+    wal.write_text(WAL)
+    check.write_text(check_text)
+    for f in (wal, check):
+        f.chmod(0o755)
+    dev = presets.load_spec(DEVICE)
+    values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
+
+    def cell(**params):
+        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
+                        variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**{**values, **params}),
+                        seed=1, pace="none", clock="virtual")
+    return cell
+
+
 def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_kernel, tmp_path):
     """Issue 30: states that recover to the same workload directory and acknowledged labels share
     the check's run (trees.py); every state's verdict equals the exhaustive run's (every state
     checked, its own check run), failures included."""
-    wal, check = tmp_path / "wal.sh", tmp_path / "walcheck.sh"
-    wal.write_text(WAL)
-    check.write_text(WAL_CHECK)
-    for f in (wal, check):
-        f.chmod(0o755)
-
-    def cell(**params):
-        dev = presets.load_spec(DEVICE)
-        values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
-        p = STUDIES["appcheck"].params(**{**values, **params})
-        from flashbed.studies.base import CellSpec
-        # virtual time: both runs record the same workload, so list the same states
-        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="virtual")
+    cell = wal_cells(tmp_path, WAL_CHECK)
 
     every = run(tt_kernel, tmp_path / "every", cell(dedup=False, share_trees=False))
     shared = run(tt_kernel, tmp_path / "shared", cell())
@@ -226,20 +233,11 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     """A check that alternates pass and fail (it counts its own runs outside the directory): the
     first recurrence of a recovered tree runs it again, the two verdicts differ, and the tree's
     states have no verdict: counted, said, and no filesystem's failure."""
-    wal, check = tmp_path / "wal.sh", tmp_path / "flaky.sh"
-    wal.write_text(WAL)
-    check.write_text('#!/bin/sh\nf="$(dirname "$FLASHBED_ACKED")/flaky.count"\nn=$(cat "$f" 2>/dev/null || echo 0)\n'
-                     'echo $((n + 1)) > "$f"\n[ $((n % 2)) -eq 0 ] || { echo "odd run $n"; exit 1; }\n')
-    for f in (wal, check):
-        f.chmod(0o755)
-    dev = presets.load_spec(DEVICE)
-    values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
-    from flashbed.studies.base import CellSpec
+    flaky = ('#!/bin/sh\nf="$(dirname "$FLASHBED_ACKED")/flaky.count"\nn=$(cat "$f" 2>/dev/null || echo 0)\n'
+             'echo $((n + 1)) > "$f"\n[ $((n % 2)) -eq 0 ] || { echo "odd run $n"; exit 1; }\n')
     # in the lab: its count lives in the run directory, which only the lab's check may write (on the
     # host it reads read-only, and every run would be the first)
-    cell = CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                    variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**values, check_in_lab=True),
-                    seed=1, pace="none", clock="virtual")
+    cell = wal_cells(tmp_path, flaky)(check_in_lab=True)
     res = run(tt_kernel, tmp_path / "run", cell)
     assert res.status == "ok", res.error
     c = counts(res)
@@ -270,20 +268,7 @@ def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tm
     """Issue 43: the user's check run on the host, in a sandbox, on a copy of each recovered directory,
     gives every state the verdict the check run in the lab gives it (the unsafe tail's losses too), and
     the result says where it ran."""
-    wal, check = tmp_path / "wal.sh", tmp_path / "walcheck.sh"
-    wal.write_text(WAL)
-    check.write_text(WAL_CHECK)
-    for f in (wal, check):
-        f.chmod(0o755)
-
-    def cell(**params):
-        dev = presets.load_spec(DEVICE)
-        values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
-        p = STUDIES["appcheck"].params(**{**values, **params})
-        from flashbed.studies.base import CellSpec
-        # virtual time: both runs record the same workload, so list the same states
-        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                        variant=variants.parse("ext4", dev), params=p, seed=1, pace="none", clock="virtual")
+    cell = wal_cells(tmp_path, WAL_CHECK)
 
     lab = run(tt_kernel, tmp_path / "lab", cell(check_in_lab=True))
     host = run(tt_kernel, tmp_path / "host", cell())
