@@ -94,3 +94,42 @@ def test_a_run_on_an_ipv6_target_gets_as_far_as_connecting(capsys, tmp_path):
                  str(tmp_path / "run"), "--target", "ssh://root@[::1]:1"]) == 2
     err = capsys.readouterr().err
     assert "cannot reach ssh://root@[::1]:1" in err and err.count("\n") == 1
+
+
+def _opts(args: list[str]) -> dict[str, str]:
+    return dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-o")
+
+
+def test_without_an_ssh_config_flashbed_passes_timeouts_for_a_slow_board(tmp_path):
+    """An emulated board under TCG took longer than a 10 s connect and a 15 s keepalive allowed."""
+    from flashbed.lab import ssh
+    config = tmp_path / "ssh_config"
+    config.write_text("Host 127.0.0.1\n  User root\n")
+    s = ssh.Ssh(parse_address("ssh://root@127.0.0.1:2222", config=str(config)))
+    o = _opts(s.args())
+    assert o["ConnectTimeout"] == str(ssh.CONNECT_TIMEOUT) and ssh.CONNECT_TIMEOUT >= 30
+    assert int(o["ServerAliveInterval"]) * int(o["ServerAliveCountMax"]) >= 60
+    assert s.timeouts.connect == ssh.CONNECT_TIMEOUT
+
+
+def test_the_users_ssh_config_wins_over_flashbeds_timeouts(tmp_path):
+    """--ssh-config's (or the user's) ConnectTimeout and keepalive are the board's: flashbed's own
+    `-o` would have overridden them, as ssh takes the first value it reads and the command line first."""
+    from flashbed.lab import ssh
+    config = tmp_path / "ssh_config"
+    config.write_text("Host 127.0.0.1\n  ConnectTimeout 91\n  ServerAliveInterval 7\n  ServerAliveCountMax 40\n")
+    s = ssh.Ssh(parse_address("ssh://root@127.0.0.1:2222", config=str(config)))
+    args = s.args()
+    assert not {"ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax"} & set(_opts(args)), args
+    assert (s.timeouts.connect, s.timeouts.alive_interval, s.timeouts.alive_count) == (91, 7, 40)
+    # another host of the same config: its settings are not this one's
+    other = ssh.Ssh(parse_address("ssh://root@127.0.0.2:2222", config=str(config)))
+    assert _opts(other.args())["ConnectTimeout"] == str(ssh.CONNECT_TIMEOUT)
+
+
+def test_a_config_that_sets_only_the_connect_timeout_gets_flashbeds_keepalive():
+    from flashbed.lab.ssh import ALIVE_COUNT, ALIVE_INTERVAL, timeouts
+    t = timeouts({"connecttimeout": "60", "serveraliveinterval": "0", "serveralivecountmax": "3"})
+    assert t.connect == 60 and "-o" in t.options
+    assert dict(o.split("=") for o in t.options if o != "-o") == {
+        "ServerAliveInterval": str(ALIVE_INTERVAL), "ServerAliveCountMax": str(ALIVE_COUNT)}

@@ -6,6 +6,13 @@ connection (the ControlPath socket lives in a private directory of this run);
 user's own; otherwise the user's ssh config and agent decide. BatchMode: a
 password or host-key prompt never waits for an answer that does not come; it is
 one line saying what to do.
+
+Timeouts: a connection attempt and the keepalive that declares a board gone are
+the ssh config's where it sets them (ConnectTimeout, ServerAliveInterval and
+ServerAliveCountMax for the board's host, as `ssh -G` reads them), else
+flashbed's defaults, which suit a slow board (an emulated one under TCG, a
+board busy writing its card): a command-line `-o` would override the config,
+so flashbed passes only what the config leaves unset.
 """
 
 from __future__ import annotations
@@ -24,7 +31,11 @@ from .. import owner
 from ..errors import FlashbedError
 from ..scratch import system_tmp
 
-CONNECT_TIMEOUT = 10  # seconds for one connection attempt
+# where the ssh config does not say: a board under load (an emulated one under TCG) may take
+# tens of seconds to accept a connection and stall as long during a sync of its card
+CONNECT_TIMEOUT = 30  # seconds for one connection attempt
+ALIVE_INTERVAL = 15  # seconds between keepalives on a silent connection
+ALIVE_COUNT = 8  # keepalives unanswered before the board counts as gone (2 minutes)
 URL = re.compile(r"ssh://(?:(?P<user>[^@/:\s]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@/:\s\[\]]+)(?::(?P<port>\d+))?/?")
 
 
@@ -62,6 +73,41 @@ def parse_address(text: str, key: str = "", config: str = "") -> SshAddress:
                      key=str(Path(key).resolve()) if key else "", config=str(Path(config).resolve()) if config else "")
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """The connection's timeouts in seconds, and which of them flashbed has to pass (`-o`): the
+    ones the ssh config leaves unset."""
+
+    connect: int = CONNECT_TIMEOUT
+    alive_interval: int = ALIVE_INTERVAL
+    alive_count: int = ALIVE_COUNT
+    options: tuple[str, ...] = ()
+
+
+def timeouts(config: dict[str, str]) -> Timeouts:
+    """The timeouts from `ssh -G`'s lowercase settings: the config's where it sets them (ssh
+    prints ConnectTimeout none and ServerAliveInterval 0 where nothing does), else the defaults."""
+    opts: list[str] = []
+    connect = _seconds(config.get("connecttimeout", "none"))
+    if connect is None:
+        connect = CONNECT_TIMEOUT
+        opts += ["-o", f"ConnectTimeout={connect}"]
+    interval = _seconds(config.get("serveraliveinterval", "0"))
+    count = _seconds(config.get("serveralivecountmax", "3")) or 3
+    if not interval:  # the config keeps no keepalive: flashbed's, with its own count
+        interval, count = ALIVE_INTERVAL, ALIVE_COUNT
+        opts += ["-o", f"ServerAliveInterval={interval}", "-o", f"ServerAliveCountMax={count}"]
+    return Timeouts(connect=connect, alive_interval=interval, alive_count=count, options=tuple(opts))
+
+
+def _seconds(text: str) -> int | None:
+    try:
+        n = int(text)
+    except ValueError:
+        return None  # "none"
+    return n if n > 0 else None
+
+
 @dataclass
 class Ssh:
     """One board's connection: `start()` the master, then `run`, `popen`, `put`, `get` over it."""
@@ -69,16 +115,37 @@ class Ssh:
     address: SshAddress
     _dir: Path | None = field(default=None, init=False)
     _master: subprocess.Popen | None = field(default=None, init=False)
+    _timeouts: Timeouts | None = field(default=None, init=False)
 
-    def args(self) -> list[str]:
+    def _target(self) -> list[str]:
         t = self.address
-        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT}", "-o", "ServerAliveInterval=5",
-                "-o", "ServerAliveCountMax=3", "-o", f"ControlPath={self._dir}/master", "-p", str(t.port)]
+        opts = ["-p", str(t.port)]
         if t.config:
             opts = ["-F", t.config, *opts]
         if t.key:
             opts += ["-i", t.key, "-o", "IdentitiesOnly=yes"]
-        return ["ssh", *opts, f"{t.user}@{t.host}" if t.user else t.host]
+        return [*opts, f"{t.user}@{t.host}" if t.user else t.host]
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The ssh config's timeouts for this board, or flashbed's where it sets none (read once)."""
+        if self._timeouts is None:
+            try:
+                r = subprocess.run(["ssh", "-G", *self._target()], capture_output=True, text=True,
+                                   stdin=subprocess.DEVNULL, timeout=30)
+                said = r.stdout if r.returncode == 0 else ""
+            except (OSError, subprocess.SubprocessError):
+                said = ""  # the connection itself will say what is wrong with the config
+            config = {}
+            for line in said.splitlines():
+                key, _, value = line.partition(" ")
+                config[key.lower()] = value.strip()
+            self._timeouts = timeouts(config)
+        return self._timeouts
+
+    def args(self) -> list[str]:
+        return ["ssh", "-o", "BatchMode=yes", *self.timeouts.options, "-o", f"ControlPath={self._dir}/master",
+                *self._target()]
 
     def start(self, wait: float = 10.0) -> None:
         """Open the master connection, retrying for up to `wait` seconds (a board still
@@ -91,7 +158,7 @@ class Ssh:
             while True:
                 r = subprocess.run([*self.args()[:1], "-o", "ControlMaster=yes", "-o", "ControlPersist=no", "-N",
                                     "-f", *self.args()[1:]], capture_output=True, text=True,
-                                   stdin=subprocess.DEVNULL, timeout=CONNECT_TIMEOUT + 30)
+                                   stdin=subprocess.DEVNULL, timeout=self.timeouts.connect + 30)
                 if r.returncode == 0:
                     return
                 why = _why(r.stderr)
