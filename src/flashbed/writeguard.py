@@ -18,7 +18,8 @@ and the lab's disks (`lab exec --disk`). The rules, in this order:
     and logs/ are nobody's output directory;
   - a directory filled with the command's own files: new, empty, or one this command made
     (its index, DIR_INDEX, written when the directory was taken: a file of the command's
-    output's name is no proof); a run directory: new, empty, or a flashbed run (its
+    output's name is no proof), or any directory with --force (then the command's index
+    replaces whatever stood there under its name); a run directory: new, empty, or a flashbed run (its
     manifest): a directory that is not a run never becomes one;
   - a report's directory: the run's own, or any other (report/output.py writes only the
     files it owns there, and refuses to replace a file of the same name it did not write);
@@ -164,9 +165,16 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
         if not stat.S_ISDIR(st.st_mode):
             raise _refuse(option, shown, f"exists and is not a directory: cannot write the {output.value}'s files "
                           f"into it; give a directory")
-        if output in (Output.DIR, Output.RUN) and not _empty_or_ours(real, output, mark):
-            what = ("is not a flashbed run (no manifest.json) and holds files: give a new or empty directory"
-                    if output is Output.RUN else "holds files: give a new or empty directory")
+        if output in (Output.DIR, Output.RUN) and not _empty_or_ours(real, output, mark) and \
+                not (force and mark and output is Output.DIR):
+            if output is Output.RUN:
+                what = "is not a flashbed run (no manifest.json) and holds files: give a new or empty directory"
+            elif mark:  # a command that keeps an index: its --force takes the directory anyway
+                what = (f"holds files and no index of this command's ({DIR_INDEX}): give a new or empty directory, "
+                        f"or add --force to write {mark} and its other files there (files of their names are "
+                        f"replaced)")
+            else:
+                what = "holds files: give a new or empty directory"
             raise _refuse(option, shown, what)
     parent = real.parent if output is Output.FILE or st is None else real
     base = _nearest_existing(parent)
@@ -179,7 +187,10 @@ def check(path: str | Path, option: str, output: Output, *, force: bool = False,
         raise _refuse(option, shown, f": cannot write to {base}: give a path you can write")
     anchor = base if output is Output.FILE or st is None else real
     pinned = os.stat(anchor)
-    return Allowed(given, real, exists=st is not None, replace=st is not None and output is Output.FILE,
+    # a file: an existing one replaced (--force); a command's directory: taken with --force, its index
+    # (a forged one among them) replaced by the command's own
+    replace = st is not None and (output is Output.FILE or (output is Output.DIR and force and bool(mark)))
+    return Allowed(given, real, exists=st is not None, replace=replace,
                    mark=mark if output is Output.DIR else "", anchor=anchor, pin=(pinned.st_dev, pinned.st_ino))
 
 
@@ -317,7 +328,7 @@ def make_dir(allowed: Allowed) -> Path:
                 os.close(fd)
                 fd = nxt
             if allowed.mark and taken_by(allowed.path) != allowed.mark:
-                _write_at(fd, DIR_INDEX, json.dumps({"made_by": allowed.mark}).encode(), replace=False)
+                _write_at(fd, DIR_INDEX, json.dumps({"made_by": allowed.mark}).encode(), replace=allowed.replace)
         finally:
             os.close(fd)
     except FileExistsError:
@@ -406,3 +417,4 @@ def write_file(allowed: Allowed, data: bytes | str) -> None:
         raise FlashbedError(f"cannot write {allowed.given}: {e.strerror or e}") from None
     finally:
         os.close(fd)
+

@@ -254,13 +254,40 @@ def test_a_file_of_the_commands_name_does_not_make_a_directory_its_own(command, 
     (mine / "notes.txt").write_text("years of work")
     before = tree(mine)
     assert main([*command, "--out", str(mine)]) == 2
-    one_line(capsys, f"--out {mine} holds files: give a new or empty directory")
+    one_line(capsys, f"--out {mine} holds files and no index of this command's ({writeguard.DIR_INDEX}): give a "
+                     f"new or empty directory, or add --force to write {mark} and its other files there")
     assert tree(mine) == before
     # an index naming another command, or a symlink for one, is no better
     (mine / writeguard.DIR_INDEX).symlink_to(tmp_path / "elsewhere")
     (tmp_path / "elsewhere").write_text(json.dumps({"made_by": mark}))
     with pytest.raises(FlashbedError, match="holds files"):
         writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark)
+
+
+@pytest.mark.parametrize("mark", ["smoke.json", "probe.json", "fusecost.json"])
+def test_force_takes_a_directory_of_files_and_replaces_only_the_index(mark, tmp_path):
+    """Issue 42, kind 4: --force is the one way to let a command take a directory of the user's;
+    its index then replaces a forged one (a symlink to elsewhere is replaced, not followed)."""
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("years of work")
+    (tmp_path / "elsewhere").write_text(json.dumps({"made_by": "someone"}))
+    (mine / writeguard.DIR_INDEX).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(FlashbedError, match="add --force"):
+        writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark)
+    allowed = writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark, force=True)
+    writeguard.make_dir(allowed)
+    (mine / mark).write_text("{}")
+    assert writeguard.taken_by(mine) == mark and not (mine / writeguard.DIR_INDEX).is_symlink()
+    assert (tmp_path / "elsewhere").read_text() == json.dumps({"made_by": "someone"})
+    assert (mine / "notes.txt").read_text() == "years of work" and (mine / mark).read_text() == "{}"
+    # from then on the command's own, without --force; another command's still not
+    assert writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark).exists
+    with pytest.raises(FlashbedError, match="holds files"):
+        writeguard.check(mine, "--out", writeguard.Output.DIR, mark="other.json")
+    # a directory without a command's index (bench clock --keep) has no --force to offer
+    with pytest.raises(FlashbedError, match="holds files: give a new or empty directory$"):
+        writeguard.check(mine, "--keep", writeguard.Output.DIR, force=True)
 
 
 def test_a_runs_subdirectories_are_nobodys_output(tmp_path, a_run, capsys):
@@ -295,7 +322,9 @@ def test_a_file_is_placed_where_a_filesystem_has_no_hard_links(tmp_path, monkeyp
 
 @pytest.mark.parametrize("argv,words", [
     (["report", "{run}", "--force"], "--force replaces files in --out: a run's own report needs none"),
-    (["probe", "plain-file@64M", "--force"], "--force lets --write-preset replace a file: give --write-preset FILE"),
+    (["probe", "plain-file@64M", "--force"], "--force lets --write-preset replace a file and --out take a directory "
+                                             "that holds files: give --write-preset FILE or --out DIR"),
+    (["lab", "smoke", "--fs", "ext4", "--force"], "--force lets --out take a directory that holds files: give --out DIR"),
     (["lab", "exec", "--destroy-data-on", "/dev/sdz", "--", "true"], "--destroy-data-on /dev/sdz names no --disk"),
 ])
 def test_the_new_options_alone_are_one_line(argv, words, a_run, capsys):

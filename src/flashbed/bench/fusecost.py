@@ -62,9 +62,10 @@ def steps() -> list[Step]:
     return out
 
 
-def measure(out: Path, kernel_name: str | None = None) -> dict:
+def measure(out: Path, kernel_name: str | None = None, force: bool = False) -> dict:
     from .. import writeguard
-    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="fusecost.json"))
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="fusecost.json",
+                                               force=force))
     kernel = ensure_kernel(kernel_name)
     res = UmlLab(kernel).boot(BootSpec(run_dir=out, steps=tuple(steps()), timeout=3600))
     failed = next((s for s in res.steps if not s.status.ok), None)
@@ -90,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=options.path, default=Path("fusecost"), help="a new or empty directory, or one this "
                     "command wrote before (default: fusecost)")
     ap.add_argument("--kernel", default=None)
+    ap.add_argument("--force", action="store_true", help="let --out be a directory of yours that holds files "
+                    "(fusecost.json and the lab's logs there are replaced)")
     try:
         a = ap.parse_args(argv)
-        s = measure(a.out, a.kernel)
+        s = measure(a.out, a.kernel, a.force)
     except FlashbedError as e:
         print(f"flashbed: error: {e}", file=sys.stderr)
         return 2

@@ -20,7 +20,10 @@ def add_parser(sub) -> None:
     lsub = lab.add_subparsers(dest="lab_cmd", required=True)
     sm = lsub.add_parser("smoke", help="make, use, check and verify every filesystem")
     sm.add_argument("--fs", action="append", help="filesystem (repeatable; default: all)")
-    sm.add_argument("--out", type=options.path, help="directory for logs and smoke.json")
+    sm.add_argument("--out", type=options.path, help="directory for logs and smoke.json: new, empty, or one a "
+                    "smoke test wrote before")
+    sm.add_argument("--force", action="store_true", help="let --out be a directory of yours that holds files: "
+                    "smoke.json and the filesystems' log directories there are replaced")
     sm.add_argument("--jobs", type=int, help="lab kernels at once (default: cores)")
     clock_option(sm)
     kernel_option(sm)
@@ -75,8 +78,10 @@ def _smoke(args: argparse.Namespace, choice) -> int:
         fscat.get(n)
     if args.jobs is not None and args.jobs < 1:
         raise FlashbedError(f"--jobs {args.jobs}: give the number of lab kernels at once, at least 1")
-    out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Output.DIR,
-                                               mark="smoke.json")) if args.out \
+    if args.force and not args.out:
+        raise FlashbedError("--force lets --out take a directory that holds files: give --out DIR, or drop --force")
+    out = writeguard.make_dir(writeguard.check(args.out, "--out", writeguard.Output.DIR, mark="smoke.json",
+                                               force=args.force)) if args.out \
         else Path(tempfile.mkdtemp(prefix="flashbed-smoke-", dir=scratch.system_tmp()))  # kept: the user reads it
     results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
     smoke.print_table(results)

@@ -31,7 +31,8 @@ def add_parser(sub) -> None:
                    "repeat its path")
     p.add_argument("--write-preset", type=options.path, metavar="FILE", help="write a preset fitted to what was measured "
                    "(a new .toml file; never inside a run directory)")
-    p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file")
+    p.add_argument("--force", action="store_true", help="let --write-preset replace an existing file, and --out be "
+                   "a directory of yours that holds files (probe.json and the raw outputs there are replaced)")
     p.add_argument("--out", type=options.path, help="a new or empty directory for raw outputs and probe.json, or one a probe "
                    "wrote before (default: runs/probe-...)")
     p.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio rate job (default 10)")
@@ -54,10 +55,11 @@ def run(args: argparse.Namespace) -> int:
             raise FlashbedError(f"--write-preset {args.write_preset}: a preset file ends in .toml")
         args.preset_to = writeguard.check(args.write_preset, "--write-preset", writeguard.Output.FILE,
                                           force=args.force)
-    elif args.force:
-        raise FlashbedError("--force lets --write-preset replace a file: give --write-preset FILE, or drop --force")
+    elif args.force and args.out is None:
+        raise FlashbedError("--force lets --write-preset replace a file and --out take a directory that holds "
+                            "files: give --write-preset FILE or --out DIR, or drop --force")
     if args.out is not None:
-        writeguard.check(args.out, "--out", writeguard.Output.DIR, mark="probe.json")
+        writeguard.check(args.out, "--out", writeguard.Output.DIR, mark="probe.json", force=args.force)
     if args.device and args.device_opt:
         raise FlashbedError(f"give the device once: {args.device} or --device {args.device_opt}")
     args.device = args.device or args.device_opt
@@ -80,7 +82,8 @@ def _probe(args: argparse.Namespace, target, device) -> int:
     from ..probe import fit, lab, render
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = args.out or Path("runs") / f"probe-{device.label.replace('@', '-').replace('/', '-')}-{stamp}"
-    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json"))
+    out = writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="probe.json",
+                                               force=args.force and args.out is not None))
     from .. import clock
     runs_on, note = clock.effective(args.lab_clock, device.backend)
     if note:
