@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -81,14 +82,19 @@ class RunStore:
         """A new, empty directory for one attempt at the cell, `logs/<cell>/attempt-N`. An
         attempt a kill cut short left its files in its own directory, where no later attempt
         reads or appends to them; mkdir fails on a number another process took, so two
-        attempts never share one (a Dask worker may still run a dead client's)."""
+        attempts never share one (a Dask worker may still run a dead client's). Made from the
+        run directory as created, no symlink followed on the way (writeguard.make_sub): a logs/
+        swapped for a link to elsewhere is refused, not written through."""
+        from . import writeguard
         cell = self.logs_dir(key)
-        cell.mkdir(parents=True, exist_ok=True)
+        base = self.pinned[0] if self.pinned is not None else Path(os.path.realpath(self.root))
+        parts = ("logs", cell.name)
+        writeguard.make_sub(base, *parts, given=str(self.root))
         taken = [int(m.group(1)) for p in cell.iterdir() if (m := ATTEMPT.fullmatch(p.name))]
         n = max(taken, default=0) + 1
         while True:
             try:
-                (cell / f"attempt-{n}").mkdir()
+                writeguard.make_sub(base, *parts, f"attempt-{n}", new=True, given=str(self.root))
                 return cell / f"attempt-{n}"
             except FileExistsError:
                 n += 1
@@ -99,17 +105,31 @@ class RunStore:
 
     def prune_attempts(self, result: CellResult) -> None:
         """Everything in the cell's logs but the attempt of its result: attempts that were
-        killed, or whose error the result replaces (their write logs can be large)."""
+        killed, or whose error the result replaces (their write logs can be large). Removed
+        through the cell's directory opened with no symlink followed on the way: a logs/ swapped
+        for a link to elsewhere removes nothing."""
+        from . import writeguard
         keep = self.attempt_dir(result)
         cell = self.logs_dir(result.key)
         if keep == cell or not cell.is_dir():
             return
-        for p in cell.iterdir():
-            if p != keep:
-                if p.is_dir() and not p.is_symlink():
-                    shutil.rmtree(p, ignore_errors=True)
+        base = self.pinned[0] if self.pinned is not None else Path(os.path.realpath(self.root))
+        try:
+            fd = writeguard.open_dir(base / cell.relative_to(self.root), None, str(cell))
+        except FlashbedError:
+            return  # not the run's own directory now: nothing of it is removed
+        try:
+            for name in os.listdir(fd):
+                if keep.parent == cell and name == keep.name:
+                    continue
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    shutil.rmtree(name, ignore_errors=True, dir_fd=fd)
                 else:
-                    p.unlink(missing_ok=True)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(name, dir_fd=fd)
+        finally:
+            os.close(fd)
 
     def exists(self) -> bool:
         return self.manifest_path.exists()

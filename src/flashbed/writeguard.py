@@ -418,3 +418,61 @@ def write_file(allowed: Allowed, data: bytes | str) -> None:
     finally:
         os.close(fd)
 
+
+def write_into(directory: Path, name: str, data: bytes | str, given: str = "") -> None:
+    """`data` written whole as `name` in `directory`, a directory the guard allowed and `make_dir`
+    made (a smoke test's smoke.json, a probe's raw outputs): opened with no symlink followed on any
+    component, so a directory on the way swapped since is refused, not written through; a file of
+    that name there is the command's own and is replaced."""
+    raw = data.encode() if isinstance(data, str) else data
+    fd = open_dir(directory, None, given or str(directory))
+    try:
+        _write_at(fd, name, raw, replace=True)
+    except OSError as e:
+        raise FlashbedError(f"cannot write {Path(given or directory) / name}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def make_sub(directory: Path, *parts: str, new: bool = False, given: str = "") -> Path:
+    """`directory/parts...` made where it is missing, from `directory` (one the guard allowed, or a
+    run the store created) opened with no symlink followed, one component at a time: a symlink put
+    on the way is refused, never followed (a lab's log directory, a cell's attempt directory).
+    `new`: the last component must not exist yet (FileExistsError, for the caller to take the next
+    name)."""
+    fd = open_dir(directory, None, given or str(directory))
+    try:
+        for i, part in enumerate(parts):
+            if "/" in part or part in ("", ".", ".."):
+                raise ValueError(f"not one path component: {part!r}")
+            try:
+                os.mkdir(part, 0o777, dir_fd=fd)
+            except FileExistsError:
+                if new and i == len(parts) - 1:
+                    raise
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError as e:
+                why = "a symlink or not a directory" if e.errno in (errno.ELOOP, errno.ENOTDIR) else e.strerror
+                raise FlashbedError(f"{Path(given or directory).joinpath(*parts[:i + 1])} is not flashbed's own "
+                                    f"directory ({why}): nothing was written there; look at what replaced it") \
+                    from None
+            os.close(fd)
+            fd = nxt
+    finally:
+        os.close(fd)
+    return Path(directory).joinpath(*parts)
+
+
+def write_at(fd: int, name: str, raw: bytes) -> None:
+    """`raw` written whole as `name` in directory `fd` (opened by `open_dir`), replacing a file
+    or a symlink of that name (the link itself, never what it points to)."""
+    _write_at(fd, name, raw, replace=True)
+
+
+def create_at(fd: int, name: str) -> int:
+    """`name` in directory `fd` opened for writing, new and empty: what stood there under that
+    name (an older log, a symlink put in its place) removed first, never followed."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=fd)
+    return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)

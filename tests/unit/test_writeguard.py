@@ -277,7 +277,7 @@ def test_force_takes_a_directory_of_files_and_replaces_only_the_index(mark, tmp_
         writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark)
     allowed = writeguard.check(mine, "--out", writeguard.Output.DIR, mark=mark, force=True)
     writeguard.make_dir(allowed)
-    (mine / mark).write_text("{}")
+    writeguard.write_into(mine, mark, "{}")
     assert writeguard.taken_by(mine) == mark and not (mine / writeguard.DIR_INDEX).is_symlink()
     assert (tmp_path / "elsewhere").read_text() == json.dumps({"made_by": "someone"})
     assert (mine / "notes.txt").read_text() == "years of work" and (mine / mark).read_text() == "{}"
@@ -288,6 +288,52 @@ def test_force_takes_a_directory_of_files_and_replaces_only_the_index(mark, tmp_
     # a directory without a command's index (bench clock --keep) has no --force to offer
     with pytest.raises(FlashbedError, match="holds files: give a new or empty directory$"):
         writeguard.check(mine, "--keep", writeguard.Output.DIR, force=True)
+
+
+def test_a_writer_into_an_allowed_directory_follows_no_swapped_link(tmp_path):
+    """Issue 42, item 1: smoke.json, probe.json, a lab's log directory and a cell's attempt are
+    written through the directory opened with no symlink on the way, not by name."""
+    out, victim = tmp_path / "out", tmp_path / "victim"
+    victim.mkdir()
+    writeguard.make_dir(writeguard.check(out, "--out", writeguard.Output.DIR, mark="smoke.json"))
+    out.rename(tmp_path / "moved")
+    out.symlink_to(victim)
+    with pytest.raises(FlashbedError, match="changed since flashbed checked it"):
+        writeguard.write_into(out, "smoke.json", "{}")
+    with pytest.raises(FlashbedError, match="changed since flashbed checked it"):
+        writeguard.make_sub(out, "ext4")
+    (tmp_path / "moved" / "ext4").symlink_to(victim)
+    with pytest.raises(FlashbedError, match="ext4 is not flashbed's own directory"):
+        writeguard.make_sub(tmp_path / "moved", "ext4", "attempt-1")
+    assert list(victim.iterdir()) == []
+    assert writeguard.make_sub(tmp_path / "moved", "btrfs", "attempt-1") == tmp_path / "moved" / "btrfs" / "attempt-1"
+    with pytest.raises(FileExistsError):
+        writeguard.make_sub(tmp_path / "moved", "btrfs", "attempt-1", new=True)
+
+
+def test_a_runs_attempts_are_made_and_pruned_through_the_run_not_a_swapped_logs(tmp_path):
+    from flashbed.results import CellKey, CellResult
+    from flashbed.store import RunStore
+    store = RunStore(tmp_path / "run")
+    store.create()
+    key = CellKey(device="d", fs="ext4", study="mkfs")
+    first, second = store.new_attempt(key), store.new_attempt(key)
+    assert (first.name, second.name) == ("attempt-1", "attempt-2") and second.is_dir()
+    (first / "console.log").write_text("killed")
+    victim = tmp_path / "victim"
+    (victim / first.parent.name / "attempt-1").mkdir(parents=True)
+    (victim / first.parent.name / "attempt-1" / "keep").write_text("the victim's")
+    (store.root / "logs").rename(tmp_path / "logs.moved")
+    (store.root / "logs").symlink_to(victim)
+    result = CellResult(key=key, status="ok", measurements=[], attempt_dir=str(second.relative_to(store.root)))
+    store.prune_attempts(result)  # removes nothing through the link
+    assert (victim / first.parent.name / "attempt-1" / "keep").read_text() == "the victim's"
+    with pytest.raises(FlashbedError, match="is not flashbed's own directory"):
+        store.new_attempt(key)
+    (store.root / "logs").unlink()
+    (tmp_path / "logs.moved").rename(store.root / "logs")
+    store.prune_attempts(result)
+    assert sorted(p.name for p in first.parent.iterdir()) == ["attempt-2"]
 
 
 def test_a_runs_subdirectories_are_nobodys_output(tmp_path, a_run, capsys):

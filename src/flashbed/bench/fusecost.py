@@ -81,7 +81,7 @@ def measure(out: Path, kernel_name: str | None = None, force: bool = False) -> d
             runs.setdefault(row, {}).setdefault(where, []).append(kbps)
     table = {row: {where: statistics.median(v) for where, v in by.items()} for row, by in runs.items()}
     summary = {"kernel": kernel.label, "repeats": REPEATS, "median_kBps": table}
-    (out / "fusecost.json").write_text(json.dumps(summary, indent=2) + "\n")
+    writeguard.write_into(out, "fusecost.json", json.dumps(summary, indent=2) + "\n")
     return summary
 
 

@@ -90,7 +90,7 @@ def _probe(args: argparse.Namespace, target, device) -> int:
         print(note)
     result = lab.probe(device, out, target.probe_site(device, runs_on), max_open=args.max_open, runtime=args.runtime)
     for name, text in result.raw.items():
-        (out / f"flashbench-{name}.txt").write_text(text)
+        writeguard.write_into(out, f"flashbench-{name}.txt", text, str(args.out or out))
     print(render.text(result))
     print(f"raw outputs and probe.json: {out}")
     if args.preset_to is not None:

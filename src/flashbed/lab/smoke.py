@@ -82,8 +82,8 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
 
 def smoke_one(name: str, on_part, *, out: Path, lab: Lab) -> SmokeResult:
     fs = fscat.get(name)
-    run_dir = out / name
-    run_dir.mkdir(parents=True, exist_ok=True)
+    from .. import writeguard
+    run_dir = writeguard.make_sub(out, name)  # in the directory the guard allowed, no symlink followed
     disks: tuple[BlockDevice, ...] = ()
     nand = None
     if fs.media == "block":
@@ -123,7 +123,6 @@ def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name:
     files' requests complete at once in guest time)."""
     fscat.check_host_tools(names)
     kernel = ensure_kernel(kernel_name, time_travel=time_travel)
-    out.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(len(names), os.cpu_count() or 2)
     results: dict[str, SmokeResult] = {}
 
@@ -136,9 +135,8 @@ def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name:
                             Progress(len(names), "filesystems"))
     ordered = [results[n] for n in names]
     summary = {"kernel": asdict(kernel), "results": [asdict(r) for r in ordered]}
-    tmp = out / "smoke.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=2))
-    os.replace(tmp, out / "smoke.json")
+    from .. import writeguard
+    writeguard.write_into(out, "smoke.json", json.dumps(summary, indent=2))
     return ordered
 
 

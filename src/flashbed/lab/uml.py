@@ -13,13 +13,15 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
-from .. import cpus
+from .. import cpus, writeguard
 from ..errors import FlashbedError
 from ..status import BootStatus
 from ..stopping import Stopping, on_stop, stopping
@@ -147,87 +149,101 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
     for d in spec.disks:
         if not d.path.exists():
             raise FlashbedError(f"block device file {d.path} does not exist")
-    result_path = run_dir / "result.json"
-    result_path.unlink(missing_ok=True)
-    shutil.rmtree(run_dir / "host-calls", ignore_errors=True)
-    (run_dir / "host-calls").mkdir()  # here, so the host-call server can watch it from the start
-    (run_dir / "steps.json").write_text(json.dumps(steps_file(spec.steps, LAYOUT.env()), indent=1))
-
-    console_path = run_dir / "console.log"
+    # the boot's own files are made through the directory opened with no symlink on the way (a
+    # run's attempt, a smoke test's filesystem: made so by their callers): a directory swapped for a
+    # link since is refused, and a link put in place of one of these names is replaced, not followed
+    fd = writeguard.open_dir(Path(os.path.realpath(run_dir)), None, str(run_dir))
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink("result.json", dir_fd=fd)
+        try:
+            calls = os.stat("host-calls", dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(calls.st_mode):
+                shutil.rmtree("host-calls", ignore_errors=True, dir_fd=fd)
+            else:
+                os.unlink("host-calls", dir_fd=fd)
+        except FileNotFoundError:
+            pass
+        os.mkdir("host-calls", 0o777, dir_fd=fd)  # here, so the host-call server can watch it from the start
+        writeguard.write_at(fd, "steps.json", json.dumps(steps_file(spec.steps, LAYOUT.env()), indent=1).encode())
+        console = os.fdopen(writeguard.create_at(fd, "console.log"), "w")
+    finally:
+        os.close(fd)
     env = dict(os.environ, TMPDIR=memory_dir(spec.mem_mb))
     uml_dir = umldir.make()
     try:
-        return _run_lab(spec, kernel, host, kill, cpu, env, [kernel.path, *kernel_cmdline(spec, kernel, uml_dir)])
+        with console:
+            return _run_lab(spec, kernel, host, kill, cpu, env, [kernel.path, *kernel_cmdline(spec, kernel, uml_dir)],
+                            console)
     finally:
         umldir.remove(uml_dir)  # on every exit path this process lives through; the next run sweeps the rest
 
 
 def _run_lab(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None, kill: threading.Event | None,
-             cpu: tuple[int, ...] | None, env: dict[str, str], cmd: list[str]) -> BootResult:
+             cpu: tuple[int, ...] | None, env: dict[str, str], cmd: list[str], console: IO[str]) -> BootResult:
     run_dir = spec.run_dir
     console_path = run_dir / "console.log"
     started = time.monotonic()
     ready_at: list[float] = []
     done_at: list[float] = []
-    with open(console_path, "w") as console:
-        console.write("$ " + " ".join(cmd) + "\n")
-        console.flush()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                preexec_fn=lambda: (_die_with_parent(), cpus.pin_child(cpu)))
+    console.write("$ " + " ".join(cmd) + "\n")
+    console.flush()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                            preexec_fn=lambda: (_die_with_parent(), cpus.pin_child(cpu)))
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        writing = True
+        for raw in proc.stdout:  # read to the end whatever happens: a lab whose output is not read stops
+            line = raw.decode("utf-8", "replace")
+            if not ready_at and line.startswith("FLASHBED-AGENT READY"):
+                ready_at.append(time.monotonic())
+            elif line.startswith("FLASHBED-AGENT DONE"):
+                done_at.append(time.monotonic())
+            if writing:
+                try:
+                    console.write(line)
+                    console.flush()
+                except OSError:  # a full disk: the cell says so (cell.run_cell), the lab goes on
+                    writing = False
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    stop_calls = threading.Event()
+    limits = WallLimits(run_dir)
+    caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls, limits),
+                              daemon=True)
+    caller.start()
+    timed_out = killed = False
+    deadline = started + spec.timeout
+    try:
+        while proc.poll() is None:
+            if kill is not None and kill.is_set():
+                killed = True
+                _kill(proc)
+            elif limits.hit is not None:  # a program over its wall-clock limit (virtual time)
+                timed_out = True
+                _kill(proc)
+            elif time.monotonic() > deadline or (done_at and time.monotonic() > done_at[0] + HALT_GRACE):
+                # past the deadline, or the agent finished but the kernel cannot
+                # halt (a task stuck in the kernel holds it up)
+                timed_out = not done_at
+                _kill(proc)
+            else:
+                time.sleep(0.02)
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
         with _LIVE_LOCK:
-            _LIVE.add(proc)
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            writing = True
-            for raw in proc.stdout:  # read to the end whatever happens: a lab whose output is not read stops
-                line = raw.decode("utf-8", "replace")
-                if not ready_at and line.startswith("FLASHBED-AGENT READY"):
-                    ready_at.append(time.monotonic())
-                elif line.startswith("FLASHBED-AGENT DONE"):
-                    done_at.append(time.monotonic())
-                if writing:
-                    try:
-                        console.write(line)
-                        console.flush()
-                    except OSError:  # a full disk: the cell says so (cell.run_cell), the lab goes on
-                        writing = False
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        stop_calls = threading.Event()
-        limits = WallLimits(run_dir)
-        caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls, limits),
-                                  daemon=True)
-        caller.start()
-        timed_out = killed = False
-        deadline = started + spec.timeout
-        try:
-            while proc.poll() is None:
-                if kill is not None and kill.is_set():
-                    killed = True
-                    _kill(proc)
-                elif limits.hit is not None:  # a program over its wall-clock limit (virtual time)
-                    timed_out = True
-                    _kill(proc)
-                elif time.monotonic() > deadline or (done_at and time.monotonic() > done_at[0] + HALT_GRACE):
-                    # past the deadline, or the agent finished but the kernel cannot
-                    # halt (a task stuck in the kernel holds it up)
-                    timed_out = not done_at
-                    _kill(proc)
-                else:
-                    time.sleep(0.02)
-        except BaseException:
-            _kill(proc)
-            raise
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
-            stop_calls.set()
-            caller.join(timeout=5)
-            reader.join(timeout=5)
-            limits.close()
+            _LIVE.discard(proc)
+        stop_calls.set()
+        caller.join(timeout=5)
+        reader.join(timeout=5)
+        limits.close()
     total = time.monotonic() - started
     res = _collect(spec, kernel, proc.returncode, timed_out, killed, total,
                    ready_at[0] - started if ready_at else None, console_path)

@@ -329,5 +329,6 @@ def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OP
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
                          lab_us=lab_us, model=model, clock=clock)
-    (work / "probe.json").write_text(json.dumps(result.to_json(), indent=1))
+    from .. import writeguard
+    writeguard.write_into(work, "probe.json", json.dumps(result.to_json(), indent=1))
     return result
