@@ -40,9 +40,23 @@ class Entry:
     # design, and how; `risky_values` narrows it to those values (empty: any use)
     loses_data: str = ""
     risky_values: tuple[str, ...] = ()
+    # what `flashbed run --tune` tries, each alone from the defaults (a subset of `values`, never
+    # the default): the values whose effect a use case's decisive studies can see on a flash part
+    # at the quick profile's sizes (a cleaner that never runs there, an option that only moves CPU
+    # time, a destructive switch such as noload: listed, not tried); empty: not tried
+    tune: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()  # mkfs arguments the option needs to work (compress_algorithm: the compression feature)
+    journal: bool = False  # it acts on a journal: not tried where the filesystem has none (ext2, ext4-nojournal)
+    fstypes: tuple[str, ...] = ()  # the `mount -t` types it is tried on (empty: every type the entries serve)
 
     def risky(self, text: str) -> bool:
         return bool(self.loses_data) and (not self.risky_values or text in self.risky_values)
+
+    def tried_on(self, fstype: str, journalled: bool) -> tuple[str, ...]:
+        """The values `--tune` tries on a filesystem of `fstype` (with a journal or not)."""
+        if (self.journal and not journalled) or (self.fstypes and fstype not in self.fstypes):
+            return ()
+        return self.tune
 
 
 # mount(8), FILESYSTEM-INDEPENDENT MOUNT OPTIONS (the VFS takes them for every filesystem)
@@ -245,18 +259,20 @@ OPTIONS: dict[str, tuple[Entry, ...]] = {
     "ext4": (
         Entry("commit", _M, ("commit=5", "commit=60"), "seconds between journal commits (default 5): longer "
               "batches metadata into fewer, larger NAND writes", "up to that many seconds of un-fsynced work "
-              "lost at a cut", _E4),
+              "lost at a cut", _E4, tune=("commit=60",), journal=True),
         Entry("data", _M, ("data=ordered", "data=journal", "data=writeback"), "journal=file data written twice "
               "(journal then home): about double the NAND writes of data; writeback: no ordering of data before "
               "metadata", "journal: write amplification, no delalloc; writeback: stale data in files after a cut",
               _E4, loses_data="data=writeback: metadata may commit before its data, so a file can show old "
-              "blocks' contents after a cut", risky_values=("data=writeback",)),
+              "blocks' contents after a cut", risky_values=("data=writeback",), tune=("data=journal",),
+              journal=True),
         Entry("auto_da_alloc", _M, ("auto_da_alloc", "noauto_da_alloc"), "the default forces a file replaced by "
               "rename (or truncate) to its blocks before the commit; noauto_da_alloc skips that flush",
-              "noauto_da_alloc: a file replaced by rename without fsync can be zero-length after a cut", _E4),
+              "noauto_da_alloc: a file replaced by rename without fsync can be zero-length after a cut", _E4,
+              tune=("noauto_da_alloc",), fstypes=("ext4",)),  # ext3 has no delayed allocation
         Entry("barrier", _M, ("barrier", "nobarrier"), "cache flushes and FUA around journal commits",
               "nobarrier: fewer flushes, but " + _NO_FLUSH, _E4, loses_data=_NO_FLUSH,
-              risky_values=("nobarrier", "barrier=0")),
+              risky_values=("nobarrier", "barrier=0"), tune=("nobarrier",), journal=True),
         Entry("discard", _M, ("discard",), "TRIM of freed blocks as they are freed: the FTL learns free space "
               "(less GC copying)", "latency of every delete (fstrim is the batched alternative)", _E4),
         Entry("journal_checksum", _M, ("journal_checksum", "journal_async_commit"), "checksummed journal "
@@ -271,23 +287,25 @@ OPTIONS: dict[str, tuple[Entry, ...]] = {
         Entry("-O ^has_journal", _K, ("-O ^has_journal",), "no journal: no double writes of metadata",
               "no crash consistency: fsck after every cut", "mke2fs(8), ext4(5)"),
         Entry("-O fast_commit", _K, ("-O fast_commit",), "fsync writes a small delta, not a full commit",
-              "a little space", "ext4(5), Documentation/filesystems/ext4/journal.rst"),
+              "a little space", "ext4(5), Documentation/filesystems/ext4/journal.rst", tune=("-O fast_commit",),
+              journal=True, fstypes=("ext4",)),
     ),
     "f2fs": (
         Entry("fsync_mode", _M, ("fsync_mode=posix", "fsync_mode=strict", "fsync_mode=nobarrier"), "posix "
               "(default) or strict (more flushes) semantics of fsync; nobarrier skips the flush",
               "strict: more flushes; nobarrier: " + _NO_FLUSH, _F2, loses_data=_NO_FLUSH,
-              risky_values=("fsync_mode=nobarrier",)),
+              risky_values=("fsync_mode=nobarrier",), tune=("fsync_mode=strict", "fsync_mode=nobarrier")),
         Entry("mode", _M, ("mode=adaptive", "mode=lfs"), "lfs: only log-structured writes (no in-place "
-              "threaded logging): sequential for the FTL", "lfs: more cleaning (GC) when the disk fills", _F2),
+              "threaded logging): sequential for the FTL", "lfs: more cleaning (GC) when the disk fills", _F2, tune=("mode=lfs",)),
         Entry("background_gc", _M, ("background_gc=on", "background_gc=off", "background_gc=sync"), "when the "
               "cleaner moves blocks: in the background, never, or synchronously", "off: writes stall on "
-              "foreground GC when full", _F2),
+              "foreground GC when full", _F2, tune=("background_gc=off",)),
         Entry("atgc", _M, ("atgc",), "age-threshold victim selection for background GC: fewer hot blocks moved",
               "memory for the age table", _F2),
         Entry("compress_algorithm", _M, ("compress_algorithm=lz4", "compress_algorithm=zstd"), "compresses "
               "files' clusters: fewer NAND writes for compressible data", "CPU; needs mkfs -O "
-              "extra_attr,compression (an image without it mounts without compression)", _F2),
+              "extra_attr,compression (an image without it mounts without compression)", _F2,
+              tune=("compress_algorithm=lz4",), needs=("-O", "extra_attr,compression")),
         Entry("discard", _M, ("discard", "nodiscard"), "TRIM of freed segments (default on)", "none; nodiscard: "
               "the FTL does not learn free space", _F2),
         Entry("barrier", _M, ("nobarrier",), "cache flushes", _NO_FLUSH, _F2, loses_data=_NO_FLUSH,
@@ -305,13 +323,13 @@ OPTIONS: dict[str, tuple[Entry, ...]] = {
     ),
     "btrfs": (
         Entry("compress", _M, ("compress=zstd:1", "compress=lzo", "compress-force=zstd:1"), "compresses "
-              "extents: fewer NAND writes for compressible data", "CPU", _BT),
+              "extents: fewer NAND writes for compressible data", "CPU", _BT, tune=("compress=zstd:1",)),
         Entry("commit", _M, ("commit=30", "commit=120"), "seconds between transaction commits (default 30)",
-              "that many seconds of un-fsynced work lost at a cut", _BT),
+              "that many seconds of un-fsynced work lost at a cut", _BT, tune=("commit=120",)),
         Entry("ssd", _M, ("ssd", "ssd_spread", "nossd"), "allocation tuned for SSDs; ssd_spread looks for large "
-              "free areas", "ssd_spread: more space fragmentation", _BT),
+              "free areas", "ssd_spread: more space fragmentation", _BT, tune=("ssd_spread",)),
         Entry("discard", _M, ("discard=async", "discard=sync", "nodiscard"), "TRIM of freed extents, batched "
-              "(async) or inline", "sync: latency of every free", _BT),
+              "(async) or inline", "sync: latency of every free", _BT),  # async: already btrfs's default where the device discards
         Entry("datasum", _M, ("nodatasum",), "no data checksums", "corruption of data goes undetected", _BT,
               loses_data="data corruption is neither detected nor repaired", risky_values=("nodatasum",)),
         Entry("datacow", _M, ("nodatacow",), "overwrites in place (implies nodatasum)", "torn overwrites at a "
@@ -324,24 +342,25 @@ OPTIONS: dict[str, tuple[Entry, ...]] = {
     ),
     "xfs": (
         Entry("logbsize", _M, ("logbsize=32k", "logbsize=256k"), "in-memory log buffer size: larger buffers, "
-              "fewer log writes", "memory; more log lost with a cut before a flush", _XF),
+              "fewer log writes", "memory; more log lost with a cut before a flush", _XF,
+              tune=("logbsize=256k",)),
         Entry("logbufs", _M, ("logbufs=2", "logbufs=8"), "number of log buffers", "memory", _XF),
-        Entry("discard", _M, ("discard",), "TRIM of freed extents", "latency", _XF),
+        Entry("discard", _M, ("discard",), "TRIM of freed extents", "latency", _XF, tune=("discard",)),
         Entry("allocsize", _M, ("allocsize=64k",), "speculative preallocation size for appending writers",
               "space held until close", _XF),
     ),
     "nilfs2": (
         Entry("-B", _K, ("-B 128", "-B 512"), "blocks per segment, the unit of log writing and cleaning: one "
-              "erase block", "space", "mkfs.nilfs2(8)"),
+              "erase block", "space", "mkfs.nilfs2(8)", tune=("-B 128",)),
         Entry("barrier", _M, ("nobarrier",), "cache flushes", _NO_FLUSH, _NI, loses_data=_NO_FLUSH,
-              risky_values=("nobarrier",)),
+              risky_values=("nobarrier",), tune=("nobarrier",)),
         Entry("discard", _M, ("discard",), "TRIM of cleaned segments", "latency", _NI),
         Entry("order", _M, ("order=relaxed", "order=strict"), "strict: data written with metadata in order",
-              "strict: slower", _NI),
+              "strict: slower", _NI, tune=("order=strict",)),
     ),
     "vfat": (
         Entry("flush", _M, ("flush",), "writes back at close, not later: less lost at a removal or cut",
-              "more, smaller writes", _FAT),
+              "more, smaller writes", _FAT, tune=("flush",)),
         Entry("-s", _K, ("-s 64",), "sectors per cluster: clusters of the allocation unit", "space for small "
               "files", "mkfs.fat(8)"),
     ),
@@ -355,6 +374,7 @@ OPTIONS: dict[str, tuple[Entry, ...]] = {
 
 
 def entries(fstype: str) -> tuple[Entry, ...]:
+    """The catalogue's entries for `fstype` (ext2 and ext3: ext4's, whose driver serves them)."""
     return OPTIONS.get("ext4" if fstype in ("ext2", "ext3") else fstype, ())
 
 

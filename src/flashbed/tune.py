@@ -223,39 +223,38 @@ def combination(base: str, helped: list[OptionSet]) -> OptionSet:
 
 
 # ---- the options to try ------------------------------------------------------------------------
-# Until the filesystems' option catalogues say which of their options matter on flash and the
-# values to try (with their sources), the search tries these: each a documented option of the
-# kernel's filesystem documentation (Documentation/filesystems/{ext4,f2fs,btrfs,xfs,nilfs2}.rst,
-# admin-guide/ext4.rst) that changes what reaches the flash or what a cut keeps. `risk`: the
-# documentation says it may lose acknowledged data.
-NO_FLUSH = "no cache flush: fsync'ed data can be lost at a cut on a part with a volatile cache"
-F2FS_COMPRESSION = ("-O", "extra_attr,compression")
-TRY: dict[str, tuple[Option, ...]] = {
-    "ext4": (Option("commit", "60"), Option("data", "journal"), Option("noauto_da_alloc"),
-             Option("nobarrier", risk=NO_FLUSH)),
-    "ext3": (Option("commit", "60"), Option("data", "journal")),
-    "ext4-nojournal": (Option("noauto_da_alloc"), Option("nodelalloc")),
-    "f2fs": (Option("compress_algorithm", "lz4", mkfs=F2FS_COMPRESSION), Option("background_gc", "off"),
-             Option("fsync_mode", "strict"), Option("fsync_mode", "nobarrier", risk=NO_FLUSH)),
-    "btrfs": (Option("compress", "zstd:1"), Option("ssd_spread"), Option("discard", "async"),
-              Option("commit", "120")),
-    "xfs": (Option("logbsize", "256k"), Option("wsync")),
-    "nilfs2": (Option("order", "strict"), Option("nobarrier", risk=NO_FLUSH)),
-    "vfat": (Option("flush"),),
-}
 
 
 def catalogue(spec: str) -> list[Option]:
-    """The options to try on plain variant `spec` (none for a layered or read-only one, or a
-    filesystem without options to try); an option the variant already has is not tried again."""
-    from . import variants
+    """The options to try on plain variant `spec`: its filesystem's catalogue entries' values to try
+    (fsoptions.Entry.tune), each with the mkfs arguments it needs and its risk; none for a layered,
+    read-only or FUSE variant. An option the variant already sets (or its opposite) is not tried."""
+    from . import fsoptions, variants
+    from .errors import FlashbedError
+    from .filesystems import Recovery
     if "@" in spec:
         return []
     base, *tags = spec.split("+")
     try:
         v = variants.parse(spec)
-    except Exception:  # a variant that needs its device (+tuned): its own options stand
-        v = None
-    if v is not None and (v.read_only or not v.fs.mounting.in_kernel):
+    except FlashbedError:  # a variant that needs its device (+tuned): its tags stand for its options
+        v = variants.parse(base)
+    if v.read_only or not v.fs.mounting.in_kernel:
         return []
-    return [o for o in TRY.get(base, ()) if o.text not in tags and o.name not in tags]
+    fstype = v.fs.fstype
+    have = {fsoptions.option_name(o) for o in v.mount_extra} | set(tags)
+    have |= {n for g in fsoptions.OPPOSITES if have & set(g) for n in g}
+    flags = fsoptions.mkfs_flags_given(v.mkfs_extra)
+    out = []
+    for e in fsoptions.entries(fstype):
+        for text in e.tried_on(fstype, v.fs.recovery is Recovery.JOURNAL):
+            if e.kind is fsoptions.Kind.MKFS:
+                words = fsoptions.split_mkfs(spec, text)
+                if not fsoptions.mkfs_flags_given(words) & flags:
+                    out.append(Option(e.name, text, mkfs=words, mount=False,
+                                      risk=e.loses_data if e.risky(text) else ""))
+                continue
+            name, _, value = text.partition("=")
+            if name not in have and fsoptions.option_name(text) not in have:
+                out.append(Option(name, value, mkfs=e.needs, risk=fsoptions.risk(fstype, text)))
+    return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from flashbed import filesystems as fscat
+from flashbed import fsoptions, variants
 from flashbed import tune as T
 from flashbed.tune import Judgement, Lead, Option, OptionSet
 
@@ -108,3 +110,47 @@ def test_the_search_is_a_function_of_the_results_alone():
     a = _search(FakeRun(results), [Lead("emmc", "logging", "f2fs", "winner")]).pending()
     b = _search(FakeRun(dict(results)), [Lead("emmc", "logging", "f2fs", "winner")]).pending()
     assert a == b and len(a) == 3  # the three singles not run yet; no combination before them
+
+
+# ---- the options to try: the filesystems' catalogue, one place per idea ----------------------------
+
+
+def test_the_search_tries_the_catalogues_values_with_their_mkfs_needs_and_risk():
+    f2fs = {o.text: o for o in T.catalogue("f2fs")}
+    lz4 = f2fs["compress_algorithm=lz4"]
+    assert OptionSet("f2fs", (lz4,)).spec == "f2fs+mkfs:-O extra_attr,compression+o:compress_algorithm=lz4"
+    assert f2fs["fsync_mode=nobarrier"].risk == fsoptions.risk("f2fs", "fsync_mode=nobarrier") != ""
+    assert f2fs["fsync_mode=strict"].risk == ""  # the entry is risky for one value only
+    nilfs = {o.text: o for o in T.catalogue("nilfs2")}
+    assert OptionSet("nilfs2", (nilfs["-B 128"],)).spec == "nilfs2+mkfs:-B 128"
+
+
+def test_every_value_the_catalogue_says_to_try_is_one_of_its_values_and_parses_as_a_variant():
+    for fstype, entries in fsoptions.OPTIONS.items():
+        for e in entries:
+            assert set(e.tune) <= set(e.values), (fstype, e.name)
+    for fs, f in fscat.CATALOGUE.items():
+        for o in T.catalogue(fs):
+            v = variants.parse(OptionSet(fs, (o,)).spec)  # the pass's spelling, read back
+            assert v.mount_given or v.mkfs_given
+
+
+def test_a_new_catalogue_value_to_try_is_tried_without_another_table(monkeypatch):
+    extra = fsoptions.Entry("atgc", fsoptions.Kind.MOUNT, ("atgc",), "why", "cost", "src", tune=("atgc",))
+    monkeypatch.setitem(fsoptions.OPTIONS, "f2fs", (*fsoptions.OPTIONS["f2fs"], extra))
+    assert "atgc" in [o.text for o in T.catalogue("f2fs")]
+
+
+def test_journal_options_are_not_tried_without_a_journal_nor_what_the_variant_already_sets():
+    assert not {"commit=60", "data=journal", "nobarrier"} & {o.text for o in T.catalogue("ext4-nojournal")}
+    assert T.catalogue("ext2") == []  # no journal, no delayed allocation
+    assert "commit=60" not in [o.text for o in T.catalogue("ext4+o:commit=30")]
+    assert "nobarrier" not in [o.text for o in T.catalogue("ext4+o:barrier")]  # its opposite is set
+    assert T.catalogue("squashfs+zstd") == [] and T.catalogue("ext2@f2fs") == []
+
+
+def test_the_catalogue_listing_says_what_the_pass_tries(capsys):
+    from flashbed.cli import main
+    assert main(["filesystems", "f2fs"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the listing wraps its lines
+    assert "run --tune tries compress_algorithm=lz4" in out and "(needs mkfs -O extra_attr,compression)" in out

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from flashbed import fsoptions
 from flashbed import tune as T
 from flashbed.report import write_report
 from flashbed.report.load import load_run
@@ -17,7 +18,7 @@ from tests.report_fixtures import generator
 
 gen = generator()
 LZ4 = T.Option("compress_algorithm", "lz4", mkfs=("-O", "extra_attr,compression"))
-NOBAR = T.Option("fsync_mode", "nobarrier", risk=T.NO_FLUSH)
+NOBAR = T.Option("fsync_mode", "nobarrier", risk=fsoptions.risk("f2fs", "fsync_mode=nobarrier"))
 COMMIT = T.Option("commit", "60")
 SPEC_LZ4 = T.OptionSet("f2fs", (LZ4,)).spec
 SPEC_NOBAR = T.OptionSet("f2fs", (NOBAR,)).spec
@@ -26,7 +27,7 @@ SPEC_COMMIT = T.OptionSet("ext4", (COMMIT,)).spec
 
 @pytest.fixture(autouse=True)
 def small_catalogue(monkeypatch):
-    monkeypatch.setattr(T, "TRY", {"f2fs": (LZ4, NOBAR), "ext4": (COMMIT,)})
+    monkeypatch.setattr(T, "catalogue", lambda spec: {"f2fs": [LZ4, NOBAR], "ext4": [COMMIT]}.get(spec, []))
 
 
 def _cells(fs: str, overwrite: float, wa: float, losses: int = 0) -> list:

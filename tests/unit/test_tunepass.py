@@ -27,7 +27,7 @@ NOATIME, DISCARD = T.Option("noatime"), T.Option("discard")
 
 @pytest.fixture(autouse=True)
 def catalogue(monkeypatch):
-    monkeypatch.setattr(T, "TRY", {"f2fs": (NOATIME, DISCARD), "ext4": (NOATIME,)})
+    monkeypatch.setattr(T, "catalogue", lambda spec: {"f2fs": [NOATIME, DISCARD], "ext4": [NOATIME]}.get(spec, []))
     monkeypatch.setattr(T, "variant_spec", lambda base, opts: "+".join([base, *(o.text for o in opts)]))
 
 
@@ -110,6 +110,6 @@ def test_tune_is_part_of_the_run_id_only_when_asked():
 
 def test_every_option_the_pass_may_try_is_checked_before_a_cell_runs(plan, monkeypatch):
     assert tunepass.check(plan, LabTarget()) == 3  # f2fs: noatime, discard; ext4: noatime
-    monkeypatch.setattr(T, "TRY", {"f2fs": (T.Option("frobnicate"),)})
+    monkeypatch.setattr(T, "catalogue", lambda spec: [T.Option("frobnicate")] if spec == "f2fs" else [])
     with pytest.raises(FlashbedError, match="frobnicate"):
         tunepass.check(plan, LabTarget())

@@ -44,7 +44,8 @@ def _options(fs) -> int:
     for e in fo.entries(fs.fstype):
         mark = "  RISKY: can lose acknowledged data" if e.loses_data else ""
         print(f"  {e.kind:5} {e.name}{mark}")
-        print(wrap.fill(f"try: {', '.join(e.values)}"))
+        print(wrap.fill(f"try: {', '.join(e.values)}" + (f" (needs mkfs {' '.join(e.needs)})" if e.needs else "")
+                        + (f"; run --tune tries {', '.join(e.tune)}" if e.tune else "")))
         print(wrap.fill(f"on flash: {e.why}; cost: {e.cost}"))
         if e.loses_data:
             print(wrap.fill(f"risky ({', '.join(e.risky_values) or 'any use'}): {e.loses_data}"))
