@@ -22,15 +22,21 @@ MAX_STEPS = 3
 
 def check(plan: Plan, target) -> int:
     """Every option set the pass may try, planned once before any cell runs (its options checked as
-    any variant's: one line, exit 2, nothing run); how many single options there are."""
+    any variant's: one line, exit 2, nothing run), then checked by the target as any plan (the lab
+    makes and mounts each on a trial device, optiontrial.py: a value the kernel refuses is one line
+    now, not a failed step later); how many single options there are."""
     from . import tune
-    n = 0
+    singles = []
     for spec in dict.fromkeys(c.variant.spec for c in plan.cells if not c.device.variant):
         for o in tune.catalogue(spec):
             one = tune.OptionSet(spec, (o,)).spec
             make_plan(dataclasses.replace(plan.request, fs=(one,), robust=None, tune=False), target)
-            n += 1
-    return n
+            singles.append(one)
+    if singles and target is not None:
+        # one plan of them all, so that the trial makes and mounts them in one boot (cached after)
+        every = make_plan(dataclasses.replace(plan.request, fs=tuple(singles), robust=None, tune=False), target)
+        target.check_plan(every)
+    return len(singles)
 
 
 def next_plan(plan: Plan, store: RunStore, target) -> tuple[Plan | None, int]:
@@ -54,9 +60,13 @@ def run_tuning(plan: Plan, store: RunStore, labs, target, execute: Callable, say
     """Every step of the search, each planned from the cells before it; the run's results."""
     results = list(store.results())
     seen: set[str] = set()
+    sets = 0
     for _step in range(MAX_STEPS + 1):
         step, n = next_plan(plan, store, target)
         if step is None:
+            if seen:
+                say(f"tuning: done, {sets} option set{'s' if sets != 1 else ''} tried in {len(seen)} cells "
+                    f"(the plain run: {len(plan.cells)} cells)")
             return results
         ids = {c.key.id for c in step.cells}
         if ids <= seen:  # the same cells again: an error the executor could not get past
@@ -64,6 +74,7 @@ def run_tuning(plan: Plan, store: RunStore, labs, target, execute: Callable, say
                 f"again to retry them")
             return results
         seen |= ids
+        sets += n
         say(f"tuning: {n} option set{'s' if n != 1 else ''} to try, {len(step.cells)} cells")
         results = execute(step, store, labs, target.executor)
     return results

@@ -83,7 +83,8 @@ def test_each_step_is_planned_from_the_cells_before_it(tmp_path, plan, monkeypat
     per_set = len(first.cells) // 3
     assert calls[1] == sorted(c.key.id for c in first.cells) and len(calls) == 3
     assert {k.split("/")[1] for k in calls[2]} == {"f2fs+discard+noatime"} and len(calls[2]) == per_set
-    assert said == [f"tuning: 3 option sets to try, {3 * per_set} cells", f"tuning: 1 option set to try, {per_set} cells"]
+    assert said == [f"tuning: 3 option sets to try, {3 * per_set} cells", f"tuning: 1 option set to try, {per_set} cells",
+                    f"tuning: done, 4 option sets tried in {4 * per_set} cells (the plain run: {len(plan.cells)} cells)"]
     assert tunepass.next_plan(plan, store, None) == (None, 0)
 
 
@@ -108,8 +109,32 @@ def test_tune_is_part_of_the_run_id_only_when_asked():
     assert dataclasses.replace(plain, tune=True).run_id() != plain.run_id()
 
 
+class TrialTarget(LabTarget):
+    """The lab target, its plan check (the trial mkfs and mount of options) recorded, not booted."""
+
+    def __init__(self):
+        super().__init__()
+        self.checked: list[list[str]] = []
+
+    def check_plan(self, plan) -> None:
+        self.checked.append(sorted({c.key.fs for c in plan.cells}))
+
+
 def test_every_option_the_pass_may_try_is_checked_before_a_cell_runs(plan, monkeypatch):
-    assert tunepass.check(plan, LabTarget()) == 3  # f2fs: noatime, discard; ext4: noatime
+    target = TrialTarget()
+    assert tunepass.check(plan, target) == 3  # f2fs: noatime, discard; ext4: noatime
+    # the target checks them all as one plan: the lab's trial makes and mounts them in one boot
+    assert target.checked == [["ext4+noatime", "f2fs+discard", "f2fs+noatime"]]
     monkeypatch.setattr(T, "catalogue", lambda spec: [T.Option("frobnicate")] if spec == "f2fs" else [])
     with pytest.raises(FlashbedError, match="frobnicate"):
         tunepass.check(plan, LabTarget())
+
+
+def test_a_tuned_run_says_and_keeps_its_phases_wall_times(tmp_path, plan, monkeypatch, capsys):
+    from flashbed.commands.run import _phases
+    monkeypatch.setattr("flashbed.execute.tool_versions", lambda: {})
+    store = RunStore(tmp_path / "run")
+    store.write_manifest(manifest_for(plan, FakeLabs(), "run"))
+    _phases(store, 600.0, 900.0)
+    assert "wall time: plain cells 10m00s, tuning pass 15m00s (1.50x the plain cells)" in capsys.readouterr().err
+    assert store.manifest()["phases"] == {"plain_seconds": 600.0, "tuning_seconds": 900.0}

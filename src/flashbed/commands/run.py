@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from .. import options
@@ -125,11 +126,26 @@ def run(args: argparse.Namespace) -> int:
         for line in [*target.notes, *([old_run] if old_run else [])] + plan.skipped_lines() + clock_notes(plan) + plan.notes:
             _say(line)
         labs = target.labs(plan, store, _say)
+        began = time.monotonic()
         results = execute(plan, store, labs, target.executor)
         if plan.request.tune:  # then the options: each step planned from the cells before it
             from ..tunepass import run_tuning
+            plain = time.monotonic() - began
             results = run_tuning(plan, store, labs, target, execute, _say)
+            _phases(store, plain, time.monotonic() - began - plain)
     return _finish(args, store, results)
+
+
+def _phases(store, plain: float, tuning: float) -> None:
+    """The wall time of the plain cells and of the tuning pass, side by side: said, and kept in the
+    manifest (`phases`, this invocation's: a resumed run's count only what it ran then)."""
+    from ..progress import format_duration
+    _say(f"wall time: plain cells {format_duration(plain)}, tuning pass {format_duration(tuning)} "
+         f"({tuning / plain:.2f}x the plain cells)" if plain > 0 else
+         f"wall time: tuning pass {format_duration(tuning)}")
+    man = store.manifest()
+    man["phases"] = {"plain_seconds": round(plain, 1), "tuning_seconds": round(tuning, 1)}
+    store.write_manifest(man)
 
 
 def _say(line: str) -> None:
