@@ -138,3 +138,17 @@ def test_a_tuned_run_says_and_keeps_its_phases_wall_times(tmp_path, plan, monkey
     _phases(store, 600.0, 900.0)
     assert "wall time: plain cells 10m00s, tuning pass 15m00s (1.50x the plain cells)" in capsys.readouterr().err
     assert store.manifest()["phases"] == {"plain_seconds": 600.0, "tuning_seconds": 900.0}
+
+
+def test_the_bench_says_what_tune_would_add_to_a_finished_run_without_running_it(tmp_path, plan, monkeypatch,
+                                                                                capsys):
+    from flashbed.bench import tunecost
+    monkeypatch.setattr("flashbed.execute.tool_versions", lambda: {})
+    store, calls = RunStore(tmp_path / "run"), []
+    _execute(calls)(plan, store, FakeLabs(), None)
+    first, _n = tunepass.next_plan(plan, store, None)
+    tunecost.bench(store.root)
+    out = capsys.readouterr().out
+    assert f"plain run: {len(plan.cells)} cells planned, {len(plan.cells)} finished" in out
+    assert f"tuning pass, first step: 3 option sets, {len(first.cells)} cells" in out
+    assert len(calls) == 1  # nothing ran

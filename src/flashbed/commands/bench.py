@@ -59,6 +59,9 @@ def add_parser(sub) -> None:
     bcp.add_argument("--cpu-profile", action="append", help="profiles (repeatable or comma-separated; default all)")
     bcp.add_argument("--runtime", type=seconds, default=5.0, help="seconds (guest time) of the random read")
     bcp.add_argument("--calls", type=int, default=100_000, help="getppid calls in the null-syscall loop")
+    btn = bsub.add_parser("tune", help="what --tune would add to a finished run, without running it: the tuning "
+                          "pass's first step (option sets, cells, their plain variants' cell-seconds) against the run")
+    btn.add_argument("run_dir", metavar="RUN", help="a run's id under runs/ or its directory")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -76,8 +79,14 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     {"lab": _lab, "powercut": _powercut, "crashstates": _crashstates, "clock": _clock, "cpu": _cpu,
-     "hostcall": _hostcall, "fuse": _fuse, "presets": _presets}[args.bench_cmd](args)
+     "hostcall": _hostcall, "fuse": _fuse, "presets": _presets, "tune": _tune}[args.bench_cmd](args)
     return 0
+
+
+def _tune(args: argparse.Namespace) -> None:
+    from ..bench import tunecost
+    from ..store import resolve_run
+    tunecost.bench(resolve_run(args.run_dir).root)
 
 
 def _lab(args: argparse.Namespace) -> None:
