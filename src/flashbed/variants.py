@@ -132,6 +132,12 @@ class FsVariant:
         return bool(self.mount_given or self.mkfs_given)
 
     @property
+    def risks(self) -> tuple[tuple[str, str], ...]:
+        """Its mount options (tags' included) that can lose acknowledged data by design, each with
+        how (the options catalogue's word: fsoptions.Entry.loses_data)."""
+        return tuple((o, why) for o in self.mount_extra if (why := fsoptions.risk(self.fs.fstype, o)))
+
+    @property
     def media(self) -> str:
         return (self.lower or self.fs).media
 
@@ -372,3 +378,17 @@ def check_device(v: FsVariant, dev: Device) -> None:
             f"give a larger --device SIZE, e.g. {dev.name}@{-(-v.min_size // (1 << 20))}M"
         raise FlashbedError(f"{v.spec} needs at least {-(-v.min_size // (1 << 20))} MiB, "
                             f"but {dev.label} has {dev.capacity // (1 << 20)} MiB: {bigger}")
+
+
+def risks_of(spec: str) -> tuple[tuple[str, str], ...]:
+    """`FsVariant.risks` of a spec as a report reads it (a spec that needs its device, +tuned, is read
+    without that tag: flash alignment loses nothing); none for a spec that does not parse."""
+    try:
+        return parse("+".join(t for t in spec.split("+") if t != "tuned")).risks
+    except FlashbedError:
+        return ()
+
+
+def risks_text(spec: str) -> str:
+    """'`nobarrier` can lose acknowledged data by design (why)' for each risky option, '' if none."""
+    return "; ".join(f"`{o}` can lose acknowledged data by design ({why})" for o, why in risks_of(spec))

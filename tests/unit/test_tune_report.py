@@ -106,3 +106,30 @@ def test_a_run_without_tuning_has_no_tuning(tmp_path):
     assert "Options:" not in (root / "report.md").read_text()
     run = load_run(root)
     assert answer_line(next(r for r in recommend(run)["emmc-1g"] if r.use_case.id == "logging"))
+
+
+def test_an_option_that_can_lose_acknowledged_data_by_design_is_marked_where_it_is_chosen(tmp_path):
+    # fsync_mode=nobarrier lost nothing in these crash states (a twin whose cache keeps what it took):
+    # it may be the answer, and the first screen says what its design allows, in both reports
+    cells = _cells("ext4", 0.3, 3.0) + _cells("f2fs", 0.6, 2.0) + _cells(SPEC_LZ4, 0.5, 2.0) + \
+        _cells(SPEC_NOBAR, 1.2, 1.9) + _cells(SPEC_COMMIT, 0.3, 3.0)  # nobarrier alone helped: no combination
+    root = gen.write_run(tmp_path / "run", cells, request={"tune": True, "fs": ["ext4", "f2fs"]})
+    write_report(root)
+    why = fsoptions.risk("f2fs", "fsync_mode=nobarrier")
+    md = (root / "report.md").read_text()
+    first = md[:md.index("## Recommendation")]
+    assert "Options: **f2fs** with `fsync_mode=nobarrier`" in first
+    assert f"**Risky by design**: `fsync_mode=nobarrier` can lose acknowledged data ({why})" in first
+    html = (root / "report.html").read_text()
+    assert "Risky by design" in html and "fsync_mode=nobarrier</code> can lose acknowledged data" in html
+
+
+def test_a_plain_variant_with_a_risky_option_is_marked_on_the_first_screen(tmp_path):
+    cells = _cells("ext4+o:nobarrier", 0.9, 2.0) + _cells("f2fs", 0.6, 2.0)
+    root = gen.write_run(tmp_path / "run", cells)
+    write_report(root)
+    md = (root / "report.md").read_text()
+    first = md[:md.index("## Recommendation")]
+    line = next(x for x in first.splitlines() if "Data logging" in x)
+    assert "**Risky by design**: ext4+o:nobarrier: `nobarrier` can lose acknowledged data by design (" in line
+    assert "Risky by design" in (root / "report.html").read_text()

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from .. import variants
 from ..status import DeviceVerdict, Measured
 from . import devcheck, units, workcase
 from .devcheck import DeviceCheck
@@ -498,7 +499,9 @@ def answer_line(r: Ranking) -> str:
     tail = f" Not eligible: {not_eligible_text(r, short=True)}." if r.not_eligible else ""
     if r.winner:
         ru = f", runner-up {r.runner_up.fs}" if r.runner_up else ""
-        return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}." + tail
+        risky = [f"{e.fs}: {t}" for e in (r.winner, r.runner_up) if e and (t := variants.risks_text(e.fs))]
+        warn = f" **Risky by design**: {'; '.join(risky)}." if risky else ""
+        return head + f"**{r.winner.fs}**{ru} — {deciding_text(r)}." + warn + tail
     if r.none_eligible:
         return head + "no filesystem meets the requirements." + tail
     if r.measured:

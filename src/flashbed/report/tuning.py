@@ -201,6 +201,11 @@ def answer_text(tn: Tuning | None, r: R.Ranking) -> str:
         eff = [f"`{s.text}`: {fig}" for s, fig in a.effects if fig]
         if eff:
             head += ": " + "; ".join(eff)
+        risky = [o for o in best.options if o.risk]
+        if risky:  # chosen on this twin's crash states, which did not show the loss its design allows
+            head += (". **Risky by design**: " + "; ".join(f"`{o.text}` can lose acknowledged data ({o.risk})"
+                                                            for o in risky)
+                     + ": no crash state here lost any, which holds for this twin's cache model only")
     broke = [(s, a.lead.judged[s]) for s in a.lead.broke()]
     if broke:
         s, j = broke[0]

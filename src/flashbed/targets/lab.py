@@ -87,10 +87,8 @@ class LabTarget(Target):
         from .. import optiontrial
         for t in optiontrial.check({c.variant.spec: c.variant for c in plan.cells}.values(), plan.kernels):
             self.notes += [f"{t.spec} on lab kernel {t.kernel}: {w}" for w in t.warnings]
-        from .. import fsoptions
         for v in {c.variant.spec: c.variant for c in plan.cells}.values():
-            self.notes += [f"{v.spec}: {o} can lose acknowledged data by design ({why})"
-                           for o in v.mount_extra if (why := fsoptions.risk(v.fs.fstype, o))]
+            self.notes += [f"{v.spec}: {o} can lose acknowledged data by design ({why})" for o, why in v.risks]
 
     def labs(self, plan, store, say: Callable[[str], None]):
         from ..lab.labs import UmlLabs
