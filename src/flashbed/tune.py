@@ -118,6 +118,8 @@ class LeadSearch:
 
     @property
     def done(self) -> bool:
+        if not self.singles:  # nothing to try: its defaults are its answer (a read-only image's, erofs)
+            return True
         every = [self.defaults, *self.singles] + ([self.combined] if self.combined else [])
         return all(s in self.judged and self.judged[s].measured for s in every) and \
             (self.combined is not None or not self._wants_combination())
