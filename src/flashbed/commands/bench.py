@@ -25,6 +25,12 @@ def add_parser(sub) -> None:
     bp.add_argument("--runtime", type=seconds, default=10.0, help="seconds per fio job (default 10)")
     bp.add_argument("--clock", default="real", help="real (default) or virtual: the time-travel lab kernel, each "
                     "request completing when the device model says, so the figures do not depend on the host's load")
+    buc = bsub.add_parser("usercheck", help="the user's check on the host per run: alone, the sandbox's own cost, "
+                          "the check in the sandbox (medians, wall clock and CPU)")
+    buc.add_argument("--check", type=options.path, help="a check script (default: a dd per acknowledged record, as "
+                     "examples/walcheck.sh)")
+    buc.add_argument("--records", type=int, default=400, help="records of 512 B in the log, all acknowledged")
+    buc.add_argument("--runs", type=int, default=20, help="runs of each, interleaved (medians printed)")
     bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
     bhc.add_argument("--calls", type=int, default=300)
     bpc = bsub.add_parser("powercut", help="power-cut cycles per hour per core (cut, recover, verify)")
@@ -79,7 +85,8 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     {"lab": _lab, "powercut": _powercut, "crashstates": _crashstates, "clock": _clock, "cpu": _cpu,
-     "hostcall": _hostcall, "fuse": _fuse, "presets": _presets, "tune": _tune}[args.bench_cmd](args)
+     "hostcall": _hostcall, "usercheck": _usercheck, "fuse": _fuse, "presets": _presets,
+     "tune": _tune}[args.bench_cmd](args)
     return 0
 
 
@@ -169,6 +176,15 @@ def _hostcall(args: argparse.Namespace) -> None:
     if args.calls < 1:
         raise FlashbedError("--calls must be at least 1")
     hostcall.bench(args.calls)
+
+
+def _usercheck(args: argparse.Namespace) -> None:
+    from ..bench import usercheck
+    if args.runs < 1 or args.records < 0:
+        raise FlashbedError("--runs must be at least 1 and --records at least 0")
+    if args.check and not os.path.isfile(args.check):
+        raise FlashbedError(f"--check {args.check} is not a file: give the check script")
+    usercheck.bench(args.check, args.records, args.runs)
 
 
 def _fuse(args: argparse.Namespace) -> None:
