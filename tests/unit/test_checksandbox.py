@@ -130,3 +130,19 @@ def test_an_owner_the_namespace_cannot_map_sends_the_check_to_the_lab(tmp_path):
     trees.pack(str(src), str(tmp_path / "tree.pack"))
     ran = sandbox.run("true", WORKDIR, env(tmp_path), 30, pack=str(tmp_path / "tree.pack"))
     assert re.match(r"owner 4321:4321 of wal\.(log|hard) cannot be set here", ran.refused)
+
+
+def test_checks_in_one_sandbox_share_nothing(tmp_path):
+    # the inside lives on between checks (started once); each check's scratch, copy, IPC objects and
+    # processes are its own and end with it
+    marker = f"{uuid.uuid4().int % 10**9}.25"
+    first = sandbox.run(f"echo left > /tmp/left; echo left > ./left; ipcmk -Q >/dev/null; setsid sleep {marker} & "
+                        "echo $$", WORKDIR, env(tmp_path), 30)
+    assert first.status == "ok", first.err
+    second = sandbox.run("ls /tmp ./; ipcs -q | grep -c '^0x' || true; echo $$", WORKDIR, env(tmp_path), 30)
+    assert second.status == "ok", second.err
+    lines = second.out.decode().split()
+    assert "left" not in lines and lines[-2] == "0"  # no file, no message queue of the first check's
+    assert first.out.decode().split()[-1] == lines[-1]  # each check's shell the same pid of its own namespace
+    assert running(marker) == []
+    assert len([b for b in sandbox._SANDBOXES if b.proc is not None and b.pids == sandbox.PIDS]) == 1

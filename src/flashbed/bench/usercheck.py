@@ -53,7 +53,7 @@ class Timed:
 
 def _children_cpu() -> float:
     r = os.times()
-    return r.children_user + r.children_system
+    return r.children_user + r.children_system + sandbox.cpu_seconds()
 
 
 def _timed(fn: Callable[[], None]) -> Timed:

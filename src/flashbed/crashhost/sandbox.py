@@ -19,27 +19,45 @@ may reach the host:
 - a pids limit (`pids_limit`): a pids cgroup where one can be made, else RLIMIT_NPROC, which the
   kernel counts per user namespace (it does not hold the host's root: then only the time limit
   and the PID namespace bound a fork bomb, and `Ran.pids` says so);
-- the lab's time limit; at it the sandbox's process group is killed, and with the first process
-  of the PID namespace every process in it: one that left the group (setsid) too.
+- the lab's time limit; at it the check's process group is killed, and with the first process
+  of its PID namespace every process in it: one that left the group (setsid) too.
 
 A write outside the scratch fails with EROFS (the check's own words say so); a check over its
 limit is a timeout; a fork bomb stays within its pids limit and dies with the namespace.
 
-Run as a program (`python3 -S -I sandbox.py SPEC`) it is the sandbox's inside: standard library only.
+What is made once and what per check: starting a Python interpreter for each check cost more than
+a short check itself, so the inside is a long-lived program (`python3 -S -I sandbox.py --serve`,
+standard library only; one per process and pids limit, `Sandbox`): it enters its user namespace
+(and network, IPC, UTS ones), makes the host's mounts read-only and its /dev once (`_base`), joins
+its pids cgroup, and then forks one process per check that asks for it on its stdin. That process
+takes its own process group and fresh mount, PID, network, IPC and UTS namespaces; the first
+process of the PID namespace mounts its /proc, its scratch and the copy afresh (`_setup`), so
+nothing one check writes or leaves running reaches the next. The check's processes are born in the
+cgroup (moving a process into one costs milliseconds). The inside ends with its stdin (the host's
+process), or with the host's process if that dies first.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import contextlib
 import ctypes
+import dataclasses
 import json
 import os
+import resource
+import select
+import selectors
 import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -52,6 +70,8 @@ PIDS = 256  # processes (and threads) the check may have at once
 SCRATCH = "256m"  # tmpfs size of /tmp and of the copy's place (each)
 KILL_WAIT = 5.0  # s after SIGKILL before a check that did not end is a hang
 SETUP_FAILED = 125  # the inside's exit when the sandbox could not be made (its reason on the status pipe)
+START_WAIT = 60.0  # s the inside may take to start, or to fork a check (a loaded host)
+OUT_CAP = 1 << 20  # bytes of each of a check's outputs kept (its tail): far more than a verdict reads
 
 
 @dataclass(frozen=True)
@@ -64,7 +84,6 @@ class Spec:
     pack: str = ""  # the packed tree (trees.pack) unpacked at `workdir`; '' for an empty directory
     read_only: bool = False  # the lab's directory was mounted read-only
     visible: list[str] = field(default_factory=list)  # host directories kept visible (read-only) at their paths
-    cgroup: str = ""  # a pids cgroup the inside joins first ('' for none)
     nproc: int = 0  # RLIMIT_NPROC inside the new user namespace (0: none)
     scratch: str = SCRATCH
     uid: int = 0  # the caller's user and group outside, mapped to root inside
@@ -156,54 +175,180 @@ def pids_limit(cgroup: str, limit: int) -> str:
     return "none but the time limit and the PID namespace (as root, with no pids cgroup to make)"
 
 
+class Sandbox:
+    """One long-lived sandbox: its user namespace, the host's mounts read-only and its /dev made once
+    (the inside program started once: `python3 -S -I sandbox.py --serve`); each check then a process it
+    forks with fresh mount, PID, network, IPC and UTS namespaces, its own scratch, its own pids cgroup,
+    killed with its process group. One check at a time."""
+
+    def __init__(self, pids: int) -> None:
+        self.pids = pids  # its pids cgroup's limit: the sandbox's three processes and the check's
+        self.cgroup = ""
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+        self._buf = b""
+
+    def _start(self) -> str:
+        """The inside started ('' ) or why it could not be."""
+        self._buf = b""
+        # a pids cgroup of its own, which the inside joins first and every check's process is born in
+        # (one move into a cgroup costs milliseconds; being born in one, nothing)
+        self.cgroup = _new_cgroup(self.pids)
+        ids = {"uid": os.getuid(), "gid": os.getgid(), "cgroup": self.cgroup}
+        self.proc = subprocess.Popen([sys.executable or "python3", "-S", "-I", __file__, "--serve", json.dumps(ids)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        said = self._read(START_WAIT)
+        if said is None or "refused" in said or "ready" not in said:
+            self.close()
+            return (said or {}).get("refused") or "the sandbox did not start"
+        return ""
+
+    def _send(self, what: dict) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(what) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def _read(self, timeout: float) -> dict | None:
+        """The inside's next line (None: none within `timeout` s, or it ended)."""
+        assert self.proc is not None and self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                with contextlib.suppress(OSError):
+                    f.close()  # type: ignore[union-attr]
+            self.proc = None
+        _end_cgroup(self.cgroup)
+        self.cgroup = ""
+
+    def run(self, spec: Spec, timeout: float) -> Ran:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self.close()
+                if why := self._start():
+                    return Ran("failed", None, b"", b"", 0.0, pids_limit("", self.pids),
+                               refused=f"no sandbox here: {why}"[:300])
+            try:
+                return self._run(spec, timeout)
+            except (OSError, ValueError) as e:  # the inside is gone: the next check starts another
+                self.close()
+                return Ran("failed", None, b"", b"", 0.0, pids_limit("", self.pids),
+                           refused=f"the sandbox ended early: {e}"[:300])
+
+    def _run(self, spec: Spec, timeout: float) -> Ran:
+        cgroup = self.cgroup
+        spec = dataclasses.replace(spec, nproc=0 if cgroup else self.pids)
+        how = pids_limit(cgroup, self.pids)
+        started = time.monotonic()
+        try:
+            self._send({"spec": asdict(spec)})
+            forked = self._read(START_WAIT)
+            if forked is None or "pid" not in forked:
+                raise OSError(0, "no answer from the sandbox")
+            pid = int(forked["pid"])  # the check's process group
+            status, end = "ok", self._read(timeout)
+            if end is None and self.proc is not None and self.proc.poll() is None:
+                status = "timeout"
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)  # with the PID namespace's first process, all of it
+                end = self._read(KILL_WAIT)
+                if end is None:  # the inside could not reap it: this sandbox is done with
+                    self.close()
+                    status = "hang"
+        finally:
+            peak = self._sweep()
+        seconds = time.monotonic() - started
+        if end is None and status == "ok":
+            raise OSError(0, "the sandbox's inside ended")
+        end = end or {}
+        out, err = (base64.b64decode(end.get(k, "")) for k in ("out", "err"))
+        if "refused" in end:
+            return Ran("failed", None, out, err, seconds, how, refused=end["refused"], peak=peak)
+        if status != "ok":
+            return Ran(status, None, out, err, seconds, how, peak=peak)
+        if "exit" not in end and "signal" not in end:  # its first process died before it could say
+            why = (err.decode("utf-8", "replace").strip().splitlines() or [f"{end.get('early')}"])[-1]
+            return Ran("failed", None, out, err, seconds, how, refused=f"the sandbox ended early: {why}"[:300],
+                       peak=peak)
+        rc = end["exit"] if "exit" in end else 128 + end["signal"]  # as the shell says a signal killed it
+        return Ran("ok" if rc == 0 else "failed", rc, out, err, seconds, how, peak=peak)
+
+
+    def _sweep(self) -> int | None:
+        """After a check: any process of its left in the cgroup killed (its PID namespace's end took
+        them all already); the most processes the cgroup held at once (its checks' and the sandbox's)."""
+        if not self.cgroup:
+            return None
+        keep = str(self.proc.pid) if self.proc is not None else ""
+        with contextlib.suppress(OSError, ValueError):
+            for pid in Path(self.cgroup, "cgroup.procs").read_text().split():
+                if pid != keep:
+                    os.kill(int(pid), signal.SIGKILL)
+        try:
+            return int(Path(self.cgroup, "pids.peak").read_text())
+        except (OSError, ValueError):
+            return None
+
+
+_SANDBOXES: list[Sandbox] = []
+_SANDBOXES_LOCK = threading.Lock()
+
+
+def _idle_sandbox(pids: int) -> Sandbox:
+    """A sandbox with this pids limit no check is using (one more when all are busy: labs of one process
+    check side by side)."""
+    with _SANDBOXES_LOCK:
+        for box in _SANDBOXES:
+            if box.pids == pids and not box.lock.locked():
+                return box
+        _SANDBOXES.append(Sandbox(pids))
+        return _SANDBOXES[-1]
+
+
+def cpu_seconds() -> float:
+    """CPU time of the sandboxes' insides so far, their checks' included (what os.times() does not count
+    for this process: the insides live on, and they reap the checks)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    with _SANDBOXES_LOCK:
+        for box in _SANDBOXES:
+            if box.proc is not None:
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    stat = Path(f"/proc/{box.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += sum(int(v) for v in stat[11:15])  # utime, stime, cutime, cstime
+    return total / tick
+
+
+@atexit.register
+def close_all() -> None:
+    with _SANDBOXES_LOCK:
+        for box in _SANDBOXES:
+            box.close()
+        _SANDBOXES.clear()
+
+
 def run(cmd: str, workdir: str, env: dict[str, str], timeout: float, *, pack: str = "", read_only: bool = False,
         visible: tuple[str, ...] = (), pids: int = PIDS, scratch: str = SCRATCH) -> Ran:
     """`sh -c cmd` in the sandbox, on the tree packed in `pack` at `workdir`, killed at `timeout` s."""
-    cgroup = _new_cgroup(pids)
     spec = Spec(cmd=cmd, workdir=workdir, env=env, pack=pack, read_only=read_only, visible=list(visible),
-                cgroup=cgroup, nproc=0 if cgroup else pids, scratch=scratch, uid=os.getuid(), gid=os.getgid())
-    how = pids_limit(cgroup, pids)
-    rfd, wfd = os.pipe()
-    started = time.monotonic()
-    try:
-        proc = subprocess.Popen([sys.executable or "python3", "-S", "-I", __file__, json.dumps(asdict(spec))],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, pass_fds=(wfd,), env={"FLASHBED_SANDBOX_FD": str(wfd)})
-    except BaseException:
-        os.close(rfd)
-        os.close(wfd)
-        _end_cgroup(cgroup)
-        raise
-    os.close(wfd)
-    status = "ok"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        status = "timeout"
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # with the PID namespace's first process, all of it
-        except ProcessLookupError:
-            pass
-        try:
-            out, err = proc.communicate(timeout=KILL_WAIT)
-        except subprocess.TimeoutExpired:
-            status, out, err = "hang", b"", b""
-    finally:
-        peak = _end_cgroup(cgroup)
-    seconds = time.monotonic() - started
-    with os.fdopen(rfd, "rb") as f:
-        said = [json.loads(line) for line in f.read().splitlines() if line.strip()]
-    end = said[-1] if said else {}
-    if "refused" in end:
-        return Ran("failed", None, out, err, seconds, how, refused=end["refused"], peak=peak)
-    if status != "ok":
-        return Ran(status, None, out, err, seconds, how, peak=peak)
-    if "exit" not in end and "signal" not in end:  # the inside died before it could say
-        why = (err.decode("utf-8", "replace").strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return Ran("failed", None, out, err, seconds, how, refused=f"the sandbox ended early: {why}"[:300],
-                   peak=peak)
-    rc = end["exit"] if "exit" in end else 128 + end["signal"]  # as the shell says a signal killed it
-    return Ran("ok" if rc == 0 else "failed", rc, out, err, seconds, how, peak=peak)
+                scratch=scratch, uid=os.getuid(), gid=os.getgid())
+    return _idle_sandbox(pids).run(spec, timeout)
 
 
 def available() -> str:
@@ -249,18 +394,15 @@ def _bind_ro(fd: int, target: str) -> None:
     _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
 
 
-def _setup(spec: Spec) -> None:
-    """In the new namespaces, as the PID namespace's first process: the mounts the check sees."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab", "guest"))
-    import trees  # the packed tree's format (it is the guest's)
+trees: Any = None  # the packed tree's format: the guest's trees.py, which the inside imports (serve)
 
+
+def _base() -> None:
+    """Once, in the sandbox's own user and mount namespaces: the host's mounts read-only, and a /dev of
+    its own (read-only: a read-only mount does not stop a write to a device node). Every check's mount
+    namespace starts as a copy of this one."""
     _read_only_everywhere()
-    # what the tmpfs mounts below cover, opened first: the device nodes and the visible directories
     devices = {n: os.open(f"/dev/{n}", os.O_PATH) for n in DEVICES if os.path.exists(f"/dev/{n}")}
-    visible = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in spec.visible}
-    pack = os.open(spec.pack, os.O_RDONLY) if spec.pack else -1
-    # writable until the check's process has mapped its user namespace (it then makes it read-only)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m")
     for name, fd in devices.items():
         os.close(os.open(f"/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o666))
@@ -270,8 +412,18 @@ def _setup(spec: Spec) -> None:
                      ("stderr", "/proc/self/fd/2")):
         os.symlink(to, f"/dev/{name}")
     os.mkdir("/dev/shm")
-    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec.scratch}")
     _mount(None, "/dev", None, MS_REMOUNT | MS_NOSUID | MS_NOEXEC | MS_RDONLY, "mode=755,size=1m")
+
+
+def _setup(spec: Spec) -> None:
+    """In the check's new namespaces, as its PID namespace's first process: the mounts it sees (on
+    _base's), its scratch and the copy fresh."""
+    # what the tmpfs mounts below cover, opened first: the visible directories and the pack
+    visible = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in spec.visible}
+    pack = os.open(spec.pack, os.O_RDONLY) if spec.pack else -1
+    # writable until the check's process has mapped its user namespace (it then makes it read-only)
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec.scratch}")
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec.scratch}")
     place = os.path.dirname(spec.workdir.rstrip("/")) or "/"
     try:
@@ -369,28 +521,95 @@ def _init(spec: Spec, fd: int) -> None:
     os._exit(0)
 
 
-def main(argv: list[str]) -> int:
-    spec = Spec(**json.loads(argv[1]))
-    fd = int(os.environ.pop("FLASHBED_SANDBOX_FD"))
-    os.set_inheritable(fd, False)
+def _one(spec: Spec, status_fd: int) -> None:
+    """A check's process (its stdout and stderr the inside's pipes): its own process group, then fresh
+    namespaces and their first process, whose end ends every process of the check. Never returns."""
     try:
-        if spec.cgroup:  # first, while this process still holds the caller's rights: its children inherit it
-            Path(spec.cgroup, "cgroup.procs").write_text(str(os.getpid()))
-        _ok(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-            "unshare")
-        _map_root(spec.uid, spec.gid)
+        os.setsid()  # the group the host kills at the time limit
         if spec.nproc:  # counted per user namespace: the check's processes only
-            import resource
             resource.setrlimit(resource.RLIMIT_NPROC, (spec.nproc, spec.nproc))
+        _ok(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
     except OSError as e:
-        _say(fd, {"refused": f"no sandbox here: {e}"[:300]})
-        return SETUP_FAILED
+        _say(status_fd, {"refused": f"no sandbox here: {e}"[:300]})
+        os._exit(SETUP_FAILED)
     init = os.fork()  # the PID namespace's first process
     if init == 0:
-        _init(spec, fd)
+        _init(spec, status_fd)
+    os.close(status_fd)
     _, status = os.waitpid(init, 0)
-    return os.waitstatus_to_exitcode(status)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+def _collect(fds: dict[str, int]) -> dict[str, bytes]:
+    """Everything written to the pipes `fds` until each is closed (the tail of an output over OUT_CAP)."""
+    got = {k: b"" for k in fds}
+    with selectors.DefaultSelector() as sel:
+        for k, fd in fds.items():
+            sel.register(fd, selectors.EVENT_READ, k)
+        while sel.get_map():
+            for key, _ in sel.select():
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+                    continue
+                got[key.data] = (got[key.data] + chunk)[-OUT_CAP:]
+    return got
+
+
+def _serve_one(spec: Spec) -> dict:
+    """One check, asked for on the inside's stdin: forked, its process said ({"pid"}), its end said."""
+    st_r, st_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out_w, 1)
+            os.dup2(err_w, 2)
+            for fd in (null, st_r, out_r, err_r, out_w, err_w):
+                os.close(fd)
+        finally:
+            _one(spec, st_w)
+    for fd in (st_w, out_w, err_w):
+        os.close(fd)
+    _say(1, {"pid": child})
+    got = _collect({"out": out_r, "err": err_r, "status": st_r})
+    _, status = os.waitpid(child, 0)
+    said = [json.loads(line) for line in got.pop("status").splitlines() if line.strip()]
+    end = said[-1] if said else {"early": os.waitstatus_to_exitcode(status)}
+    return {**end, **{k: base64.b64encode(v).decode() for k, v in got.items()}}
+
+
+def serve(argv: list[str]) -> int:
+    """The long-lived inside: its namespaces and _base once, then one check per line of its stdin
+    ({"spec": Spec}), each answered on its stdout; it ends with its stdin."""
+    global trees
+    ids = json.loads(argv[2])
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab", "guest"))
+    import trees as packed  # the guest's own module, standard library only
+    trees = packed
+    PR_SET_PDEATHSIG = 1
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # never outlives the host's process
+    try:
+        if ids["cgroup"]:  # first, while this process still holds the caller's rights: its checks are born in it
+            Path(ids["cgroup"], "cgroup.procs").write_text(str(os.getpid()))
+        _ok(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        _map_root(ids["uid"], ids["gid"])
+        _base()
+    except OSError as e:
+        _say(1, {"refused": f"{e}"[:300]})
+        return SETUP_FAILED
+    _say(1, {"ready": True})
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        spec = Spec(**json.loads(line)["spec"])
+        _say(1, _serve_one(spec))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(serve(sys.argv))
