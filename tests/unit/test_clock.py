@@ -73,7 +73,7 @@ def test_virtual_time_cmdline_has_inf_cpu_time_travel_and_the_model_clock_flag(t
                                                                    model_clock=True),))
     args = kernel_cmdline(spec, _info(True))
     assert "time-travel=inf-cpu" in args and "flashbed.clock=virtual" in args
-    assert "ubd0cv=/m/device" in args
+    assert "ubd0cv=disk0/device" in args  # ubd opens the model's clock beside it (disk0 -> /m)
     real = kernel_cmdline(replace(spec, disks=(BlockDevice(Path("/m/device"), shared=True),)), _info(False))
     assert not any(a.startswith("time-travel") or a.startswith("flashbed.clock") for a in real)
     assert _info(True).provenance()["flavour"] == "timetravel" and "flavour" not in _info(False).provenance()

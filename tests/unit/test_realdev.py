@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from flashbed.devices import realdev as R
+from flashbed.lab import labview
 from flashbed.lab.boundary import BlockDevice, BootSpec
 from flashbed.lab.uml import kernel_cmdline
 
@@ -206,6 +207,7 @@ def test_a_device_is_found_again_by_its_label(fake_host):
 def test_ubd_opens_a_real_device_direct_and_without_a_cow_probe():
     spec = BootSpec(run_dir=Path("/tmp/r"), steps=(), disks=(BlockDevice(Path("/dev/sdb"), direct=True,
                                                                          discard=False),))
-    assert "ubd0tod=/dev/sdb" in kernel_cmdline(spec)
+    assert "ubd0tod=disk0" in kernel_cmdline(spec)
+    assert labview.view(spec.run_dir, spec.disks).links["disk0"] == Path("/dev/sdb")
     plain = BootSpec(run_dir=Path("/tmp/r"), steps=(), disks=(BlockDevice(Path("/tmp/d.img")),))
-    assert "ubd0=/tmp/d.img" in kernel_cmdline(plain)
+    assert "ubd0=disk0" in kernel_cmdline(plain)

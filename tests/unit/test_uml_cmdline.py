@@ -3,22 +3,44 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.lab.boundary import INIT, BlockDevice, BootSpec, Nandsim, Step
+from flashbed.lab import labview
+from flashbed.lab.boundary import GUEST_DIR, BlockDevice, BootSpec, Nandsim, Step
 from flashbed.lab.uml import kernel_cmdline
 
 
 def test_cmdline_root_is_readonly_host_and_init_is_ours(tmp_path):
     args = kernel_cmdline(BootSpec(run_dir=tmp_path, steps=(Step("x", "true"),)))
     assert "rootfstype=hostfs" in args and "ro" in args
-    assert args[-2:] == ["--", str(INIT)]
-    assert f"flashbed.run={tmp_path.resolve()}" in args
+    assert args[-2:] == ["--", "/proc/self/cwd/guest/init.sh"]
+    assert "flashbed.run=/proc/self/cwd/run" in args and "flashbed.tools=/proc/self/cwd/guest" in args
+
+
+def test_the_cmdline_names_no_path_of_this_machine(tmp_path):
+    """Every host path reaches the lab through a link in its own directory (labview.py): the
+    command line is the same wherever the checkout, the run directory and the disks are."""
+    def spec(root):
+        return BootSpec(run_dir=root / "logs" / "cell", steps=(), disks=(
+            BlockDevice(root / "scratch" / "device", shared=True, model_clock=True),
+            BlockDevice(root / "disk.img", overlay=root / "logs" / "cell" / "disk1.cow")))
+    short, long = tmp_path / "a", tmp_path / ("b" * 60)
+    assert kernel_cmdline(spec(short)) == kernel_cmdline(spec(long))
+    assert not any(str(tmp_path) in a or str(GUEST_DIR) in a for a in kernel_cmdline(spec(long)))
+    lab = labview.view(spec(long).run_dir, spec(long).disks)
+    assert lab.disks == ("disk0/device", "cow1/disk1.cow,disk1")
+    assert lab.links == {"run": (long / "logs" / "cell").resolve(), "guest": GUEST_DIR,
+                         "disk0": (long / "scratch").resolve(), "cow1": (long / "logs" / "cell").resolve(),
+                         "disk1": (long / "disk.img").resolve()}
+    lab_dir = tmp_path / "lab"
+    lab_dir.mkdir()
+    lab.make(lab_dir)
+    assert os.readlink(lab_dir / "guest") == str(GUEST_DIR) and (lab_dir / "guest" / "init.sh").is_file()
 
 
 def test_ubd_flags_for_shared_and_no_trim(tmp_path):
     spec = BootSpec(run_dir=tmp_path, steps=(), disks=(
         BlockDevice(Path("/x/a")), BlockDevice(Path("/x/b"), shared=True, discard=False)))
     args = kernel_cmdline(spec)
-    assert "ubd0=/x/a" in args and "ubd1ct=/x/b" in args
+    assert "ubd0=disk0" in args and "ubd1ct=disk1" in args
 
 
 def test_nandsim_geometry_goes_on_the_cmdline(tmp_path):

@@ -11,15 +11,15 @@ Every study's host calls (statistics, power cuts, crash-state switches) pay it.
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
 from ..errors import FlashbedError
 from ..lab import uml
-from ..lab.boundary import GUEST_DIR, BootSpec, Step
+from ..lab.boundary import BootSpec, Step
 from ..lab.kernel import ensure_kernel
+from ..shellwords import TOOLS
 
 GUEST = r"""
 import json, sys, time
@@ -45,7 +45,7 @@ def bench(calls: int, out=sys.stdout) -> dict:
     kernel = ensure_kernel()
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-hc-") as tmp:
         (Path(tmp) / "hc.py").write_text(GUEST)
-        cmd = (f"/usr/bin/python3 -S -I \"$FLASHBED_RUN/hc.py\" {shlex.quote(str(GUEST_DIR))} "
+        cmd = (f"/usr/bin/python3 -S -I \"$FLASHBED_RUN/hc.py\" {TOOLS} "
                f"\"$FLASHBED_RUN\" {calls}")
         res = uml.boot(BootSpec(run_dir=Path(tmp), steps=(Step("calls", cmd, timeout=600),), timeout=700),
                        kernel, host=lambda call, args: {})

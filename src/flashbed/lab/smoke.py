@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shlex
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,11 +18,12 @@ from .. import filesystems as fscat
 from .. import variants
 from ..executors import LocalExecutor
 from ..progress import Progress
-from .boundary import AGENT, BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
+from ..shellwords import TOOLS
+from .boundary import BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
 from .kernel import ensure_kernel
 from .labs import UmlLab
 
-GUEST_TOOL = AGENT.parent / "fbtool.py"
+GUEST_TOOL = f"{TOOLS}/fbtool.py"
 PY = "/usr/bin/python3 -S -I"
 MNT = "/mnt"
 BLOCK_DEVICE_BYTES = 512 * 1024 * 1024  # xfs needs 300 MB; sparse, so cheap
@@ -45,7 +45,7 @@ class SmokeResult:
 
 
 def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
-    tool = f"{PY} {shlex.quote(str(GUEST_TOOL))}"
+    tool = f"{PY} {GUEST_TOOL}"
     manifest = "$FLASHBED_RUN/manifest.json"
     if fs.media == "block":
         dev = "/dev/ubda"

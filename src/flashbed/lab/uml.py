@@ -25,16 +25,16 @@ from .. import cpus, writeguard
 from ..errors import FlashbedError
 from ..status import BootStatus
 from ..stopping import Stopping, on_stop, stopping
-from . import umldir
-from .boundary import AGENT, GUEST_DIR, INIT, BootResult, BootSpec, GuestLayout, HostHandler, StepResult
+from . import labview, umldir
+from .boundary import BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 from .dirwatch import DirWatch
 from .guest.guestlib import WALL_FILE
 from .guest.protocol import Call, HostAnswer, HostCall, steps_file
 from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
 
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
-# the guest sees the first disk as ubda and the host's / (so the guest programs where they are) through hostfs
-LAYOUT = GuestLayout(device="/dev/ubda", tools=str(GUEST_DIR))
+# the guest sees the first disk as ubda, and the guest programs at a fixed path (labview.py)
+LAYOUT = GuestLayout(device="/dev/ubda", tools=labview.TOOLS)
 
 
 # every lab running in this process, so Ctrl-C can stop them all (stopping.kill_all)
@@ -77,29 +77,31 @@ def _kernel_args(kernel: KernelInfo | None, cpus: int) -> list[str]:
     return args + ([f"ncpus={cpus}"] if cpus > 1 else [])
 
 
-def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None, uml_dir: Path | None = None) -> list[str]:
-    """The lab's command line; `kernel` adds its boot mode and vCPU count, and in virtual
-    time the guest CPU's cost per event (lab patch 0008; none given: nothing is charged);
-    `uml_dir`: where UML keeps its pid file and socket (umldir.py), never ~/.uml."""
+def kernel_cmdline(spec: BootSpec, kernel: KernelInfo | None = None) -> list[str]:
+    """The lab's command line, to run in the boot's lab directory (its UML directory, holding
+    labview's links: nothing on it depends on where anything is on this machine); `kernel` adds
+    its boot mode and vCPU count, and in virtual time the guest CPU's cost per event (lab patch
+    0008; none given: nothing is charged). UML keeps its pid file and socket there (umldir.py),
+    never in ~/.uml."""
     cpu = [spec.cpu.cmdline()] if spec.cpu is not None and kernel is not None and kernel.time_travel else []
+    lab = labview.view(spec.run_dir, spec.disks)
     args = [
-        *([f"uml_dir={uml_dir}"] if uml_dir is not None else []),
+        "uml_dir=.",
         f"mem={spec.mem_mb}M",
         *_kernel_args(kernel, spec.cpus), *cpu,
         "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
         "con=null", "con0=null,fd:1", "ssl=null",
         "init=/bin/sh",
-        f"flashbed.run={spec.run_dir.resolve()}",
-        f"flashbed.agent={AGENT}",
+        f"flashbed.run={labview.HERE}/{labview.RUN_LINK}",
+        f"flashbed.tools={labview.HERE}/{labview.TOOLS_LINK}",
     ]
-    for i, d in enumerate(spec.disks):
+    for i, (d, path) in enumerate(zip(spec.disks, lab.disks)):
         flags = ("c" if d.shared else "") + ("" if d.discard else "t") + ("od" if d.direct else "") \
             + ("v" if d.model_clock else "")
-        args.append(f"ubd{i}{flags}={d.overlay.resolve()},{d.path.resolve()}" if d.overlay is not None
-                    else f"ubd{i}{flags}={d.path.resolve()}")
+        args.append(f"ubd{i}{flags}={path}")
     args += spec.nandsim.cmdline() if spec.nandsim else _no_nandsim()
     # everything after "--" is the init's argv
-    args += ["--", str(INIT)]
+    args += ["--", labview.INIT]
     return args
 
 
@@ -170,25 +172,28 @@ def _boot(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None,
     finally:
         os.close(fd)
     env = dict(os.environ, TMPDIR=memory_dir(spec.mem_mb))
-    uml_dir = umldir.make()
+    lab_dir = umldir.make()
     try:
+        lab = labview.view(spec.run_dir, spec.disks)
+        lab.make(lab_dir)
         with console:
-            return _run_lab(spec, kernel, host, kill, cpu, env, [kernel.path, *kernel_cmdline(spec, kernel, uml_dir)],
-                            console)
+            return _run_lab(spec, kernel, host, kill, cpu, env, [kernel.path, *kernel_cmdline(spec, kernel)],
+                            console, lab_dir, lab.describe())
     finally:
-        umldir.remove(uml_dir)  # on every exit path this process lives through; the next run sweeps the rest
+        umldir.remove(lab_dir)  # on every exit path this process lives through; the next run sweeps the rest
 
 
 def _run_lab(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None, kill: threading.Event | None,
-             cpu: tuple[int, ...] | None, env: dict[str, str], cmd: list[str], console: IO[str]) -> BootResult:
+             cpu: tuple[int, ...] | None, env: dict[str, str], cmd: list[str], console: IO[str], lab_dir: Path,
+             links: str) -> BootResult:
     run_dir = spec.run_dir
     console_path = run_dir / "console.log"
     started = time.monotonic()
     ready_at: list[float] = []
     done_at: list[float] = []
-    console.write("$ " + " ".join(cmd) + "\n")
+    console.write(f"$ cd {lab_dir}  # {links}\n$ " + " ".join(cmd) + "\n")
     console.flush()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, cwd=lab_dir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env, start_new_session=True,
                             preexec_fn=lambda: (_die_with_parent(), cpus.pin_child(cpu)))
     with _LIVE_LOCK:

@@ -14,15 +14,15 @@ recovery model) are the catalogue's (filesystems.py), with their source.
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-from ..lab.boundary import GUEST_DIR, BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..lab.guest.caps import PROBES
+from ..shellwords import TOOLS
 from ..status import CellStatus
 from .base import MNT, PY, CellSpec, Outcome, Study, first_failure, m, make_and_mount, mount, step_json, umount
 
-CAPS = f"{PY} {shlex.quote(str(GUEST_DIR / 'caps.py'))}"
+CAPS = f"{PY} {TOOLS}/caps.py"
 DIR = f"{MNT}/caps"
 CASE = "probe"
 PREFIX = "cap:"

@@ -36,8 +36,9 @@ from .. import fio as fiojson
 from .. import lifetime as life
 from ..clock import Clock, Pace
 from ..errors import FlashbedError
-from ..lab.boundary import GUEST_DIR, BootResult, Step
+from ..lab.boundary import BootResult, Step
 from ..results import printable
+from ..shellwords import TOOLS
 from ..sizes import size_text
 from ..userwork import Kind, UserFile, stage
 from . import inputs
@@ -64,7 +65,7 @@ from .base import (
 )
 from .params import param, user_file
 
-AGE = GUEST_DIR / "age.py"
+AGE = f"{TOOLS}/age.py"
 # devices whose delays are a model's, which a boot can skip (their sessions' Pacing capability)
 MODELLED = ("emulator", "nandsim")
 
