@@ -57,7 +57,7 @@ from .studies.crashstates import (
 
 STAGED_FILES = ("check.sh", "workload.sh", "workload.fio")
 from .status import PowerCutClass
-from .studies.failures import case_variant, shell_arg
+from .studies.failures import shell_arg
 
 DUST_DEVICE = "/dev/mapper/csdust"
 
@@ -203,7 +203,7 @@ def check_record(t: ReplayState, image: Path, damaged: list[list[int]]) -> tuple
     from .lab.labs import UmlLab
     study = STUDIES[t.result.key.study]
     spec = cell_spec(t.result)
-    v = case_variant(spec.variant, spec.params.mode)
+    v = study.run_variant(spec)
     listed = {s["id"]: s for s in json.loads((t.logs / STATES_FILE).read_text())["states"]}
     if t.base not in listed:
         raise FlashbedError(f"state {t.base} is not among the {len(listed)} states cell {t.result.key.id} listed")

@@ -67,7 +67,8 @@ def test_the_boot_starts_the_log_before_mkfs_and_checks_in_the_same_boot(tmp_pat
     assert steps[0].host == "log-start" and steps[3].host == "crash-states"
     check = CrashCheckSpec.from_json(json.loads(steps[4].cmd.split(" check ", 1)[1].strip("'")))
     rs = RecoverSpec.from_json(check.recover)
-    assert rs.direct == {"device": "${FLASHBED_DEV}", "fstype": "ext4", "options": []}
+    # no lazyinit thread at a random instant: the states are the workload's (variants.quiet)
+    assert rs.direct == {"device": "${FLASHBED_DEV}", "fstype": "ext4", "options": list(variants.QUIET_EXT4_MOUNT)}
     assert rs.check == "e2fsck -f -n ${FLASHBED_DEV}" and rs.out == ""
     assert CrashWorkSpec.from_json(check.work).skip_fsync == 0
 
@@ -77,7 +78,25 @@ def test_unsafe_variants_and_the_sabotage_reach_the_guest(tmp_path):
     work = CrashWorkSpec.from_json(json.loads(steps[2].cmd.split(" work ", 1)[1].strip("'")))
     assert work.skip_fsync == 10 and "-o nobarrier" in work.mount[0]
     check = CrashCheckSpec.from_json(json.loads(steps[4].cmd.split(" check ", 1)[1].strip("'")))
-    assert RecoverSpec.from_json(check.recover).direct["options"] == ["nobarrier"]
+    assert RecoverSpec.from_json(check.recover).direct["options"] == ["nobarrier", *variants.QUIET_EXT4_MOUNT]
+
+
+def test_ext4s_lazyinit_thread_stays_idle_in_the_workload_and_every_recovery_on_any_clock(tmp_path):
+    # its first inode-table zeroing flushes the cache whatever the barrier option: in a
+    # nobarrier cell's write log a flush or none, as its random first instant fell
+    quiet = ",".join(variants.QUIET_EXT4_MOUNT)
+    for fs in ("ext4", "ext4+nobarrier", "ext3"):
+        (steps,) = STUDY.boots(cell(fs), tmp_path)
+        work = CrashWorkSpec.from_json(json.loads(steps[2].cmd.split(" work ", 1)[1].strip("'")))
+        assert quiet in work.mount[0], work.mount
+        check = CrashCheckSpec.from_json(json.loads(steps[4].cmd.split(" check ", 1)[1].strip("'")))
+        assert RecoverSpec.from_json(check.recover).direct["options"][-2:] == list(variants.QUIET_EXT4_MOUNT)
+    # asked for by name, it runs
+    (steps,) = STUDY.boots(cell("ext4+o:init_itable=5"), tmp_path)
+    work = CrashWorkSpec.from_json(json.loads(steps[2].cmd.split(" work ", 1)[1].strip("'")))
+    assert "noinit_itable" not in work.mount[0] and "no_prefetch_block_bitmaps" in work.mount[0]
+    (steps,) = STUDY.boots(cell("f2fs"), tmp_path)  # other filesystems as they are
+    assert "noinit_itable" not in steps[2].cmd
 
 
 def test_mount_options_become_flags_and_data():

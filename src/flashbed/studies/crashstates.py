@@ -80,6 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import variants
 from ..crashhost.plan import CheckPlan, VerifierInput, shared_verdicts
 from ..crashhost.share import read_end_records, wall_limit_why
 from ..crashhost.share import records as lab_records
@@ -209,9 +210,15 @@ class CrashStates(Study):
                               # a plain block filesystem on the emulated device: the host reads the state
                               check_on_host=bool(p.fsck_on_host) and not v.lower and rs.check is not None)
 
+    def run_variant(self, spec: CellSpec) -> FsVariant:
+        """The variant the workload and every recovery mount: the case's, with no background work
+        at a random instant on any clock (variants.quiet): the states are the workload's, and a
+        nobarrier cell's had a flush or not as ext4's lazyinit thread fell inside the workload."""
+        return variants.quiet(case_variant(spec.variant, spec.params.mode))
+
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         p = spec.params
-        v = case_variant(spec.variant, p.mode)
+        v = self.run_variant(spec)
         work = self.work_spec(spec, v)
         check = self.check_spec(spec, v, work)
         return [[
