@@ -16,8 +16,9 @@ from collections.abc import Callable
 from .plan import Plan, make_plan
 from .store import RunStore
 
-# singles, then the combination: two steps; one more for a cell an error left to retry
-MAX_STEPS = 3
+# singles, then the combination, then (--robust) the answers on the twin's variants; one more for
+# a cell an error left to retry
+MAX_STEPS = 4
 
 
 def check(plan: Plan, target) -> int:
@@ -45,15 +46,25 @@ def next_plan(plan: Plan, store: RunStore, target) -> tuple[Plan | None, int]:
     from .report.recommend import recommend
     from .report.tuning import Tuning
     run = load_run(store.root)
-    pending = Tuning(run, recommend(run)).search.pending()
+    tn = Tuning(run, recommend(run))
+    pending, robust = tn.search.pending(), None
+    if not pending and plan.request.robust is not None:
+        # the search is done: each tuned answer on its twin's variants, like any answer of --robust
+        pending, robust = tn.robust_pending(), plan.request.robust
     if not pending:
         return None, 0
     cells = []
     for (device, spec), studies in pending.items():
-        sub = dataclasses.replace(plan.request, fs=(spec,), studies=studies, robust=None, tune=False)
-        cells += [c for c in make_plan(sub, target).cells if c.key.device == device]
+        sub = dataclasses.replace(plan.request, fs=(spec,), studies=studies, robust=robust, tune=False)
+        cells += [c for c in make_plan(sub, target).cells if _device_of(c) == device
+                  and (robust is None or c.device.variant)]  # its nominal cells ran in the search
     return dataclasses.replace(plan, cells=cells, not_applicable=[], skipped=[], real_time=[], notes=[]), \
         len(pending)
+
+
+def _device_of(cell) -> str:
+    """The nominal device a cell measures: its own, or the twin a variant device is of."""
+    return (cell.device.info.get("variant") or {}).get("of") or cell.key.device
 
 
 def run_tuning(plan: Plan, store: RunStore, labs, target, execute: Callable, say: Callable[[str], None]) -> list:
@@ -75,6 +86,7 @@ def run_tuning(plan: Plan, store: RunStore, labs, target, execute: Callable, say
             return results
         seen |= ids
         sets += n
-        say(f"tuning: {n} option set{'s' if n != 1 else ''} to try, {len(step.cells)} cells")
+        on = " on the twin's variants (--robust)" if any(c.device.variant for c in step.cells) else ""
+        say(f"tuning: {n} option set{'s' if n != 1 else ''} to try{on}, {len(step.cells)} cells")
         results = execute(step, store, labs, target.executor)
     return results

@@ -133,3 +133,56 @@ def test_a_plain_variant_with_a_risky_option_is_marked_on_the_first_screen(tmp_p
     line = next(x for x in first.splitlines() if "Data logging" in x)
     assert "**Risky by design**: ext4+o:nobarrier: `nobarrier` can lose acknowledged data by design (" in line
     assert "Risky by design" in (root / "report.html").read_text()
+
+
+# ---- --tune --robust: the tuned answer across the twin's assumptions -----------------------------
+
+GC = T.Option("background_gc", "off")
+SPEC_GC = T.OptionSet("f2fs", (GC,)).spec
+
+
+def _tuned_robust_run(tmp_path, monkeypatch, on_variants: dict[str, float] | None):
+    """gen.robust_run's media case (f2fs 10 s, ext4 12 s for the big file on every variant) tuned:
+    f2fs+background_gc=off writes it in 8 s on the nominal twin, and per variant as `on_variants`
+    says (8 s where not named; None: not run on the variants yet). ext4 has no option to try."""
+    monkeypatch.setattr(T, "catalogue", lambda spec: [GC] if spec == "f2fs" else [])
+    root = gen.robust_run(tmp_path / "run", {})
+    man = json.loads((root / "manifest.json").read_text())
+    (root / "manifest.json").write_text(json.dumps({**man, "request": {"tune": True, "fs": ["ext4", "f2fs"],
+                                                                       "robust": 1}}))
+    cells = [gen.cell(SPEC_GC, "caps", gen.caps_meas()), gen.cell(SPEC_GC, "bigfile", [("write", "seconds", 8.0, "s")])]
+    for v in gen.VARIANTS if on_variants is not None else ():
+        cells.append(gen.cell(SPEC_GC, "bigfile", [("write", "seconds", on_variants.get(v["name"], 8.0), "s")],
+                              device=f"emmc-1g~{v['name']}"))
+    for c in cells:
+        (root / "cells" / c.key.file_name).write_text(json.dumps(c.to_json()))
+    return root
+
+
+def test_with_robust_the_tuned_answer_is_planned_on_the_twins_variants(tmp_path, monkeypatch):
+    run = load_run(_tuned_robust_run(tmp_path, monkeypatch, None))
+    tn = Tuning(run, recommend(run))
+    assert tn.search.done and tn.answer("emmc-1g", "media").options == T.OptionSet("f2fs", (GC,))
+    # the study the robust pass reruns (caps is what the filesystem holds, the same on any variant)
+    assert tn.robust_pending() == {("emmc-1g", SPEC_GC): ("bigfile",)}
+    media = next(r for r in recommend(run)["emmc-1g"] if r.use_case.id == "media")
+    assert "Tuned footing: `background_gc=off` not yet run on 5 of the part's 5 variants" in answer_text(tn, media)
+
+
+def test_with_robust_the_first_screen_says_where_the_tuned_answer_holds(tmp_path, monkeypatch):
+    # a small SLC buffer makes the option slower than f2fs's defaults there (11 s against 10 s)
+    root = _tuned_robust_run(tmp_path, monkeypatch, {"slc_cache-low": 11.0})
+    run = load_run(root)
+    tn = Tuning(run, recommend(run))
+    assert tn.robust_pending() == {}
+    tf = tn.robust_footing("emmc-1g", "media")
+    assert [p.variant for p in tf.points if not p.holds] == ["slc_cache-low"] and len(tf.points) == 5
+    write_report(root)
+    md = (root / "report.md").read_text()
+    line = next(x for x in md[:md.index("## Recommendation")].splitlines() if "Media recording" in x)
+    assert "Options: **f2fs** with `background_gc=off`" in line
+    assert "Tuned footing: `background_gc=off` holds in 4 of 5 variants of this part (keeps every requirement " \
+           "and its gain over f2fs's defaults; first in 4 of 5); not at slc_cache-low: score " in line
+    assert "**Holds in 5 of 5 variants of this part**" in line  # the plain choice's footing, its own cells only
+    s = json.loads((root / "summary.json").read_text())["tuning"]["emmc-1g"]["media"]["answer"]["footing"]
+    assert s["held"] == 4 and s["of"] == 5 and s["variants"]["slc_cache-low"]["holds"] is False

@@ -152,3 +152,21 @@ def test_the_bench_says_what_tune_would_add_to_a_finished_run_without_running_it
     assert f"plain run: {len(plan.cells)} cells planned, {len(plan.cells)} finished" in out
     assert f"tuning pass, first step: 3 option sets, {len(first.cells)} cells" in out
     assert len(calls) == 1  # nothing ran
+
+
+def test_with_robust_the_pass_ends_with_each_tuned_answer_on_the_twins_variants(tmp_path, monkeypatch):
+    monkeypatch.setattr("flashbed.execute.tool_versions", lambda: {})
+    plan = make_plan(PlanRequest(fs=("ext4", "f2fs"), devices=(DEVICE,), studies=("overwrite", "crashstates"),
+                                 tune=True, robust=0))
+    variants = {c.key.device for c in plan.cells if c.device.variant}
+    assert variants  # the plain cells on the twin's variants, as --robust plans them
+    store, calls, said = RunStore(tmp_path / "run"), [], []
+    execute = _execute(calls)
+    execute(plan, store, FakeLabs(), None)
+    tunepass.run_tuning(plan, store, FakeLabs(), LabTarget(), execute, said.append)
+    # singles, the combination, then the answer (f2fs+discard+noatime) on every variant of the twin
+    last = [k.split("/") for k in calls[-1]]
+    assert len(calls) == 4 and {d for d, *_ in last} == variants
+    assert {fs for _d, fs, *_ in last} == {"f2fs+discard+noatime"}
+    assert said[2].startswith("tuning: 1 option set to try on the twin's variants (--robust), ")
+    assert tunepass.next_plan(plan, store, None) == (None, 0)

@@ -136,9 +136,10 @@ def _device_footing(run: RunData, device: str, rankings: list[R.Ranking], info: 
     assumed = {p: Assumed(p, words[p][0], fp[p]["nominal"], fp[p]["low"], fp[p]["high"], fp[p]["source"],
                           words[p][1]) for p in info.get("varied", []) if p in fp}
     mine = defaultdict(list)  # variant label -> its cells
+    plain = {c.key.fs for c in run.cells}  # a tuned answer's option set there is report/tuning.py's
     for c in run.variant_cells:
         v = (run.device_info(c.key.device).get("variant") or {})
-        if v.get("of") == label:
+        if v.get("of") == label and c.key.fs in plain:
             mine[c.key.device].append(c)
     rerun = sorted({c.key.study for cells in mine.values() for c in cells})
     nominal = [c for c in run.cells if c.key.device == label]

@@ -10,7 +10,7 @@ same search in the run command (what to run next) and here (what was found).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import tune as T
 from ..results import CellResult
@@ -165,6 +165,116 @@ class Tuning:
         return ", ".join(shown)
 
 
+    # ---- the tuned answer across the twin's assumptions (--tune --robust) ----
+
+    def variants_of(self, device: str) -> list[str]:
+        """The kept variants of `device`'s twin, as device labels ([] without a robust pass)."""
+        label = self.run.device_of(device)
+        info = self.run.device_info(label).get("robust") or {}
+        return [f"{label}~{v['name']}" for v in info.get("variants", []) if not v.get("dropped")]
+
+    def robust_studies(self, uc_id: str, device: str) -> tuple[str, ...]:
+        """The use case's decisive studies a robust pass runs on the variants (robust.rerun_studies)."""
+        from ..robust import rerun_studies
+        return rerun_studies(self._studies(uc_id, device))
+
+    def _on_variant(self, device: str, variant: str, spec: str, studies: tuple[str, ...]) -> bool:
+        """Has the option set's every nominal cell of `studies` its counterpart on `variant`?"""
+        want = {(c.key.study, c.key.case, c.key.repeat) for c in self._mine.get((self.run.device_of(device), spec), [])
+                if c.key.study in studies}
+        have = {(c.key.study, c.key.case, c.key.repeat) for c in self.run.variant_cells
+                if c.key.device == variant and c.key.fs == spec and c.status is not CellStatus.ERROR}
+        return bool(want) and want <= have
+
+    def robust_pending(self) -> dict[tuple[str, str], tuple[str, ...]]:
+        """Once the search is done: each tuned answer's option set still to run on its twin's variants,
+        (device, spec) -> the use case's decisive studies the robust pass reruns (sorted)."""
+        if not self.search.done:
+            return {}
+        out: dict[tuple[str, str], tuple[str, ...]] = {}
+        for device, uc_id in dict.fromkeys((ls.lead.device, ls.lead.use_case) for ls in self.search.leads):
+            a = self.answer(device, uc_id)
+            studies = self.robust_studies(uc_id, device)
+            if a is None or not a.options.options or not studies:
+                continue
+            if any(not self._on_variant(device, v, a.options.spec, studies) for v in self.variants_of(device)):
+                key = (device, a.options.spec)
+                out[key] = tuple(sorted(set(out.get(key, ())) | set(studies)))
+        return dict(sorted(out.items()))
+
+    def robust_footing(self, device: str, uc_id: str) -> "TunedFooting | None":
+        """The tuned answer on each variant of the twin, ranked as the nominal one is: its own cells
+        there for the studies it ran there, the nominal twin's for the rest (as the plain footing)."""
+        a = self.answer(device, uc_id)
+        variants = self.variants_of(device)
+        if a is None or not a.options.options or not variants:
+            return None
+        label, spec, base = self.run.device_of(device), a.options.spec, a.options.base
+        studies = self.robust_studies(uc_id, device)
+        plain = {c.key.fs for c in self.run.cells}
+        out = TunedFooting(a.options)
+        for v in variants:
+            name = v.partition("~")[2]
+            if not self._on_variant(device, v, spec, studies):
+                out.unfinished.append(name)
+                continue
+            there = [c for c in self.run.variant_cells if c.key.device == v and (c.key.fs in plain or c.key.fs == spec)]
+            ran = {c.key.study for c in there}
+            cells = [c for c in self.run.cells if c.key.device == label and c.key.study not in ran]
+            cells += [replace(c, key=replace(c.key, device=label)) for c in there]
+            mine_ran = ran | {c.key.study for c in self._mine.get((label, spec), [])}
+            cells += [c for c in self._mine.get((label, spec), []) if c.key.study not in ran]
+            cells += [replace(c, key=replace(c.key, fs=spec)) for c in self.run.cells
+                      if c.key.device == label and c.key.fs == base and c.key.study not in mine_ran]
+            r = R.rank(aggregate(self.run.root, self.run.manifest, cells, self.run.weights), device,
+                       self.use_cases[uc_id])
+            chk = r.checks.get(spec)
+            mine = next((e for e in r.entries if e.fs == spec), None)
+            theirs = next((e for e in r.entries if e.fs == base), None)
+            if chk is not None and not chk.eligible:
+                out.points.append(TunedPoint(name, False, False, f"breaks {chk.text()}"))
+            elif mine is None or theirs is None:
+                out.points.append(TunedPoint(name, False, False, "not ranked there"))
+            else:
+                gain = mine.score - theirs.score
+                out.points.append(TunedPoint(name, gain >= -T.EPSILON, bool(r.winner and r.winner.fs == spec),
+                                             "" if gain >= -T.EPSILON else
+                                             f"score {mine.score:.2f} below {base}'s defaults' {theirs.score:.2f}"))
+        return out
+
+
+@dataclass(frozen=True)
+class TunedPoint:
+    """The tuned answer on one variant of the twin."""
+
+    variant: str
+    holds: bool  # eligible, and at least as good as its filesystem's defaults there
+    first: bool  # still ranked first among the plain variants there
+    why: str = ""  # why it does not hold
+
+
+@dataclass
+class TunedFooting:
+    options: T.OptionSet
+    points: list[TunedPoint] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        """' Tuned footing: `opts` holds in 4 of 5 variants of this part (…)'."""
+        n = len(self.points)
+        if self.unfinished:
+            return (f" Tuned footing: `{self.options.text}` not yet run on {len(self.unfinished)} of the part's "
+                    f"{n + len(self.unfinished)} variants (`flashbed run` the same command again).")
+        held = [p for p in self.points if p.holds]
+        first = sum(1 for p in self.points if p.first)
+        text = f" Tuned footing: `{self.options.text}` holds in {len(held)} of {n} variants of this part " \
+               f"(keeps every requirement and its gain over {self.options.base}'s defaults; first in {first} of {n})"
+        bad = [p for p in self.points if not p.holds]
+        if bad:
+            text += f"; not at {bad[0].variant}: {bad[0].why}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+        return text + "."
+
+
 @dataclass
 class Answer:
     lead: T.LeadSearch  # the filesystem whose option set the use case ranks first
@@ -206,6 +316,9 @@ def answer_text(tn: Tuning | None, r: R.Ranking) -> str:
             head += (". **Risky by design**: " + "; ".join(f"`{o.text}` can lose acknowledged data ({o.risk})"
                                                             for o in risky)
                      + ": no crash state here lost any, which holds for this twin's cache model only")
+    tf = tn.robust_footing(r.device, r.use_case.id)
+    if tf is not None:
+        head += "." + tf.text().rstrip(".")
     broke = [(s, a.lead.judged[s]) for s in a.lead.broke()]
     if broke:
         s, j = broke[0]
@@ -270,6 +383,12 @@ def summary_data(tn: Tuning | None) -> dict | None:
             d["answer"] = {"fs": a.options.base, "options": a.options.text, "spec": a.options.spec,
                            "score": a.judged.score, "defaults_score": a.defaults.score,
                            "effects": {s.text: fig for s, fig in a.effects}}
+            tf = tn.robust_footing(ls.lead.device, ls.lead.use_case)
+            if tf is not None:
+                d["answer"]["footing"] = {"held": sum(p.holds for p in tf.points), "of": len(tf.points),
+                                          "unfinished": tf.unfinished,
+                                          "variants": {p.variant: {"holds": p.holds, "first": p.first, "why": p.why}
+                                                       for p in tf.points}}
         d.setdefault("tried", []).extend(
             {"fs": ls.lead.fs, "role": ls.lead.role, "options": s.text, "spec": s.spec,
              "measured": j.measured, "eligible": j.eligible, "score": j.score, "breaks": j.why, "replay": j.replay}
