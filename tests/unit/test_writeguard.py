@@ -472,3 +472,15 @@ def test_without_openat2_the_components_are_walked_with_o_nofollow(tmp_path, mon
         assert os.path.samestat(os.fstat(fd), os.stat(tmp_path))
     finally:
         os.close(fd)
+
+
+def test_bench_clock_keeps_its_runs_where_the_guard_checked(tmp_path, monkeypatch):
+    """bench clock --keep made its directory by name after the check (Path.mkdir): now the guard's
+    make_dir makes it, at the resolved path, no symlink followed after the check."""
+    from flashbed.bench import profilewall
+    kept: list = []
+    monkeypatch.setattr(profilewall, "bench", lambda profile, device, runs, keep: kept.append(keep))
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert main(["bench", "clock", "--profile", "quick", "--keep", str(tmp_path / "link" / "k")]) == 0
+    assert kept == [tmp_path / "real" / "k"] and (tmp_path / "real" / "k").is_dir()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 from .. import options
 from ..errors import FlashbedError
@@ -128,11 +127,9 @@ def _clock(args: argparse.Namespace) -> None:
         raise FlashbedError("--keep keeps the runs of --profile: give --profile, or drop --keep")
     _emulated_block(args.device, "bench clock")
     if args.profile:
+        from .. import writeguard
         from ..bench import profilewall
-        keep = None
-        if args.keep:
-            keep = Path(args.keep)
-            keep.mkdir(parents=True)
+        keep = writeguard.make_dir(args.keep_allowed) if args.keep else None  # where the guard checked it
         profilewall.bench(args.profile, args.device, runs, keep)
         return
     clock_bench.bench(args.device, runs, args.runtime, args.hog)
@@ -150,7 +147,7 @@ def _check_profile_options(args: argparse.Namespace) -> None:
         raise FlashbedError(f"--keep {args.keep} exists: name a new directory")
     if args.keep:
         from .. import writeguard
-        writeguard.check(args.keep, "--keep", writeguard.Output.DIR)
+        args.keep_allowed = writeguard.check(args.keep, "--keep", writeguard.Output.DIR)
 
 
 def _emulated_block(spec: str, what: str) -> None:
