@@ -96,6 +96,9 @@ class Bandwidth(Study):
     def min_capacity(self, params):
         return int(params.size * 1.3)
 
+    def min_space(self, params):
+        return int(params.size)  # fio lays out all its files before the first job
+
     def matrix(self, spec: CellSpec):
         p = spec.params
         jobs = product(p.rw, p.bs, p.direct)

@@ -156,6 +156,10 @@ class Corruption(Study):
         count, size = workloads(params)[params.workload]
         return 3 * count * size
 
+    def min_space(self, params):
+        count, size = workloads(params)[params.workload]
+        return count * size  # the workload's files, before the filesystem's own copies
+
     def _table(self, spec: CellSpec) -> tuple[str, float]:
         """dm-flakey table and how long the workload runs."""
         p = spec.params

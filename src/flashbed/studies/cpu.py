@@ -64,6 +64,9 @@ class Cpu(Study):
     def min_capacity(self, params):
         return int(params.size * 1.25)
 
+    def min_space(self, params):
+        return int(params.size)  # the file, whole, on the filesystem
+
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         mb = spec.params.size >> 20
         return [make_and_mount(spec.variant) + [

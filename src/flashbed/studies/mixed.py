@@ -94,6 +94,9 @@ class Mixed(Study):
     def min_capacity(self, params):
         return int(params.size * 1.3)
 
+    def min_space(self, params):
+        return int(params.size)  # the jobs' files, all at once
+
     def boots(self, spec: CellSpec, run_dir: Path) -> list[list[Step]]:
         if spec.params.cpus:
             return [self._scaling(spec, run_dir)]
