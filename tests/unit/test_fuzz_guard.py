@@ -8,8 +8,12 @@ never changed.
 
 Classes: `~` (expanded at the edge, options.path), `..` components, symlinks at every level
 (to the victim, to the run, dangling, loops), a run's subdirectories, directories holding
-files of the command's names without its index, and a swap of a directory on the way for a
-symlink between the check and the write.
+files of the command's names without its index, a swap of a directory on the way for a
+symlink between the check and the write, and an ordinary user: any of those cases in a
+process that dropped root (uid and gid 65534, no supplementary groups; the machine's tests
+run as root, who can search and write every directory), with directories on the way the user
+cannot search or cannot write (mode 000 or 555) until the write is done. A guard that lets a
+PermissionError through fails the case: the user would get it as the command's last word.
 
 1 000 cases in every `make test` (a fixed seed, about a second or two);
 FLASHBED_GUARD_FUZZ_CASES=N runs N from a fresh seed. The last test prints the cases per
@@ -18,10 +22,14 @@ class and the time they took.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import shutil
+import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import pytest
@@ -35,7 +43,9 @@ from flashbed.store import RunStore
 MORE = int(os.environ.get("FLASHBED_GUARD_FUZZ_CASES", "0"))
 CASES = MORE or 1000
 SEED = random.randrange(1 << 30) if MORE else 42
-CLASSES = ("tilde", "dotdot", "symlinks", "run subdirectories", "same names", "swap")
+CLASSES = ("tilde", "dotdot", "symlinks", "run subdirectories", "same names", "swap", "ordinary user")
+PATH_CLASSES = CLASSES[:-1]
+NOBODY = 65534  # the unprivileged user and group of the ordinary-user class
 COUNTS: dict[str, int] = {}
 REFUSED: dict[str, int] = {}
 TIMES: list[float] = []
@@ -65,6 +75,7 @@ class World:
 
     def __init__(self, root: Path, rnd: random.Random):
         self.root, self.rnd = root, rnd
+        self.moved: tuple[Path, Path] | None = None  # the directory a swap moved aside, and where
         self.home, self.cwd, self.victim = root / "home", root / "cwd", root / "victim"
         for d in (self.home / "docs", self.cwd / "a" / "b", self.victim):
             d.mkdir(parents=True)
@@ -146,11 +157,31 @@ def _swap(w: World, allowed: writeguard.Allowed) -> None:
     if not on_way:
         return
     d = w.rnd.choice(on_way)
-    d.rename(d.with_name(d.name + ".moved"))
+    try:
+        d.rename(d.with_name(d.name + ".moved"))
+        w.moved = (d, d.with_name(d.name + ".moved"))
+    except PermissionError:  # an ordinary user's directory it cannot write: no one of its rights swaps it
+        return
     d.symlink_to(w.rnd.choice([w.victim, w.run.root]))
 
 
+def _lock_out(w: World) -> list[tuple[Path, int]]:
+    """Directories on the way the user cannot search (000) or cannot write (555): the user's own
+    (home, cwd and below; never the victim, the run or the docs, whose bytes are compared);
+    returns them with their modes, to be given back before the comparison."""
+    out = []
+    picked = w.rnd.sample([w.home, w.cwd, w.cwd / "a", w.cwd / "a" / "b", w.root], w.rnd.randint(1, 2))
+    for d in sorted(picked, key=lambda p: len(p.parts), reverse=True):  # the deeper first: still reachable
+        if d.is_dir() and not d.is_symlink():
+            out.append((d, d.stat().st_mode & 0o7777))
+            d.chmod(w.rnd.choice([0o000, 0o555, 0o111]))
+    return out
+
+
 def one_case(case: Path, rnd: random.Random, cls: str) -> None:
+    as_user = cls == "ordinary user"
+    if as_user:
+        cls = rnd.choice(PATH_CLASSES)
     w = World(case / "u" / "v" / "w" / "z", rnd)  # four `..` from anywhere in it stay in the case
     if cls in ("symlinks", "swap") or rnd.random() < 0.3:
         _links(w, victim=cls != "swap")
@@ -164,6 +195,7 @@ def one_case(case: Path, rnd: random.Random, cls: str) -> None:
     if cls == "run subdirectories":
         target = rnd.choice([writeguard.Output.REPORT, writeguard.Output.DIR, writeguard.Output.FILE])
     before = w.protected(cls == "swap")
+    locked = _lock_out(w) if as_user else []
     try:
         p = option_path(given)  # the edge: `~` expanded here, or refused
         allowed = writeguard.check(p, "--out", target, mark=mark, force=rnd.random() < 0.3,
@@ -190,15 +222,70 @@ def one_case(case: Path, rnd: random.Random, cls: str) -> None:
                                                    writeguard.Output.REPORT else None), b"flashbed's bytes")
     except (FlashbedError, BadValue) as e:
         assert "\n" not in str(e) and str(e), (cls, given, str(e))
-        REFUSED[cls] = REFUSED.get(cls, 0) + 1
+        kind = "ordinary user" if as_user else cls
+        REFUSED[kind] = REFUSED.get(kind, 0) + 1
+        written = None
     else:
         # written where the guard resolved, never into the run, the victim or the user's docs
         assert case in written.parents, (cls, given, written)
         if target is writeguard.Output.RUN and written == w.run.root:  # the run itself, resumed: its manifest
             before["run"] = w.protected(False)["run"]
         assert cls != "swap" or not str(written).startswith(str(w.victim)), (cls, given, written)
+    finally:
+        for d, mode in reversed(locked):
+            if w.moved is not None and (d == w.moved[0] or w.moved[0] in d.parents):
+                d = w.moved[1] / d.relative_to(w.moved[0])  # a swapped one was moved aside, with what is in it
+            d.chmod(mode)
     after = w.protected(cls == "swap")
     assert after == before, (cls, given, target, {k for k in after if after[k] != before[k]})
+
+
+def _cases(top: Path, cls: str, n: int) -> None:
+    rnd = random.Random(f"{SEED}-{cls}")
+    for i in range(n):
+        root = top / f"case{i}"
+        root.mkdir()
+        os.chdir(root)
+        try:
+            one_case(root, rnd, cls)
+        finally:
+            os.chdir(top)
+        COUNTS[cls] = COUNTS.get(cls, 0) + 1
+
+
+def _as_nobody(cls: str, n: int) -> None:
+    """The cases run in a child that dropped root, in a directory of its own (the test's tmp_path
+    is root's, which the user cannot search); its counts, or the failing case, come back by pipe."""
+    top = Path(tempfile.mkdtemp(prefix="guard-fuzz-user-"))
+    os.chown(top, NOBODY, NOBODY)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(r)
+        code, said = 1, ""
+        try:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            _cases(top, cls, n)
+            code, said = 0, json.dumps([COUNTS.get(cls, 0), REFUSED.get(cls, 0)])
+        except BaseException:  # noqa: BLE001 - everything goes back to the parent, which fails the test
+            said = traceback.format_exc()
+        finally:
+            os.write(w, said.encode())
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        said = f.read().decode()
+    _, status = os.waitpid(pid, 0)
+    for d, dirs, _ in os.walk(top):  # modes the failing case may have left, so the tree can go
+        for x in dirs:
+            if not (Path(d) / x).is_symlink():
+                with contextlib.suppress(OSError):
+                    os.chmod(Path(d) / x, 0o700)
+    shutil.rmtree(top, ignore_errors=True)
+    assert os.waitstatus_to_exitcode(status) == 0, said
+    COUNTS[cls], REFUSED[cls] = json.loads(said)
 
 
 @pytest.mark.parametrize("cls", CLASSES)
@@ -206,18 +293,14 @@ def test_the_guard_refuses_or_writes_exactly_where_it_checked(cls, tmp_path, mon
     monkeypatch.setenv("HOME", os.environ.get("HOME", "/"))  # restored afterwards
     monkeypatch.setattr(os, "fsync", lambda fd: None)  # where the bytes land is the question, not their durability
     monkeypatch.chdir(tmp_path)
-    rnd = random.Random(f"{SEED}-{cls}")
     n = CASES // len(CLASSES) + (1 if CLASSES.index(cls) < CASES % len(CLASSES) else 0)
     start = time.monotonic()
-    for i in range(n):
-        root = tmp_path / f"case{i}"
-        root.mkdir()
-        os.chdir(root)
-        try:
-            one_case(root, rnd, cls)
-        finally:
-            os.chdir(tmp_path)
-        COUNTS[cls] = COUNTS.get(cls, 0) + 1
+    if cls == "ordinary user":
+        if os.geteuid() != 0:
+            pytest.skip("drops root to an ordinary user: the tests run as one already")
+        _as_nobody(cls, n)
+    else:
+        _cases(tmp_path, cls, n)
     TIMES.append(time.monotonic() - start)
 
 
