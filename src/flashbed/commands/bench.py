@@ -67,6 +67,13 @@ def add_parser(sub) -> None:
     btn = bsub.add_parser("tune", help="what --tune would add to a finished run, without running it: the tuning "
                           "pass's first step (option sets, cells, their plain variants' cell-seconds) against the run")
     btn.add_argument("run_dir", metavar="RUN", help="a run's id under runs/ or its directory")
+    blo = bsub.add_parser("leftovers", help="interrupts (SIGINT, SIGTERM, SIGKILL at random moments) of commands, "
+                          "then a scan for what they left: ~/.uml entries, processes, mounts, flashbed-* in the "
+                          "temporary directory, files outside their output; exit 1 if any")
+    blo.add_argument("--interrupts", type=int, default=50, help="commands started and interrupted (default 50)")
+    blo.add_argument("--commands", default="lab", help="lab (default: lab smoke and a one-cell run, which boot "
+                     "the lab), cheap (commands that boot none), or a comma-separated list of their names")
+    blo.add_argument("--seed", type=int, default=1, help="the signals' and moments' draw")
     bcs = bsub.add_parser("crashstates", help="crash states checked per hour per core, and the time split")
     bcs.add_argument("--device", default="emmc-8g@128M")
     bcs.add_argument("--fs", default="ext4,f2fs", help="comma-separated filesystem variants")
@@ -83,6 +90,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.bench_cmd == "leftovers":
+        from ..bench import leftovers
+        return leftovers.bench(args.interrupts, args.commands, args.seed)
     {"lab": _lab, "powercut": _powercut, "crashstates": _crashstates, "clock": _clock, "cpu": _cpu,
      "hostcall": _hostcall, "usercheck": _usercheck, "fuse": _fuse, "presets": _presets,
      "tune": _tune}[args.bench_cmd](args)
