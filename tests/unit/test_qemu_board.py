@@ -22,9 +22,11 @@ def _board(tmp_path: Path, full: bool = True) -> qemu.BoardDir:
 
 
 def test_the_card_is_an_sd_card_with_no_cache_of_qemus_own(tmp_path):
+    """raw (no qcow2 metadata in QEMU's memory for a SIGKILL to lose), and through this machine's page
+    cache, which survives the QEMU process's death: cache=none's O_DIRECT made the card about 1 MB/s."""
     cmd = qemu.qemu_command(_board(tmp_path))
     card = next(a for a in cmd if a.startswith(f"file={tmp_path / 'board' / 'card.img'}"))
-    assert "cache=none" in card and "format=raw" in card
+    assert "cache=writeback" in card and "format=raw" in card
     assert "sdhci-pci" in cmd and "sd-card,drive=card" in cmd
 
 
