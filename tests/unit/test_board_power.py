@@ -134,3 +134,58 @@ def test_a_cut_is_stamped_on_the_boards_clock_and_measured_again_after_the_reboo
     b.ssh.ahead = -50.0  # the board came back with its clock set otherwise
     b.back_on()
     assert b.clock_offset == pytest.approx(-50.0, abs=5)
+
+
+def test_ctrl_c_during_a_boards_boot_tells_its_agent_to_stop(tmp_path):
+    """A probe on the emulated board, Ctrl-C'ed during its fill: the board's fio ran on (nothing told
+    its agent, as a probe has no executor to kill_all) and flashbed waited minutes for the busy board."""
+    import io
+    import threading
+    import time
+
+    from flashbed.lab.board import BoardLab
+    from flashbed.lab.boundary import BootSpec
+
+    class Stdin(io.BytesIO):
+        def close(self):  # kept readable for the assertion
+            pass
+
+    class Proc:
+        def __init__(self):
+            self.stdin, self.returncode, self.told = Stdin(), None, threading.Event()
+
+        @property
+        def stdout(self):
+            yield b"FLASHBED-AGENT READY 1.0\n"
+            raise KeyboardInterrupt
+
+        def poll(self):
+            if b"KILL" in self.stdin.getvalue():
+                self.told.set()
+                self.returncode = -9
+            return self.returncode
+
+        def wait(self, timeout=None):
+            return self.poll()
+
+        def kill(self):
+            self.returncode = -9
+
+    proc = Proc()
+
+    class Ssh(FakeSsh):
+        def put(self, *a, **kw):
+            pass
+
+        def popen(self, cmd):
+            return proc
+
+    b = Board(SshAddress("root", "b"))
+    b.ssh, b.base = Ssh(0), "/var/tmp/x"  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        BoardLab(b, "/dev/mmcblk0").boot(BootSpec(run_dir=tmp_path / "run", steps=()))
+    deadline = time.monotonic() + 5
+    while not proc.told.is_set() and time.monotonic() < deadline:
+        proc.poll()
+        time.sleep(0.01)
+    assert proc.stdin.getvalue().endswith(b"KILL\n")

@@ -394,6 +394,12 @@ class BoardLab:
         _LIVE.add(kill)
         try:
             return self._boot(spec, host, kill)
+        except BaseException:
+            # Ctrl-C in this thread (a probe boots on the main one, no executor to kill_all): the
+            # agent on the board is told to stop, else its fio ran on and the board, busy, kept
+            # flashbed's own clean-up (its working directory removed over SSH) waiting for minutes
+            kill.set()
+            raise
         finally:
             _LIVE.discard(kill)
 
