@@ -55,6 +55,8 @@ def test_off_is_a_sigkill_of_the_qemu_process(tmp_path):
         qemu.power_off(b)
         assert p.wait(5) == -9
         assert b.pid() is None and not b.pidfile.exists()
+        # counted from QEMU's side: the power log names the process the cut killed
+        assert b.power_log.read_text().split()[1:] == ["off", "(SIGKILL)", "qemu", "pid", str(p.pid)]
     finally:
         p.kill()
 
@@ -65,7 +67,7 @@ def test_off_never_kills_a_process_that_is_not_qemu(tmp_path):
     try:
         b.pidfile.write_text(f"{p.pid}\n")
         qemu.power_off(b)
-        assert p.poll() is None
+        assert p.poll() is None and not b.power_log.exists()
     finally:
         p.kill()
 

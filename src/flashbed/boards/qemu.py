@@ -440,6 +440,16 @@ class BoardDir:
     def ssh_config(self) -> Path:
         return self.dir / "ssh_config"
 
+    @property
+    def power_log(self) -> Path:
+        """One line per power action that started or killed QEMU: the board's restarts counted
+        from QEMU's side, not from what the board or flashbed says of them."""
+        return self.dir / "power.log"
+
+    def log_power(self, what: str, pid: int | None) -> None:
+        with open(self.power_log, "a") as f:
+            f.write(f"{time.time():.3f} {what} qemu pid {pid}\n")
+
     def load(self) -> dict:
         try:
             return json.loads(self.config.read_text())
@@ -524,6 +534,7 @@ def power_on(b: BoardDir) -> None:
     if r.returncode != 0:
         err = r.stderr.strip().splitlines()
         raise FlashbedError(f"QEMU did not start the board: {err[-1] if err else f'exit {r.returncode}'}")
+    b.log_power("on", b.pid())
 
 
 def power_off(b: BoardDir) -> None:
@@ -535,6 +546,7 @@ def power_off(b: BoardDir) -> None:
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    b.log_power("off (SIGKILL)", pid)
     deadline = time.monotonic() + 30
     while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
         time.sleep(0.02)
