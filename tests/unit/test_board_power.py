@@ -189,3 +189,48 @@ def test_ctrl_c_during_a_boards_boot_tells_its_agent_to_stop(tmp_path):
         proc.poll()
         time.sleep(0.01)
     assert proc.stdin.getvalue().endswith(b"KILL\n")
+
+
+def test_ctrl_c_neither_cuts_the_board_nor_waits_for_it_to_reboot(tmp_path, monkeypatch, capsys):
+    """On the emulated board a Ctrl-C during a powercut cell cut the board (the cell's timer fired) and
+    then waited for its reboot, minutes under TCG, before flashbed stopped."""
+    from flashbed.lab.board import BoardLab
+    from flashbed.lab.boundary import BootSpec
+    from flashbed.stopping import Stopping
+
+    monkeypatch.setattr(board_mod, "stopping", lambda: True)
+    b, ssh, log = powered(tmp_path, fails=0)
+    assert b.cut()["power"] == "on" and not b.off and not log.exists()  # no cut once stopping
+
+    import io
+
+    class Proc:
+        stdin, returncode = io.BytesIO(), 0
+        stdout = iter(())
+
+        def poll(self):
+            return 0
+
+        def wait(self, timeout=None):
+            return 0
+
+    class Ssh(FakeSsh):
+        def put(self, *a, **kw):
+            pass
+
+        def popen(self, cmd):
+            b.off = True  # the cut came before the Ctrl-C: the board is off as the boot ends
+            return Proc()
+
+        def close(self):
+            pass
+
+    b.ssh = Ssh(0)  # type: ignore[assignment]
+    monkeypatch.setattr(board_mod, "stopping", lambda: False)
+    lab = BoardLab(b, "/dev/mmcblk0")
+    monkeypatch.setattr(board_mod, "stopping", lambda: b.off)  # Ctrl-C while the board is off
+    with pytest.raises(Stopping):
+        lab.boot(BootSpec(run_dir=tmp_path / "run", steps=()))
+    assert log.read_text() == "on\n" and b.ssh.reconnects == 0 and not b.off  # switched on, not waited for
+    b.close()
+    assert "is left on ssh://root@b, which was booting" in capsys.readouterr().err

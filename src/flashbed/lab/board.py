@@ -85,6 +85,7 @@ class Board:
         self.off = False  # its power is cut (set before the switch runs: a boot ending meanwhile sees it)
         self._switch = threading.Lock()  # one power command at a time
         self.clock_offset = 0.0  # the board's wall clock minus this machine's (measure_clock)
+        self.booting = False  # switched on again after a cut and not waited for (switch_on)
 
     def open(self, wait: float = 10.0) -> "Board":
         from .ssh import sweep
@@ -124,6 +125,8 @@ class Board:
     def cut(self) -> dict[str, Any]:
         """Cut the board's power now (the powercut study's cut)."""
         assert self.power is not None
+        if stopping():  # Ctrl-C came first: its boot is being stopped, and a cut now meant a reboot to wait for
+            return {"power": "on", "not_cut": "flashbed is stopping (Ctrl-C)"}
         self.off = True
         with self._switch:
             seconds = self.power.run(Action.OFF)
@@ -171,16 +174,28 @@ class Board:
             if self.ssh.run(f"test -f {shlex.quote(self.tools)}/agent.py", check=False).returncode != 0:
                 self.ssh.put(GUEST_DIR, sorted(p.name for p in GUEST_DIR.glob("*.py")), self.tools)
 
-    def close(self) -> None:
-        if self.off and self.power is not None:  # never leave a board off
+    def switch_on(self) -> None:
+        """Power on after a cut, without waiting for the board (flashbed is stopping): never left off."""
+        if self.off and self.power is not None:
             try:
-                self.power.run(Action.ON)
+                with self._switch:
+                    self.power.run(Action.ON)
             except FlashbedError:
                 pass
             self.off = False
-        if self.base:
-            self.ssh.run(f"rm -rf {shlex.quote(self.base)}", check=False)
-            self.base = ""
+            self.booting = True
+
+    def close(self) -> None:
+        self.switch_on()  # never leave a board off
+        if self.base and self.booting:  # it is rebooting: its working directory is left, said once
+            print(f"flashbed: {self.base} is left on {self.address.url}, which was booting after its power cut "
+                  f"when flashbed stopped: remove it there (rm -rf {self.base})", file=sys.stderr)
+        elif self.base:
+            try:
+                self.ssh.run(f"rm -rf {shlex.quote(self.base)}", check=False)
+            except FlashbedError:
+                pass  # a board that stopped answering: its directory stays
+        self.base = ""
         self.ssh.close()
 
     @property
@@ -443,6 +458,11 @@ class BoardLab:
             killed = (kill is not None and kill.is_set()) or self.board.off
             timed_out = not killed and time.monotonic() - started > spec.timeout
         cut = self.board.off
+        if cut and stopping():
+            # Ctrl-C: the board is switched on again but not waited for (a reboot takes minutes on a slow
+            # board); the cell is not finished, so its files on the board are not needed
+            self.board.switch_on()
+            raise Stopping("flashbed is stopping: the board was switched on again after its cut, not waited for")
         if cut:  # its files are on the board: it has to be up again first
             self.board.back_on()
         ssh.get(remote, run_dir, KEEP_BYTES)
