@@ -101,9 +101,9 @@ def _tree(root: Path, skip: Callable[[Path], bool]) -> dict[str, str]:
     return out
 
 
-def _uml_entries() -> set[str]:
+def _uml_entries(home: Path) -> set[str]:
     try:
-        return set(os.listdir(Path.home() / ".uml"))
+        return set(os.listdir(home / ".uml"))
     except OSError:
         return set()
 
@@ -150,10 +150,22 @@ class Sandbox:
         self.tmp.mkdir()
         (self.cwd / "canary.txt").write_text("a user's file beside the outputs\n")
         self.run = make_run(self.cwd / "finished-run")
-        self.uml_before = _uml_entries()
+        self.home = root / "home"  # a command that boots no lab gets a home of its own (below)
+        self.home.mkdir()
+        self.uml_before = {h: _uml_entries(h) for h in (self.home, Path.home())}
 
-    def env(self) -> dict[str, str]:
-        return dict(os.environ, TMPDIR=str(self.tmp), PYTHONUNBUFFERED="1")
+    def env(self, cmd: Command) -> dict[str, str]:
+        """The command's environment: the private temporary directory; and for a command that boots
+        no lab, a home of its own, so that a `~/.uml` entry there is its and no other program's
+        (a command that boots the lab keeps the user's home, where its built kernels are)."""
+        env = dict(os.environ, TMPDIR=str(self.tmp), PYTHONUNBUFFERED="1")
+        if not cmd.lab:
+            env["HOME"] = str(self.home)
+        return env
+
+    def uml_new(self) -> list[str]:
+        """`~/.uml` entries that were not there when the scan began, in either home."""
+        return sorted(f"{h / '.uml' / e}" for h, was in self.uml_before.items() for e in _uml_entries(h) - was)
 
     def argv(self, cmd: Command, out: Path) -> list[str]:
         subs = {"{out}": str(out), "{file}": str(out), "{run}": str(self.run)}
@@ -166,7 +178,7 @@ class Sandbox:
             out.write_text("a user's file named as --out\n")
         own = [out] + [self.run / name for name in cmd.in_run]
         before = _tree(self.cwd, lambda p: any(p == o or o in p.parents for o in own))
-        proc = subprocess.Popen(self.argv(cmd, out), cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(self.argv(cmd, out), cwd=self.cwd, env=self.env(cmd), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         time.sleep(delay)
         ended = proc.poll() is not None
@@ -190,7 +202,7 @@ class Sandbox:
         for p in alive:  # ended here, so the next interrupt starts clean (and counted above)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(p.split()[0]), signal.SIGKILL)
-        found.add("~/.uml entries", sorted(_uml_entries() - self.uml_before))
+        found.add("~/.uml entries", self.uml_new())
         found.add("mounts", _mounts_under(self.tmp, self.cwd))
         after = _tree(self.cwd, lambda p: any(p == o or o in p.parents for o in own))
         changed = sorted(str(Path(p).relative_to(self.cwd)) for p in set(before) | set(after)
@@ -216,9 +228,9 @@ def scan(commands: tuple[str, ...], interrupts: int, seed: int, root: Path, flas
         say(box.interrupt(cmd, sig, rnd.uniform(0.05, cmd.seconds), n, during))
         during.add("flashbed-* in tmp", _leftover_tmp(box.tmp))
     last = COMMANDS["lab smoke" if any(COMMANDS[c].lab for c in commands) else "results"]
-    subprocess.run(box.argv(last, box.cwd / "out-last"), cwd=box.cwd, env=box.env(), capture_output=True,
+    subprocess.run(box.argv(last, box.cwd / "out-last"), cwd=box.cwd, env=box.env(last), capture_output=True,
                    timeout=600)
-    final.add("~/.uml entries", sorted(_uml_entries() - box.uml_before))
+    final.add("~/.uml entries", box.uml_new())
     final.add("mounts", _mounts_under(box.tmp, box.cwd))
     final.add("flashbed-* in tmp", _leftover_tmp(box.tmp))
     return during, final
