@@ -186,3 +186,16 @@ def test_with_robust_the_first_screen_says_where_the_tuned_answer_holds(tmp_path
     assert "**Holds in 5 of 5 variants of this part**" in line  # the plain choice's footing, its own cells only
     s = json.loads((root / "summary.json").read_text())["tuning"]["emmc-1g"]["media"]["answer"]["footing"]
     assert s["held"] == 4 and s["of"] == 5 and s["variants"]["slc_cache-low"]["holds"] is False
+
+
+def test_every_option_that_breaks_a_requirement_is_named_with_its_state_and_replay(tmp_path):
+    cells = _cells("ext4", 0.3, 3.0) + _cells("f2fs", 0.6, 2.0) + _cells(SPEC_LZ4, 0.9, 1.2, losses=2) + \
+        _cells(SPEC_NOBAR, 1.2, 1.9, losses=3) + _cells(SPEC_COMMIT, 0.3, 3.0)
+    run = load_run(gen.write_run(tmp_path / "run", cells, request={"tune": True, "fs": ["ext4", "f2fs"]}))
+    recs = recommend(run)
+    logging = next(r for r in recs["emmc-1g"] if r.use_case.id == "logging")
+    text = answer_text(Tuning(run, recs), logging)
+    assert "Options: **f2fs** at its defaults" in text
+    for option, lost in (("compress_algorithm=lz4", "2 of 100"), ("fsync_mode=nobarrier", "3 of 100")):
+        assert f"`{option}` (durability (acknowledged data lost in {lost} crash states); replay: " \
+               f"`flashbed crashstate replay " in text

@@ -320,10 +320,9 @@ def answer_text(tn: Tuning | None, r: R.Ranking) -> str:
     if tf is not None:
         head += "." + tf.text().rstrip(".")
     broke = [(s, a.lead.judged[s]) for s in a.lead.broke()]
-    if broke:
-        s, j = broke[0]
-        head += (f". Breaks a requirement: `{s.text}` ({j.why}" + (f"; replay: `{j.replay}`" if j.replay else "")
-                 + ")" + (f" and {len(broke) - 1} more (under Tuning)" if len(broke) > 1 else ""))
+    if broke:  # each, with the state that shows it: the options a team would otherwise try next
+        head += ". Breaks a requirement: " + "; ".join(
+            f"`{s.text}` ({j.why}" + (f"; replay: `{j.replay}`" if j.replay else "") + ")" for s, j in broke)
     return head + "."
 
 
