@@ -91,7 +91,8 @@ def test_a_boot_leaves_no_uml_directory_and_a_killed_one_s_is_swept_next_time(ke
     # a flashbed killed mid-boot (SIGKILL: nothing of it runs again; its lab dies with it)
     code = ("import sys; from pathlib import Path; from flashbed.lab.uml import boot; from flashbed.lab.kernel import "
             "ensure_kernel; from flashbed.lab.boundary import BootSpec, Step; "
-            "boot(BootSpec(run_dir=Path(sys.argv[1]), steps=(Step('s', 'sleep 600'),), timeout=900), ensure_kernel())")
+            "boot(BootSpec(run_dir=Path(sys.argv[1]), steps=(Step('s', 'sleep 600'),), timeout=900), "
+            "ensure_kernel(time_travel=True).in_real_time())")
     p = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "two")], env=dict(os.environ))
     deadline = time.monotonic() + 120
     def its_own() -> set:  # the killed process's directory, not one of a lab another test worker runs meanwhile
