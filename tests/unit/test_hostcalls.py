@@ -81,3 +81,45 @@ def test_the_watch_reports_renamed_names(tmp_path):
         assert w.wait(1) == ["a.req"]
     finally:
         w.close()
+
+
+def _state(pid: int) -> str:
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+def test_the_lab_is_stopped_while_the_host_answers_a_crash_state_call_and_only_then(tmp_path):
+    # a stand-in for the lab's kernel process: in virtual time the guest would spin meanwhile
+    import subprocess
+
+    from flashbed.lab.guest.protocol import Call
+    lab = subprocess.Popen(["sleep", "60"])
+    pause = uml.Pause.of(lab)
+    assert pause is not None
+    states: dict[str, str] = {}
+
+    def handler(call, args):
+        deadline = time.monotonic() + 5  # a stop takes effect once the process is scheduled
+        while _state(lab.pid) != "T" and time.monotonic() < deadline and call != Call.STATS:
+            time.sleep(0.001)
+        states[call] = _state(lab.pid)
+        return {}
+
+    (tmp_path / "host-calls").mkdir()
+    stop = threading.Event()
+    t = threading.Thread(target=uml._serve_host_calls, args=(tmp_path / "host-calls", handler, stop, None, pause),
+                         daemon=True)
+    t.start()
+    try:
+        for i, call in enumerate((Call.USER_CHECK, Call.STATS, Call.CRASH_NEXT)):
+            assert guestlib.call_host(str(tmp_path), f"{i:04d}", HostCall(call, {}), 10).ok
+            deadline = time.monotonic() + 5  # going on once its answer is in place (just after)
+            while _state(lab.pid) == "T" and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert _state(lab.pid) != "T"
+        assert states[Call.USER_CHECK] == states[Call.CRASH_NEXT] == "T" and states[Call.STATS] in "RS"
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        pause.close()
+        lab.kill()
+        lab.wait()

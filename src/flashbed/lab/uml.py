@@ -219,8 +219,9 @@ def _run_lab(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None, kill:
     reader.start()
     stop_calls = threading.Event()
     limits = WallLimits(run_dir)
-    caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls, limits),
-                              daemon=True)
+    pause = Pause.of(proc) if kernel.time_travel else None
+    caller = threading.Thread(target=_serve_host_calls, args=(run_dir / "host-calls", host, stop_calls, limits,
+                                                              pause), daemon=True)
     caller.start()
     timed_out = killed = False
     deadline = started + spec.timeout
@@ -249,6 +250,8 @@ def _run_lab(spec: BootSpec, kernel: KernelInfo, host: HostHandler | None, kill:
         caller.join(timeout=5)
         reader.join(timeout=5)
         limits.close()
+        if pause is not None:
+            pause.close()
     total = time.monotonic() - started
     res = _collect(spec, kernel, proc.returncode, timed_out, killed, total,
                    ready_at[0] - started if ready_at else None, console_path)
@@ -308,8 +311,55 @@ class WallLimits:
             self._timers.clear()
 
 
+# The calls of the crash-state loop, whose answers the guest waits for: in virtual time it spins
+# on the run directory meanwhile (guestlib.wait_file: a sleep would move its clock by the host's
+# wall time), a whole core spent on nothing while the host serves a state, runs an fsck or the
+# user's check; so the lab's kernel is stopped until the answer is in place. Its clock does not
+# move while it is stopped, as it does not while it spins (time-travel=inf-cpu: guest time moves
+# only with the guest's own timers), so every figure and verdict is the same.
+PAUSED_CALLS = frozenset({Call.CRASH_NEXT, Call.CRASH_SWITCH, Call.CRASH_CHECK, Call.USER_CHECK})
+
+
+class Pause:
+    """Stops and resumes the lab's kernel process (SIGSTOP, SIGCONT through a pidfd: never another
+    process that took its number after it ended). Its guest processes wait for it at their next
+    system call; only the kernel's process is stopped (a guest process stopped under ptrace would be
+    a signal its kernel does not expect)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, proc: subprocess.Popen) -> "Pause | None":
+        try:
+            return cls(os.pidfd_open(proc.pid))
+        except (OSError, AttributeError):  # no pidfd here: the lab spins as before
+            return None
+
+    def _signal(self, sig: int) -> None:
+        with self._lock:
+            if self.fd >= 0:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(self.fd, sig)
+
+    @contextlib.contextmanager
+    def held(self):
+        self._signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self._signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        with self._lock:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
+
+
 def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.Event,
-                      limits: WallLimits | None = None) -> None:
+                      limits: WallLimits | None = None, pause: Pause | None = None) -> None:
     answered: set[str] = set()
     watch = DirWatch.open(calls)  # None: poll every 5 ms
     names: list[str] | None = None  # the names that arrived; None: look at the whole directory
@@ -324,25 +374,33 @@ def _serve_host_calls(calls: Path, handler: HostHandler | None, stop: threading.
             answered.add(req.name)
             try:
                 call = HostCall.from_json(json.loads(req.read_text()))
-                if call.call == Call.WALL_LIMIT and limits is not None:  # the lab's own, whatever the handler
-                    limits.handle(call.args)
-                    req.unlink(missing_ok=True)  # the guest waits for no answer (guestlib.wall_limit)
-                    continue
-                elif handler is None:
-                    raise FlashbedError(f"no host handler for '{call.call}'")
-                else:
-                    answer = HostAnswer(ok=True, data=handler(call.call, call.args))
             except Exception as e:  # the guest gets the error; the cell decides
-                answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
-            tmp = req.with_suffix(".resp.tmp")
-            tmp.write_text(json.dumps(answer.to_json()))
-            os.replace(tmp, req.with_suffix(".resp"))
+                _answer(req, HostAnswer(ok=False, error=f"{type(e).__name__}: {e}"))
+                continue
+            if call.call == Call.WALL_LIMIT and limits is not None:  # the lab's own, whatever the handler
+                limits.handle(call.args)
+                req.unlink(missing_ok=True)  # the guest waits for no answer (guestlib.wall_limit)
+                continue
+            with pause.held() if pause is not None and call.call in PAUSED_CALLS else contextlib.nullcontext():
+                try:
+                    if handler is None:
+                        raise FlashbedError(f"no host handler for '{call.call}'")
+                    answer = HostAnswer(ok=True, data=handler(call.call, call.args))
+                except Exception as e:  # the guest gets the error; the cell decides
+                    answer = HostAnswer(ok=False, error=f"{type(e).__name__}: {e}")
+                _answer(req, answer)  # in place before the lab goes on
         if watch is None:
             stop.wait(0.005)
         else:
             names = watch.wait(0.05)
     if watch is not None:
         watch.close()
+
+
+def _answer(req: Path, answer: HostAnswer) -> None:
+    tmp = req.with_suffix(".resp.tmp")
+    tmp.write_text(json.dumps(answer.to_json()))
+    os.replace(tmp, req.with_suffix(".resp"))
 
 
 def _kill(proc: subprocess.Popen) -> None:
