@@ -484,3 +484,27 @@ def test_bench_clock_keeps_its_runs_where_the_guard_checked(tmp_path, monkeypatc
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert main(["bench", "clock", "--profile", "quick", "--keep", str(tmp_path / "link" / "k")]) == 0
     assert kept == [tmp_path / "real" / "k"] and (tmp_path / "real" / "k").is_dir()
+
+
+def test_a_smoke_tests_image_replaces_a_link_planted_in_its_place(tmp_path, monkeypatch):
+    """The smoke test's device.img was opened by name ('wb'): a link planted there had its
+    target truncated to the image's size."""
+    from flashbed.lab import smoke
+    monkeypatch.setattr(smoke, "smoke_steps", lambda fs: [])  # the boot is not the question
+    out = writeguard.make_dir(writeguard.check(tmp_path / "s", "--out", writeguard.Output.DIR, mark="smoke.json"))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"the victim's bytes")
+    (out / "ext4").mkdir()
+    (out / "ext4" / "device.img").symlink_to(victim)
+
+    class Booted(Exception):
+        pass
+
+    class Lab:
+        def boot(self, spec):
+            assert not (out / "ext4" / "device.img").is_symlink()
+            raise Booted
+
+    with pytest.raises(Booted):
+        smoke.smoke_one("ext4", None, out=out, lab=Lab())
+    assert victim.read_bytes() == b"the victim's bytes"

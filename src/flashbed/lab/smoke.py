@@ -88,7 +88,10 @@ def smoke_one(name: str, on_part, *, out: Path, lab: Lab) -> SmokeResult:
     nand = None
     if fs.media == "block":
         img = run_dir / "device.img"
-        with open(img, "wb") as f:
+        # a link put in its place is replaced, never followed (the image is truncated to its size)
+        img.unlink(missing_ok=True)
+        fd = os.open(img, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        with os.fdopen(fd, "wb") as f:
             f.truncate(BLOCK_DEVICE_BYTES)
         disks = (BlockDevice(img),)
     else:
