@@ -508,3 +508,14 @@ def test_a_smoke_tests_image_replaces_a_link_planted_in_its_place(tmp_path, monk
     with pytest.raises(Booted):
         smoke.smoke_one("ext4", None, out=out, lab=Lab())
     assert victim.read_bytes() == b"the victim's bytes"
+
+
+def test_the_smoke_tests_steps_are_built_for_every_filesystem():
+    """`flashbed lab smoke` ended in KeyError: 'FLASHBED_TOOLS' before any boot: its write step was
+    built with str.format over a tool path of ${FLASHBED_TOOLS}/... (found by the leftover scan,
+    whose lab smoke ended by itself, exit 1, at every interrupt)."""
+    from flashbed import filesystems as fscat
+    from flashbed.lab import smoke
+    for name in fscat.CATALOGUE:
+        writes = [s.cmd for s in smoke.smoke_steps(fscat.get(name)) if s.name == "write"]
+        assert len(writes) == 1 and "${FLASHBED_TOOLS}/fbtool.py write-tree " in writes[0], (name, writes)

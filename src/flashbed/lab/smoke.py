@@ -55,15 +55,18 @@ def smoke_steps(fs: fscat.Filesystem) -> list[Step]:
         make = [Step(f"mkfs{i}", c, timeout=180) for i, c in enumerate(fscat.raw_make_cmds(fs))]
         mount_dev = fscat.raw_device(fs)
     check = fs.check_cmd("/dev/ubda") if fs.media == "block" else None
-    write = f"{tool} write-tree {{}} {manifest} --dirs 20 --files 200 --big-mb 24 --seed 7"
+
+    def write(where: str) -> str:  # not str.format: the tool's path is ${FLASHBED_TOOLS}/..., braces and all
+        return f"{tool} write-tree {where} {manifest} --dirs 20 --files 200 --big-mb 24 --seed 7"
+
     if fs.read_only:
         # the tree in the guest's memory, then an image of it on the device
         build, flash = variants.FsVariant(fs.name, fs).image_cmds("/tmp/tree")
-        steps = [Step("write", write.format("/tmp/tree"), timeout=300), Step("mkfs", build, timeout=300),
+        steps = [Step("write", write("/tmp/tree"), timeout=300), Step("mkfs", build, timeout=300),
                  Step("flash", flash, timeout=300), Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60)]
     else:
         steps = [*make, Step("mount", fs.mount_cmd(mount_dev, MNT), timeout=60),
-                 Step("write", write.format(MNT), timeout=300), Step("sync", "sync", timeout=120)]
+                 Step("write", write(MNT), timeout=300), Step("sync", "sync", timeout=120)]
     steps += [
         Step("used", f"df -B1 --output=used {MNT} | tail -n 1", timeout=30),
         Step("umount", fs.umount_cmd(MNT), timeout=120),
