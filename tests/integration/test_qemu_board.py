@@ -2,8 +2,14 @@
 architecture and SD card. Skipped, with the reason, where QEMU or the board's image cannot be had.
 
 The busybox board (no python3, no fio, busybox's tools) must be refused in one line naming what
-to install, before anything is written on it: its card stays all zeros, its /var/tmp empty."""
+to install, before anything is written on it: its card stays all zeros, its /var/tmp empty.
 
+The Debian board (arm64, Debian's kernel, an SD card behind SDHCI) runs studies on its own kernel
+and card; its power cut (slow: a reboot under TCG) is a real restart, counted from QEMU's side.
+One board at a time: each fixture's board is switched off when its tests end."""
+
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,11 +20,13 @@ import pytest
 from flashbed.boards import qemu
 from flashbed.errors import FlashbedError
 
+REPO = Path(__file__).resolve().parents[2]
+
 # lab too: it boots a kernel (the board's), so the fast selection (not lab) leaves it out
 pytestmark = [pytest.mark.qemu_board, pytest.mark.lab]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def busybox_board(tmp_path_factory):
     if shutil.which(qemu.QEMU) is None:
         pytest.skip(f"no {qemu.QEMU} on this machine (apt-get install qemu-system-arm)")
@@ -54,3 +62,69 @@ def test_a_board_without_python3_is_refused_in_one_line_before_anything_is_writt
     assert _ssh(b, "ls -A /var/tmp").strip() == ""
     with open(b.card, "rb") as f:
         assert f.read(1 << 20).count(0) == 1 << 20  # the card: never written
+
+
+@pytest.fixture(scope="module")
+def debian_board(tmp_path_factory):
+    if shutil.which(qemu.QEMU) is None:
+        pytest.skip(f"no {qemu.QEMU} on this machine (apt-get install qemu-system-arm)")
+    try:  # the image is built once into the cache (tens of minutes under TCG), then reused
+        b = qemu.create(tmp_path_factory.mktemp("deb") / "board", qemu.RECIPES["debian"], card_bytes=128 << 20,
+                        say=lambda *_: None)
+    except FlashbedError as e:
+        pytest.skip(f"the Debian board cannot be built here: {e}")
+    qemu.power_on(b)
+    try:
+        qemu.wait_ssh(b)
+        yield b
+    finally:
+        qemu.power_off(b)
+
+
+def _on_board(b: qemu.BoardDir, out: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / "flashbed"), "run", "--target", qemu.url(b),
+                           "--ssh-config", str(b.ssh_config), "--device", "/dev/mmcblk0", "--destroy-data-on",
+                           "/dev/mmcblk0", "--out", str(out), "--no-report", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _cells(run: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((run / "cells").glob("*.json"))]
+
+
+def test_the_studies_run_on_the_emulated_boards_own_kernel_and_sd_card(debian_board, tmp_path):
+    b = debian_board
+    r = _on_board(b, tmp_path / "run", "--study", "mkfs", "--fs", "ext4,f2fs")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    man = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    dev = next(iter(man["devices"].values()))
+    ident = dev["identity"]
+    # the board's kernel, not this machine's or the lab's; its card an SD card with its CID
+    assert ident["board"]["uname"].startswith("Linux ") and " aarch64" in ident["board"]["uname"]
+    assert ident["board"]["release"] != os.uname().release and man["kernel"]["release"] == ident["board"]["release"]
+    assert ident["transport"] == "mmc" and ident["mmc_type"] == "SD" and len(ident["mmc_cid"]) == 32
+    cells = _cells(tmp_path / "run")
+    assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
+    assert all(c["provenance"]["kernel"] == ident["board"]["release"] for c in cells)
+
+
+@pytest.mark.slow
+def test_a_power_cut_on_the_emulated_board_is_a_real_restart(debian_board, tmp_path):
+    """--power-cmd is the board's own switch: off kills QEMU (SIGKILL), on starts a new QEMU, and
+    flashbed waits for the board's SSH. The restart is counted from QEMU's side (power.log: a new
+    process), the recovery classified as the lab's are."""
+    b = debian_board
+    before = b.power_log.read_text().splitlines()
+    first = b.pid()
+    r = _on_board(b, tmp_path / "run", "--study", "powercut", "--fs", "ext4", "--iterations", "1", "--set",
+                  "powercut.modes=async", "--power-cmd", f"{REPO / 'scripts' / 'qemu-board.sh'} --dir {b.dir} "
+                  "{action}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = b.power_log.read_text().splitlines()[len(before):]
+    assert [" ".join(x.split()[1:3]) for x in lines] == ["off (SIGKILL)", "on qemu"], lines
+    assert lines[0].split()[-1] == str(first) and b.pid() not in (None, first)  # another QEMU process
+    (cell,) = _cells(tmp_path / "run")
+    assert cell["status"] == "ok", cell["headline"]
+    (it,) = cell["extra"]["iterations"]
+    assert it["class"] in ("clean", "recovered"), (it["class"], it["why"])
+    assert it["acks"] and it.get("acks_after_cut") == 0, it
