@@ -7,7 +7,8 @@ than the device) decides is visible.
 Per kernel, interleaved run by run so drift hits all alike (medians printed):
 - lab: boot to agent-ready; guest syscall cost (dd of 1-byte blocks: a read
   and a write per byte) beside the host's; a 4 KiB read loop over a cached
-  file (tmpfs); `python3 -S -c pass` start-up;
+  file (tmpfs); `python3 -S -c pass` start-up; a small program's start (dd of one
+  block, as a per-record check starts one) in the lab and on the host;
 - device, on emmc-8g (paced in real time): fio 1 MiB sequential direct write
   and read of the raw device beside the preset's published rates; the
   requests the emulator saw for a 128 MiB sequential write (direct, and
@@ -79,6 +80,8 @@ METRICS = (
     Metric("host_syscall_us", "host syscall (same dd)", "µs", "low"),
     Metric("cached_read_mb_s", "4 KiB cached read (tmpfs)", "MB/s", "high"),
     Metric("python_ms", "python3 -S -c pass", "ms", "low"),
+    Metric("dd_start_ms", "a program's start (dd of one block)", "ms", "low"),
+    Metric("host_dd_start_ms", "host: the same dd's start", "ms", "low"),
     Metric("direct_write_mb_s", "emmc-8g 1 MiB direct write", "MB/s", "high",
            lambda c: _published("seq_write_mb_s")),
     Metric("direct_read_mb_s", "emmc-8g 1 MiB direct read", "MB/s", "high",
@@ -111,6 +114,7 @@ def bench(kernel_names: list[str], runs: int, parts: list[str], cycles: int, out
                 if "lab" in parts:
                     figs.update(_lab_figures(info, work / "lab"))
                     figs["host_syscall_us"] = host_syscall_us()
+                    figs["host_dd_start_ms"] = host_dd_start_ms()
                 if "device" in parts:
                     dev_figs, sizes = _device_figures(info, work / "device")
                     figs.update(dev_figs)
@@ -176,6 +180,22 @@ _PY_START = ("import subprocess, statistics, time\n"
              "print(statistics.median(t) * 1000)\n")
 
 
+# median of fifty starts of a small program (dd of one 512-byte block: what a check that reads each
+# record with its own dd starts per record), in ms, timed without a shell in between
+DD_ONE = ["/bin/dd", "if=/dev/zero", "of=/dev/null", "bs=512", "count=1", "status=none"]
+_DD_START = ("import subprocess, statistics, time\n"
+             "t = []\n"
+             "for _ in range(50):\n"
+             f"    s = time.monotonic(); subprocess.run({DD_ONE!r}, check=True)\n"
+             "    t.append(time.monotonic() - s)\n"
+             "print(statistics.median(t) * 1000)\n")
+
+
+def host_dd_start_ms() -> float:
+    out = subprocess.run([sys.executable, "-S", "-c", _DD_START], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip())
+
+
 def dd_seconds(stderr: str) -> tuple[int, float]:
     """Bytes and seconds from dd's summary line."""
     m = _DD_COPIED.search(stderr)
@@ -199,13 +219,15 @@ def _lab_figures(info: KernelInfo, work: Path) -> dict[str, float]:
         Step("fill", "dd if=/dev/zero of=/tmp/cached bs=1M count=64 status=none", timeout=60),
         Step("cached-read", "dd if=/tmp/cached of=/dev/null bs=4k", timeout=120),
         Step("python", f"/usr/bin/python3 -S -c \"{_PY_START}\"", timeout=120),
+        Step("dd-start", f"/usr/bin/python3 -S -c \"{_DD_START}\"", timeout=120),
     )
     r = _boot_ok(BootSpec(run_dir=work, steps=steps, timeout=600), info)
     _, sys_s = dd_seconds(_out(r, "syscall").stderr)
     nbytes, read_s = dd_seconds(_out(r, "cached-read").stderr)
     assert r.boot_seconds is not None
     return {"boot_s": r.boot_seconds, "syscall_us": sys_s / (2 * SYSCALL_BYTES) * 1e6,
-            "cached_read_mb_s": nbytes / read_s / 1e6, "python_ms": float(_out(r, "python").stdout.strip())}
+            "cached_read_mb_s": nbytes / read_s / 1e6, "python_ms": float(_out(r, "python").stdout.strip()),
+            "dd_start_ms": float(_out(r, "dd-start").stdout.strip())}
 
 
 # --- the device through the lab ---------------------------------------------------------
