@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""The user's check on the host against the check in the lab, state by state, on the shipped examples.
+
+    .venv/bin/python scripts/check-where.py [--pairs sqlite,sqlite-unsafe,ota,ota-unsafe,rotating]
+                                            [--fs ext4] [--device emmc-8g@64M] [--max-states N]
+
+For each example pair (workload, check) and filesystem, the appcheck cell runs twice in virtual time
+(so both runs record the same workload and list the same states): once with the check on the host
+(the default) and once with `appcheck.check_in_lab=true`. Every state's verdict (its class and why,
+the states that share another's included) is compared; printed per cell: the states, where the
+checks ran, the verdict classes and the states whose verdicts differ (none may). Exit 1 when any
+differs. It boots the lab: run it under the lab's lock on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from flashbed import variants
+from flashbed.cell import run_cell
+from flashbed.devices import presets
+from flashbed.lab.guest.protocol import StateFacts
+from flashbed.lab.kernel import ensure_kernel
+from flashbed.lab.labs import UmlLab
+from flashbed.results import CellKey
+from flashbed.store import RunStore
+from flashbed.studies import STUDIES, edge
+from flashbed.studies.base import CellSpec
+from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+PAIRS = {
+    "sqlite": ("sqlite-logger.sh", "sqlite-check.sh"),
+    "sqlite-unsafe": ("sqlite-logger-unsafe.sh", "sqlite-check.sh"),
+    "ota": ("ota-update.sh", "ota-check.sh"),
+    "ota-unsafe": ("ota-update-unsafe.sh", "ota-check.sh"),
+    "rotating": ("rotating-logger.sh", "rotating-check.sh"),
+    "wal400": ("wal400.sh", "walcheck.sh"),
+}
+
+
+def cell(device: str, fs: str, workload: str, check: str, **params) -> CellSpec:
+    dev = presets.load_spec(device)
+    values = edge.overrides({"--workload": str(EXAMPLES / workload), "--check": str(EXAMPLES / check)})["appcheck"]
+    return CellSpec(key=CellKey(dev.label, fs, "appcheck", "user"), device=dev, variant=variants.parse(fs, dev),
+                    params=STUDIES["appcheck"].params(**{**values, **params}), seed=1, pace="none", clock="virtual")
+
+
+def verdicts(root: Path, res, fs: str) -> dict[str, tuple[str, str]]:
+    """Every state's verdict (its class and why), those shared with another state's included."""
+    study = STUDIES["appcheck"]
+    logs = root / res.attempt_dir if res.attempt_dir else next((root / "logs").rglob(STATES_FILE)).parent
+    lab = [study.record(StateFacts.from_json(json.loads(line)), fs)
+           for f in sorted(logs.rglob(CHECKED_FILE)) for line in f.read_text().splitlines() if line.strip()]
+    states = json.loads(next(logs.rglob(STATES_FILE)).read_text())["states"]
+    return {r["state"]: (str(r["class"]), r.get("why", "")) for r in with_shared(states, lab)}
+
+
+def run(kernel, root: Path, spec: CellSpec):
+    store = RunStore(root)
+    store.create()
+    store.write_manifest({"schema": 1, "run_id": root.name})
+    res = run_cell(spec, UmlLab(kernel), store.logs_dir(spec.key), root / "scratch")
+    store.write(res)
+    if res.status != "ok":
+        raise SystemExit(f"check-where: {spec.key}: {res.error or res.headline}")
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", default="sqlite,sqlite-unsafe,ota,ota-unsafe,rotating")
+    ap.add_argument("--fs", default="ext4")
+    ap.add_argument("--device", default="emmc-8g@64M")
+    ap.add_argument("--max-states", type=int, default=0, help="appcheck.max_states (0: every distinct state)")
+    a = ap.parse_args()
+    pairs = [p for p in a.pairs.split(",") if p]
+    unknown = [p for p in pairs if p not in PAIRS]
+    if unknown:
+        print(f"check-where: unknown pair {unknown[0]}: choose from {', '.join(PAIRS)}", file=sys.stderr)
+        return 2
+    kernel = ensure_kernel(time_travel=True)
+    differ = 0
+    with tempfile.TemporaryDirectory(prefix="flashbed-check-where-") as tmp:
+        for name in pairs:
+            for fs in a.fs.split(","):
+                w, c = PAIRS[name]
+                extra = {"max_states": a.max_states} if a.max_states else {}
+                got = {}
+                for where, params in (("host", {}), ("lab", {"check_in_lab": True})):
+                    root = Path(tmp) / f"{name}-{fs}-{where}"
+                    res = run(kernel, root, cell(a.device, fs, w, c, **params, **extra))
+                    got[where] = (verdicts(root, res, fs), res.extra.get("check_where", {}))
+                (host, hw), (lab, lw) = got["host"], got["lab"]
+                diff = sorted(s for s in set(host) | set(lab) if host.get(s) != lab.get(s))
+                differ += len(diff)
+                classes = Counter(v[0] for v in lab.values())
+                print(f"{name} on {fs}: {len(lab)} states (host run {len(host)}); checks on the host "
+                      f"{hw.get('host', 0)}, in the lab {lw.get('lab', 0)}; classes "
+                      + ", ".join(f"{k} {n}" for k, n in sorted(classes.items()))
+                      + f"; {len(diff)} differ" + (f": {diff[:5]}" if diff else ""), flush=True)
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
