@@ -15,6 +15,9 @@ import pytest
 
 from flashbed.yaffs2 import build
 
+# a deadline on the wall clock, not a count of polls: under make test beside lab boots a poll
+# of 10 ms takes far longer, and 1 000 of them ended a daemon's wait before it had exited
+PATIENCE_S = 60.0
 # 4 KiB pages, 64 per block: nandsim's free OOB with Hamming on a 128-byte OOB (78),
 # BCH-4 and BCH-8 on 224 bytes (166, 118), and a 16-byte one (bare tags, no tag ECC)
 LAYOUTS = (78, 166, 118, 16)
@@ -55,7 +58,8 @@ class Mounted:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def _wait_pid(self) -> int:
-        for _ in range(200):
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline:
             if self.pidfile.exists() and self.pidfile.read_text().strip():
                 return int(self.pidfile.read_text())
             time.sleep(0.01)
@@ -68,7 +72,8 @@ class Mounted:
         # the daemon is its session's leader, reaped by whoever adopts it, maybe late:
         # a zombie has exited
         stat = Path(f"/proc/{self.pid}/stat")
-        for _ in range(1000):
+        deadline = time.monotonic() + PATIENCE_S
+        while time.monotonic() < deadline:
             try:
                 if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
                     raise FileNotFoundError
