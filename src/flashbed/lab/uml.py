@@ -313,11 +313,11 @@ class WallLimits:
 
 # The calls of the crash-state loop, whose answers the guest waits for: in virtual time it spins
 # on the run directory meanwhile (guestlib.wait_file: a sleep would move its clock by the host's
-# wall time), a whole core spent on nothing while the host serves a state, runs an fsck or the
-# user's check; so the lab's kernel is stopped until the answer is in place. Its clock does not
+# wall time), a whole core spent on nothing while the host lists the states, serves one, runs an
+# fsck or the user's check; so the lab's kernel is stopped until the answer is in place. Its clock does not
 # move while it is stopped, as it does not while it spins (time-travel=inf-cpu: guest time moves
 # only with the guest's own timers), so every figure and verdict is the same.
-PAUSED_CALLS = frozenset({Call.CRASH_NEXT, Call.CRASH_SWITCH, Call.CRASH_CHECK, Call.USER_CHECK})
+PAUSED_CALLS = frozenset({Call.CRASH_STATES, Call.CRASH_NEXT, Call.CRASH_SWITCH, Call.CRASH_CHECK, Call.USER_CHECK})
 
 
 class Pause:
