@@ -133,7 +133,7 @@ class LeadSearch:
         if base is None or base.score is None:
             return []
         out = [s for s in self.singles if (j := self.judged.get(s)) and j.measured and j.eligible
-               and j.score is not None and j.score > base.score + EPSILON]
+               and j.score is not None and j.score >= base.score + MIN_GAIN]
         return sorted(out, key=lambda s: (-self.judged[s].score, s.text))
 
     def broke(self) -> list[OptionSet]:
@@ -149,12 +149,19 @@ class LeadSearch:
         """The answer: the best eligible option set measured (the defaults when nothing beat them)."""
         sets = [self.defaults, *self.singles] + ([self.combined] if self.combined else [])
         ok = [s for s in sets if (j := self.judged.get(s)) and j.measured and j.eligible and j.score is not None]
+        base = self.judged.get(self.defaults)
+        if base is not None and base.score is not None:  # a gain too small to show changes no default
+            ok = [s for s in ok if s == self.defaults or self.judged[s].score >= base.score + MIN_GAIN]
         if not ok:
             return self.defaults
         return min(ok, key=lambda s: (-round(self.judged[s].score, 9), len(s.options), s.text))
 
 
 EPSILON = 1e-6  # a score that moved less is no change
+# an option set helps only when it raises the use case's score by this much: a hundredth of the
+# 0-1 scale, the first screen's last digit (a gain it would show as 'score 0.92 vs 0.92' is no
+# reason to leave a filesystem's defaults)
+MIN_GAIN = 0.01
 
 
 @dataclass

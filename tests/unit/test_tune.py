@@ -155,3 +155,11 @@ def test_the_catalogue_listing_says_what_the_pass_tries(capsys):
     assert main(["filesystems", "f2fs"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the listing wraps its lines
     assert "run --tune tries compress_algorithm=lz4" in out and "(needs mkfs -O extra_attr,compression)" in out
+
+
+def test_a_gain_too_small_to_show_is_no_reason_to_leave_the_defaults():
+    run = FakeRun({"ext4": (0.92, True, ""), "ext4+o:commit=60": (0.924, True, "")})
+    s = _search(run, [Lead("emmc", "logging", "ext4", "winner")])
+    assert s.done and s.leads[0].helped() == [] and s.leads[0].best == OptionSet("ext4")
+    run = FakeRun({"ext4": (0.92, True, ""), "ext4+o:commit=60": (0.93, True, "")})
+    assert _search(run, [Lead("emmc", "logging", "ext4", "winner")]).leads[0].best.options == (Option("commit", "60"),)
