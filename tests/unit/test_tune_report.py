@@ -199,3 +199,13 @@ def test_every_option_that_breaks_a_requirement_is_named_with_its_state_and_repl
     for option, lost in (("compress_algorithm=lz4", "2 of 100"), ("fsync_mode=nobarrier", "3 of 100")):
         assert f"`{option}` (durability (acknowledged data lost in {lost} crash states); replay: " \
                f"`flashbed crashstate replay " in text
+
+
+def test_a_choice_with_no_option_to_try_says_so_and_what_the_other_tried(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "catalogue", lambda spec: [COMMIT] if spec == "ext4" else [])  # f2fs: none (as erofs)
+    cells = _cells("ext4", 0.3, 3.0) + _cells("f2fs", 0.6, 2.0) + _cells(SPEC_COMMIT, 0.3, 3.0)
+    run = load_run(gen.write_run(tmp_path / "run", cells, request={"tune": True, "fs": ["ext4", "f2fs"]}))
+    recs = recommend(run)
+    logging = next(r for r in recs["emmc-1g"] if r.use_case.id == "logging")
+    assert answer_text(Tuning(run, recs), logging) == " Options: **f2fs** has none to try; no option of ext4 " \
+        "(1 tried) ranks it above."

@@ -301,7 +301,11 @@ def answer_text(tn: Tuning | None, r: R.Ranking) -> str:
         return " Options: not tuned yet (the tuning pass did not finish: run the same command again)." \
             if pending else ""
     best = a.options
-    if not best.options:
+    tried = sum(len(ls.singles) for ls in a.others)
+    if not a.lead.singles:  # a read-only image (erofs) or a filesystem whose catalogue has none to try
+        head = f" Options: **{best.base}** has none to try" + \
+            (f"; no option of {', '.join(ls.lead.fs for ls in a.others)} ({tried} tried) ranks it above" if tried else "")
+    elif not best.options:
         head = f" Options: **{best.base}** at its defaults (no option of its catalogue raised its score"
         head += f" and kept every requirement; {len(a.lead.singles)} tried)"
     else:
