@@ -234,3 +234,29 @@ def test_ctrl_c_neither_cuts_the_board_nor_waits_for_it_to_reboot(tmp_path, monk
     assert log.read_text() == "on\n" and b.ssh.reconnects == 0 and not b.off  # switched on, not waited for
     b.close()
     assert "is left on ssh://root@b, which was booting" in capsys.readouterr().err
+
+
+def test_a_study_whose_tool_the_board_lacks_is_one_line_before_any_cell(tmp_path):
+    """The emulated Debian board has no sqlite3: its sqlite cell failed ('sqlite3: not found') after the
+    run's other cells instead of the run being refused at the start."""
+    import subprocess
+    from types import SimpleNamespace
+
+    class Ssh(FakeSsh):
+        def run(self, cmd: str, **kw):  # the board's shell, here: a PATH without sqlite3
+            out = subprocess.run(["/bin/sh", "-c", cmd], capture_output=True, env={"PATH": str(tmp_path)})
+            return SimpleNamespace(returncode=out.returncode, stdout=out.stdout)
+
+    (tmp_path / "fio").write_text("#!/bin/sh\n")
+    (tmp_path / "fio").chmod(0o755)
+    b = Board(SshAddress("root", "b"))
+    b.ssh = Ssh(0)  # type: ignore[assignment]
+    assert b.missing(["fio", "sqlite3"]) == ["sqlite3"] and b.missing([]) == []
+    t = BoardTarget(ssh=SshAddress("root", "b"), board=b, studies=("bigfile", "sqlite"))
+    variant = SimpleNamespace(media="block", base=SimpleNamespace(fstype="ext4"))
+    b.identity = {"filesystems": ["ext4"], "missing_tools": []}
+    with pytest.raises(FlashbedError, match=r"^study sqlite runs sqlite3, and ssh://root@b has none: install it on "
+                                            r"the board \(Debian: apt install sqlite3\), or drop sqlite$"):
+        t.check_variant("ext4", variant)
+    t.studies = ("bigfile", "bandwidth")
+    t.check_variant("ext4", variant)  # fio is there

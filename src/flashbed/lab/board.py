@@ -252,6 +252,14 @@ class Board:
         self.ssh.put(real.parent, [real.name], self.tools)
         return f"{self.tools}/{real.name}"
 
+    def missing(self, tools: list[str]) -> list[str]:
+        """Which of `tools` the board's shell does not find."""
+        if not tools:
+            return []
+        r = self.ssh.run("for t in " + " ".join(shlex.quote(t) for t in tools) +
+                         "; do command -v \"$t\" >/dev/null || echo \"$t\"; done", check=False)
+        return r.stdout.decode(errors="replace").split()
+
     def versions(self, *packages: str) -> dict[str, str]:
         """The board's Debian package versions of `packages` ("unknown" where dpkg does not say)."""
         out = {}

@@ -25,6 +25,7 @@ class BoardTarget(Target):
     ssh: Any = None  # lab.ssh.SshAddress
     power: Any = None  # lab.power.PowerCommand: the board's power switch (--power-cmd)
     board: Any = None  # lab.board.Board, connected on entry
+    studies: tuple[str, ...] = ()  # the run's (check): their tools are looked for on the board once it is reached
     flashbench: str = ""  # how the board runs flashbench (probe_device)
 
     @classmethod
@@ -72,6 +73,7 @@ class BoardTarget(Target):
         if request.kernels:
             raise FlashbedError("--kernel picks a lab kernel; a board runs its own: drop --kernel")
         _board_devices(request.target, request.devices, destroy_data_on, "run")
+        self.studies = tuple(request.studies)
 
     def choices(self, request) -> list[ItsOwnLab]:
         return [ItsOwnLab("board", "a board runs the steps on its own CPUs: flashbed gives it no vCPUs")]
@@ -90,6 +92,16 @@ class BoardTarget(Target):
         lacks = self.board.lacking({variant.base.fstype})
         if lacks:
             raise FlashbedError(f"{spec}: {lacks}")
+        self._study_tools()
+
+    def _study_tools(self) -> None:
+        """The tools the run's studies drive themselves (sqlite3 for sqlite), looked for on the board: a
+        board without one was found only by its cells failing (`sqlite3: not found`)."""
+        from ..studies import STUDIES
+        need = {t: s for s in self.studies if s in STUDIES for t in STUDIES[s].tools}
+        for tool in self.board.missing(sorted(need)):
+            raise FlashbedError(f"study {need[tool]} runs {tool}, and {self.ssh.url} has none: install it on the "
+                                f"board (Debian: apt install {tool}), or drop {need[tool]}")
 
     def session_class(self, device: Device) -> type:
         from ..lab.board import session_for
