@@ -199,7 +199,7 @@ def check(t: ReplayState, image: Path, damaged: list[list[int]], out=sys.stdout)
 
 def check_record(t: ReplayState, image: Path, damaged: list[list[int]]) -> tuple[str, str, dict]:
     """Boot the lab on a copy of the image and recover it as the cell did: (class, why, its record)."""
-    from .lab.kernel import ensure_kernel
+    from .lab.kernel import lab_kernel
     from .lab.labs import UmlLab
     study = STUDIES[t.result.key.study]
     spec = cell_spec(t.result)
@@ -226,7 +226,7 @@ def check_record(t: ReplayState, image: Path, damaged: list[list[int]]) -> tuple
         alone = {k: v for k, v in listed[t.state].items() if k not in ("same", "out")}
         (run_dir / STATES_FILE).write_text(json.dumps({"states": [alone]}))
         c = dataclasses.replace(c, serve=False, claim=False)
-        res = UmlLab(ensure_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
+        res = UmlLab(lab_kernel()).boot(BootSpec(run_dir=run_dir, steps=(Step("check", f"{CSW} check {shell_arg(c)}",
                                                                                   timeout=3600),),
                                                     disks=(BlockDevice(disk),), timeout=3700))
         facts = [StateFacts.from_json(x) for x in read_log(str(run_dir / CHECKED_FILE))]

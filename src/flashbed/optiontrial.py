@@ -184,14 +184,14 @@ def _cache_file(v: FsVariant, kernel_key: str) -> Path:
 def check(variants: Iterable[FsVariant], kernels: Iterable[str]) -> list[Trial]:
     """Every variant with options of its own, tried on each lab kernel; one line (FlashbedError)
     for the first refusal. Returns the trials (the accepted ones)."""
-    from .lab.kernel import ensure_kernel
+    from .lab.kernel import lab_kernel
     from .lab.labs import UmlLab
     todo = {v.spec: v for v in variants if v.given and v.base.media == "block"}
     if not todo:
         return []
     out: list[Trial] = []
     for label in kernels:
-        info = ensure_kernel(label)
+        info = lab_kernel(label)  # the build a one-vCPU cell boots: no SMP build for a trial
         cached, missing = [], []
         for v in todo.values():
             f = _cache_file(v, info.key)

@@ -261,10 +261,10 @@ class _Build:
         if real_why is not None:
             self.real_time.append(RealTime(dev.label, choice.label, sname, case, n, real_why))
         several, profiles = len(self.choices) > 1, self.profiles
-        # a cell of one vCPU asked for in virtual time (or auto) that measures the lab's own CPU time
-        # boots the time-travel build with time travel off: the default path (the quick profile) needs
-        # one lab kernel; --clock real keeps the kernel as configured
-        flavour = kernel.TIME_TRAVEL if real_why is clock.RealWhy.CPU_TIME and n == 1 else ""
+        # a real-time cell of one vCPU on a kernel with a time-travel build boots that build with time
+        # travel off (whatever made it real time: --clock real, the cpu study, a device without a model
+        # clock): only a cell of several vCPUs needs the kernel as configured (SMP), a second build
+        flavour = kernel.TIME_TRAVEL if not runs_on.time_travel and n == 1 and choice.virtual else ""
         # real time runs at the lab's own CPU cost: no profile, once
         for prof in profiles if runs_on.time_travel else ("",):
             key = CellKey(dev.label, v.spec, sname, case, rep, choice.label if several else "",

@@ -89,11 +89,10 @@ def test_auto_runs_the_cpu_study_in_real_time_as_virtual_does():
         assert {c.key.study: c.flavour for c in plan.cells} == {"cpu": "timetravel", "mkfs": ""}
 
 
-def test_the_default_path_needs_one_lab_kernel_and_real_time_keeps_the_kernel_as_configured(monkeypatch):
-    """The quick profile in auto boots only the time-travel build (its cpu cells with time travel
-    off); --clock real and a cell of several vCPUs boot the kernel as configured."""
+@pytest.fixture
+def builds(monkeypatch):
+    """The lab kernel builds asked for (True: the time-travel build), each a fake KernelInfo."""
     from flashbed.lab import kernel
-    from flashbed.targets.lab import LabTarget
 
     built = []
 
@@ -106,18 +105,57 @@ def test_the_default_path_needs_one_lab_kernel_and_real_time_keeps_the_kernel_as
     monkeypatch.setattr(kernel, "ensure_kernel", ensure)
     monkeypatch.setattr("flashbed.lab.labs.ensure_kernel", ensure)
     monkeypatch.setattr("flashbed.lab.labs._RESOLVED", {})  # these fakes stay out of the process's cache
-    plan = make_plan(PlanRequest(profile="quick"))
+    return built
+
+
+def _booted(plan, built) -> dict[str, tuple[str, str | None]]:
+    """Each cell's build as its lab boots it: (flavour, time travel as provenance names it)."""
+    from flashbed.targets.lab import LabTarget
     labs = LabTarget().labs(plan, RunStore(Path("/nonexistent/run")), lambda line: None)
-    assert built == [True] and any(c.key.study == "cpu" for c in plan.cells)
+    return {c.key.id: (labs(c).kernel.flavour, labs(c).kernel.provenance().get("time_travel")) for c in plan.cells}
+
+
+def test_the_default_path_needs_one_lab_kernel(builds):
+    """The quick profile in auto boots only the time-travel build (its cpu cells with time travel off)."""
+    plan = make_plan(PlanRequest(profile="quick"))
+    booted = _booted(plan, builds)
+    assert set(builds) == {True} and any(c.key.study == "cpu" for c in plan.cells)
     for cell in plan.cells:
-        k = labs(cell).kernel
-        assert k.flavour == "timetravel" and k.time_travel == (cell.clock == "virtual")
-        assert k.provenance().get("time_travel") == (None if cell.clock == "virtual" else "off")
-    built.clear()
-    real = make_plan(PlanRequest(**EMMC, studies=("cpu",), clocks=("real",)))
-    assert [c.flavour for c in real.cells] == [""]
-    LabTarget().labs(real, RunStore(Path("/nonexistent/run")), lambda line: None)
-    assert built == [False]
+        assert booted[cell.key.id] == ("timetravel", None if cell.clock == "virtual" else "off")
+
+
+@pytest.mark.parametrize("request_", [
+    dict(fs=("ext4",), devices=("plain-file@512M",), studies=("mkfs", "bigfile")),  # no model clock: real time
+    dict(fs=("ubifs",), devices=("nand-2g-4k@128M",), studies=("mkfs",)),  # nandsim: real time
+    dict(**EMMC, studies=("cpu", "mkfs"), clocks=("real",)),  # real time by name
+    dict(**EMMC, studies=("mkfs",), clocks=("real", "virtual"))])
+def test_a_real_time_cell_of_one_vcpu_boots_the_time_travel_build_with_time_travel_off(builds, request_):
+    """Issue 40: real time on one vCPU asks for no SMP, so it builds no second kernel."""
+    plan = make_plan(PlanRequest(**request_))
+    real = [c for c in plan.cells if c.clock == "real"]
+    assert real and all(c.flavour == "timetravel" for c in real)
+    booted = _booted(plan, builds)
+    assert set(builds) == {True} and {booted[c.key.id] for c in real} == {("timetravel", "off")}
+
+
+def test_only_a_cell_of_several_vcpus_boots_the_smp_build(builds, four_cpus):
+    plan = make_plan(PlanRequest(**EMMC, studies=("mixed",), overrides=SCALING))
+    booted = {c.key.case: v for c, v in zip(plan.cells, _booted(plan, builds).values())}
+    assert set(builds) == {False, True}
+    assert booted == {"": ("timetravel", None), "scale-1vcpu": ("timetravel", None), "scale-2vcpu": ("", None)}
+    # a kernel without a time-travel build runs as configured
+    six = make_plan(PlanRequest(**EMMC, studies=("mkfs",), kernels=("6.12",)))
+    assert [c.flavour for c in six.cells] == [""]
+
+
+def test_a_lab_outside_a_run_asks_for_the_smp_build_only_for_several_vcpus(builds):
+    """lab exec, smoke, the probe, option trials: kernel.lab_kernel picks the build as the planner does."""
+    from flashbed.lab import kernel
+    assert kernel.lab_kernel("7.3").provenance().get("time_travel") == "off"  # lab exec's default, real time
+    assert kernel.lab_kernel(time_travel=True).time_travel
+    assert builds == [True, True]
+    assert kernel.lab_kernel("7.3", cpus=2).flavour == "" and kernel.lab_kernel("6.12").flavour == ""
+    assert builds == [True, True, False, False]
 
 
 def test_one_line_per_reason_not_per_cell(four_cpus):

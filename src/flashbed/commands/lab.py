@@ -85,7 +85,7 @@ def _smoke(args: argparse.Namespace, choice) -> int:
         else Path(tempfile.mkdtemp(prefix="flashbed-smoke-", dir=scratch.system_tmp()))  # kept: the user reads it
     results = smoke.run_smoke(names, out, args.jobs, kernel_name=choice.label, time_travel=clk.time_travel)
     smoke.print_table(results)
-    used = kernel.ensure_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it
+    used = kernel.lab_kernel(choice.label, time_travel=clk.time_travel)  # built by now: only names it
     print(f"kernel {choice.label}: {used.release}, {used.boot_mode} mode, {clk.value} time; "
           f"logs and smoke.json: {out}")
     return 0 if all(r.passed for r in results) else 1

@@ -422,6 +422,19 @@ def ensure_kernel(name: str | None = None, log: Log = _stderr, time_travel: bool
         return _with_mode(_build(spec, version, key, out, log), choice)
 
 
+def lab_kernel(name: str | None = None, time_travel: bool = False, cpus: int = 1,
+               log: Log = _stderr) -> KernelInfo:
+    """The build a lab of `cpus` vCPUs boots: in virtual time the time-travel build; in real time
+    on one vCPU that same build with time travel off (it reads the host's clock), where the kernel
+    has one; the kernel as configured (SMP) only for several vCPUs or a kernel without the flavour.
+    So a lab that asks for no SMP never builds the second kernel."""
+    choice = choose(name)
+    if time_travel or (cpus == 1 and choice.spec.time_travel_ok):
+        info = ensure_kernel(name, log=log, time_travel=True)
+        return info if time_travel else info.in_real_time()
+    return ensure_kernel(name, log=log)
+
+
 def _built(out: Path) -> KernelInfo | None:
     info_path = out / "info.json"
     if info_path.exists():
@@ -459,7 +472,7 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
     src, obj = work / spec.package, work / "obj"
     log_file = out / "build.log"
     what = f" ({spec.flavour} flavour)" if spec.flavour else \
-        " (SMP, real time: for --clock real and several vCPUs)" if spec.time_travel_ok else ""
+        " (SMP, real time: for cells of several vCPUs)" if spec.time_travel_ok else ""
     if (work / PREPARED).exists():
         done = sum(1 for _ in obj.rglob("*.o"))
         log(f"kernel {spec.name}: resuming the interrupted build of {spec.package} {version}{what}: {done} objects "

@@ -20,7 +20,7 @@ from .. import writeguard
 from ..clock import Clock, Pace, effective
 from ..errors import FlashbedError
 from .boundary import BlockDevice, BootSpec, CpuCosts, Step
-from .kernel import ensure_kernel
+from .kernel import lab_kernel
 from .uml import boot
 
 
@@ -110,7 +110,7 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
         clock, note = effective(clock, backend)
         if note:
             print(f"note: {note}", file=err)
-    kern = ensure_kernel(kernel, time_travel=clock.time_travel)
+    kern = lab_kernel(kernel, time_travel=clock.time_travel, cpus=cpus)  # SMP only for several vCPUs
     cpu = cpu if clock.time_travel else None
     steps = tuple(Step(f"s{i}", c, timeout=timeout, may_fail=True) for i, c in enumerate(cmds))
     with tempfile.TemporaryDirectory(prefix="flashbed-exec-") as tmp, \

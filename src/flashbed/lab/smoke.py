@@ -20,7 +20,7 @@ from ..executors import LocalExecutor
 from ..progress import Progress
 from ..shellwords import TOOLS
 from .boundary import BlockDevice, BootResult, BootSpec, Lab, Nandsim, Step
-from .kernel import ensure_kernel
+from .kernel import lab_kernel
 from .labs import UmlLab
 
 GUEST_TOOL = f"{TOOLS}/fbtool.py"
@@ -128,7 +128,7 @@ def run_smoke(names: list[str], out: Path, jobs: int | None = None, kernel_name:
     """`time_travel`: in virtual time (the kernel's time-travel flavour; the image
     files' requests complete at once in guest time)."""
     fscat.check_host_tools(names)
-    kernel = ensure_kernel(kernel_name, time_travel=time_travel)
+    kernel = lab_kernel(kernel_name, time_travel=time_travel)
     jobs = jobs or min(len(names), os.cpu_count() or 2)
     results: dict[str, SmokeResult] = {}
 

@@ -30,7 +30,7 @@ from .boundary import BootResult, BootSpec, GuestLayout, HostHandler, StepResult
 from .dirwatch import DirWatch
 from .guest.guestlib import WALL_FILE
 from .guest.protocol import Call, HostAnswer, HostCall, steps_file
-from .kernel import BootMode, KernelInfo, check_cpus, ensure_kernel
+from .kernel import BootMode, KernelInfo, check_cpus, lab_kernel
 
 HALT_GRACE = 30.0  # seconds from the agent's last word to the lab's exit
 # the guest sees the first disk as ubda, and the guest programs at a fixed path (labview.py)
@@ -135,11 +135,11 @@ def boot(spec: BootSpec, kernel: KernelInfo | None = None, host: HostHandler | N
     """
     if stopping():
         raise Stopping("flashbed is stopping: no new lab")
-    kernel = kernel or ensure_kernel()
+    kernel = kernel or lab_kernel(cpus=spec.cpus)
     check_cpus(kernel.name, kernel.max_cpus, kernel.boot_mode, spec.cpus)
     if any(d.model_clock for d in spec.disks) and not kernel.time_travel:
         raise FlashbedError("a device in virtual time needs the time-travel flavour of the lab kernel "
-                            "(ensure_kernel(..., time_travel=True))")
+                            "(lab_kernel(..., time_travel=True))")
     with cpus.lease_set(spec.cpus) as held:
         return _boot(spec, kernel, host, kill, held)
 

@@ -50,9 +50,10 @@ class CellSpec:
     clock: Clock = Clock.REAL
     # in virtual time: the guest CPU's cost profile (lab/cpuprofile.py); "": none (real time)
     cpu_profile: str = ""
-    # the lab kernel's build a real-time cell boots: "" the kernel as configured, or "timetravel"
-    # (kernel.TIME_TRAVEL), its time-travel build with time travel off: auto's one-vCPU real-time
-    # cells (the cpu study), so the default path needs one kernel. Virtual time is always that build.
+    # the lab kernel's build a real-time cell boots: "timetravel" (kernel.TIME_TRAVEL), its
+    # time-travel build with time travel off, for every cell of one vCPU on a kernel that has one, so
+    # only SMP needs a second build; "" the kernel as configured (several vCPUs, 6.12, a board).
+    # Virtual time is always the time-travel build.
     flavour: str = ""
 
     def __post_init__(self) -> None:  # given as their words (a test, a stored spec): the typed values

@@ -113,7 +113,7 @@ class LabTarget(Target):
         from ..lab.labs import UmlLab
         from ..probe.lab import lab_latency, tool_versions
         tools = tool_versions()
-        kern = kernel.ensure_kernel(time_travel=clock.time_travel)
+        kern = kernel.lab_kernel(time_travel=clock.time_travel)
         # the lab's own time per request, measured on a device that takes none
         return ProbeSite(lab=UmlLab(kern), flashbench="flashbench", tools=tools, clock=clock,
                          lab_latency=partial(lab_latency, kern, clock=clock))
