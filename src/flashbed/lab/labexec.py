@@ -124,8 +124,9 @@ def run(cmds: list[str], kernel: str, cpus: int = 1, device: str | None = None,
             r, stats = _with_device(device, run_dir, steps, extra, budget, cpus, Pace(pace), clock, kern, cpu)
         for s in r.steps:
             # s.seconds: guest time (device time in virtual time)
-            # and in virtual time the part of it charged to the CPU profile
-            cpu_s = f", cpu {s.cpu_seconds:.6f}s" if s.cpu_seconds is not None else ""
+            # and in virtual time the part of it charged to the CPU profile (the time-travel build
+            # reports a charge, 0, with time travel off too: not shown there)
+            cpu_s = f", cpu {s.cpu_seconds:.6f}s" if s.cpu_seconds is not None and clock.time_travel else ""
             print(f"$ {s.cmd}  [{s.status}, rc {s.rc}, {s.seconds:.6f}s{cpu_s}]", file=out)
             out.write(s.stdout)
             err.write(s.stderr)
