@@ -3,6 +3,7 @@ The real thing, a private sshd switched off and on, is tests/integration/test_bo
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from flashbed.devices.presets import Device
 from flashbed.errors import FlashbedError
 from flashbed.lab import board as board_mod
 from flashbed.lab.board import Board, BoardSession, PoweredBoardSession
-from flashbed.lab.boundary import PowerSwitch, session_has
+from flashbed.lab.boundary import GUEST_DIR, PowerSwitch, session_has
 from flashbed.lab.power import Action, PowerCommand, parse_power_cmd
 from flashbed.lab.ssh import SshAddress
 from flashbed.targets import BoardTarget
@@ -35,6 +36,12 @@ class FakeSsh:
     def __init__(self, fails: int):
         self.fails = fails
         self.reconnects = 0
+        self.commands: list[str] = []
+        self.puts: list[tuple[Path, list[str], str]] = []
+        self.sums = ""  # what the board's sha256sum prints for its guest programs
+
+    def put(self, local: Path, names: list[str], remote: str, **kw) -> None:
+        self.puts.append((local, names, remote))
 
     def reconnect(self, wait: float) -> None:
         self.reconnects += 1
@@ -42,9 +49,12 @@ class FakeSsh:
             raise FlashbedError("cannot reach ssh://root@b: Connection refused")
 
     def run(self, cmd: str, **kw):
+        self.commands.append(cmd)
+        out = self.sums.encode() if cmd.startswith("cd ") and "sha256sum" in cmd else b""
+
         class R:
             returncode = 0
-            stdout = b""
+            stdout = out
         return R()
 
 
@@ -75,6 +85,27 @@ def test_a_board_that_does_not_answer_is_cycled_once_then_one_line(tmp_path, mon
     b.cut()
     with pytest.raises(FlashbedError, match=r"did not answer SSH within 1s of 'echo on .*', nor after 'echo cycle"):
         b.back_on()
+
+
+def _sums(names, broken: str = "") -> str:
+    return "".join(f"{hashlib.sha256(b'' if n == broken else (GUEST_DIR / n).read_bytes()).hexdigest()}  {n}\n"
+                   for n in names)
+
+
+def test_after_a_cut_guest_programs_that_lost_their_bytes_are_copied_again_and_synced(tmp_path, monkeypatch):
+    # an emulated board's ext4 kept boardrun.py by name, zero-length, after a cut seconds after the copy
+    monkeypatch.setattr(board_mod, "OFF_HOLD", 0)
+    names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
+    b, ssh, _ = powered(tmp_path, fails=0)
+    ssh.sums = _sums(names)
+    b.cut()
+    b.back_on()
+    assert ssh.puts == []  # intact: nothing copied
+    ssh.sums = _sums(names, broken="boardrun.py")
+    b.cut()
+    b.back_on()
+    assert ssh.puts == [(GUEST_DIR, names, "/var/tmp/x/tools")]
+    assert ssh.commands[-1] == "sync"  # made durable before the next cut can come
 
 
 def test_the_power_switch_is_a_capability_of_the_boards_device_only_with_power_cmd():

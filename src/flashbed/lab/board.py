@@ -24,6 +24,7 @@ the board, removed when the run ends.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -104,8 +105,7 @@ class Board:
             self.measure_clock()
             self.base = self.ssh.run("mktemp -d /var/tmp/flashbed.XXXXXX").stdout.decode().strip()
             self.ssh.note(base=self.base)
-            names = sorted(p.name for p in GUEST_DIR.glob("*.py"))
-            self.ssh.put(GUEST_DIR, names, f"{self.base}/tools")
+            self.put_tools()
         except BaseException:
             self.close()
             raise
@@ -170,9 +170,33 @@ class Board:
                                         f"and starts its sshd") from None
             self.off = False
             self.measure_clock()  # a board sets its clock again at each boot
-            # a board that cleans /var/tmp at boot: the guest programs again
-            if self.ssh.run(f"test -f {shlex.quote(self.tools)}/agent.py", check=False).returncode != 0:
-                self.ssh.put(GUEST_DIR, sorted(p.name for p in GUEST_DIR.glob("*.py")), self.tools)
+            # a board that cleans /var/tmp at boot, or whose filesystem lost their blocks at the
+            # cut: the guest programs again, checked by their bytes, not their names
+            if not self.tools_intact():
+                self.put_tools()
+
+    def put_tools(self) -> None:
+        """The guest programs into the board's tools directory, then made durable there (sync): a
+        cut soon after the copy left them zero-length on the board's ext4 (delayed allocation),
+        existing by name, and the recovery's boot ran an empty boardrun.py, which printed nothing
+        and exited 0 (an emulated board's second run, cut within seconds of its copy)."""
+        self.ssh.put(GUEST_DIR, _tool_names(), self.tools)
+        self.ssh.run("sync", check=False)
+
+    def tools_intact(self) -> bool:
+        """Every guest program on the board has this flashbed's bytes (sha256sum: coreutils and
+        busybox alike; a board without it gets them copied again)."""
+        names = _tool_names()
+        want = {n: hashlib.sha256((GUEST_DIR / n).read_bytes()).hexdigest() for n in names}
+        r = self.ssh.run(f"cd {shlex.quote(self.tools)} && sha256sum -- {' '.join(shlex.quote(n) for n in names)}",
+                         check=False)
+        if r.returncode != 0:
+            return False
+        got = {}
+        for line in r.stdout.decode(errors="replace").splitlines():
+            digest, _, name = line.strip().partition("  ")
+            got[name.lstrip("*")] = digest
+        return got == want
 
     def switch_on(self) -> None:
         """Power on after a cut, without waiting for the board (flashbed is stopping): never left off."""
@@ -493,6 +517,10 @@ class BoardLab:
         return BootResult(status=status, steps=steps, boot_seconds=ready[0] if ready else None,
                           total_seconds=time.monotonic() - started, console_log=str(console_path),
                           exit_code=proc.returncode, kernel_release=data.get("uname", self.release), error=error)
+
+
+def _tool_names() -> list[str]:
+    return sorted(p.name for p in GUEST_DIR.glob("*.py"))
 
 
 def _watch(proc, kill: threading.Event | None, timeout: float, started: float) -> None:
