@@ -123,6 +123,7 @@ def test_a_walk_that_meets_an_error_is_perturbed_and_runs_no_check(tmp_path, mon
     ran = []
     v = sc.check("7", str(a), b"", lambda: ran.append(1) or {"n_loss": 0, "loss": []})
     assert v["tree_perturbed"] and not ran and sc.perturbed == 1 and sc.runs == 0 and not sc.seen
+    assert "a read error" in v["perturbed_why"]  # the lab's run of the check says why it was not the host's
 
 
 
@@ -143,6 +144,7 @@ def test_a_kernel_message_during_the_walk_perturbs_it(tmp_path):
     loud = SharedChecks(Log([[], ["FAT-fs (ubda): error, fat_get_cluster: invalid cluster chain"]]))
     v = loud.check("2", str(a), b"", lambda: {"n_loss": 0, "loss": []})
     assert v["tree_perturbed"] and loud.perturbed == 1 and loud.runs == 0
+    assert "a kernel message" in v["perturbed_why"]
 
 
 def test_the_host_counts_the_check_s_runs_perturbed_states_included():
@@ -156,3 +158,17 @@ def test_the_host_counts_the_check_s_runs_perturbed_states_included():
     assert study.check_runs([*recs, {**ran, "tree": "a", "tree_same": "1", "tree_rerun": True}]) == 3
     assert study.check_runs([{**ran, "tree_perturbed": True}]) == 1
     assert study.check_runs([ran]) is None  # share_trees off: no key at all
+
+
+def test_a_perturbed_state_s_lab_run_says_why_in_the_cell_line(monkeypatch):
+    """A state whose walk met trouble is checked again in the lab: the cell's line names that
+    reason, never "not said" (a vfat run on the USB-stick twin had 114 such runs unexplained)."""
+    from flashbed.studies import STUDIES
+
+    study = STUDIES["appcheck"]
+    monkeypatch.setattr(type(study), "check_place", lambda self, spec: "")  # the cell itself: the host
+    why = "keying its tree met a kernel message: served again, checked here"
+    recs = [{"check": {"rc": 0, "where": "host"}, "tree": "a"},
+            {"check": {"rc": 0, "where": "lab", "why": why}, "tree_perturbed": True}]
+    text, counts = study.check_where(None, recs)
+    assert "not said" not in text and why in text and counts == {"host": 1, "lab": 1, "why": {why: 1}}

@@ -544,7 +544,7 @@ def twin(c: CrashCheckSpec, rspec: RecoverSpec, st: dict, i: int, verify, kmsg, 
     return rec
 
 
-def again(c: CrashCheckSpec, st: dict, i: int, rspec: RecoverSpec, verify, kmsg) -> RecoverFacts:
+def again(c: CrashCheckSpec, st: dict, i: int, rspec: RecoverSpec, verify, kmsg, why: str) -> RecoverFacts:
     """State `st` served afresh and recovered with the check alone: keying its tree may have
     changed it (trees.py: a read error, the filesystem turned read-only, a kernel message)."""
     a = call_host(run_dir(), f"ag{i:06d}", HostCall(Call.CRASH_SWITCH, {"state": st["id"], "again": True,
@@ -556,6 +556,9 @@ def again(c: CrashCheckSpec, st: dict, i: int, rspec: RecoverSpec, verify, kmsg)
     facts = powercut.recover_facts(rspec, verify=verify, kmsg=kmsg, checker=checker_of(c))
     if facts.verify is not None:
         facts.verify["tree_perturbed"] = True  # checked again without the walk: counted on the host
+        check = facts.verify.get("check")
+        if isinstance(check, dict) and check.get("where") == "lab":
+            check.setdefault("why", why)  # the cell's line says why this run was not on the host
     return facts
 
 
@@ -597,7 +600,8 @@ def check(c: CrashCheckSpec) -> dict:
                     facts = powercut.recover_facts(rspec, verify=lambda d: judge(d, upto), kmsg=kmsg,
                                                    checker=checker_of(c))
                     if (facts.verify or {}).get("tree_perturbed"):
-                        facts = again(c, st, i, rspec, lambda d: plain(d, upto), kmsg)
+                        facts = again(c, st, i, rspec, lambda d: plain(d, upto), kmsg,
+                                      facts.verify.get("perturbed_why") or "keying its tree met trouble")
                 except Exception as e:  # noqa: BLE001 - this state's check could not run: said, and the next one
                     rec.error = f"{type(e).__name__}: {e}"[:300]
                 else:

@@ -195,7 +195,9 @@ class SharedChecks:
         said = bool(self.kmsg.take()) if self.kmsg is not None else False
         if walk.troubled or said or _read_only(d) != ro:
             self.perturbed += 1
-            return {"tree_perturbed": True, "n_loss": 0, "n_garbage": 0, "loss": [], "garbage": []}
+            why = ("a read error" if walk.troubled else "a kernel message" if said else "the mount turning read-only")
+            return {"tree_perturbed": True, "perturbed_why": f"keying its tree met {why}: served again, checked here",
+                    "n_loss": 0, "n_garbage": 0, "loss": [], "garbage": []}
         if key in self.seen:
             first, verdict = self.seen[key]
             if key not in self.confirmed and not verdict.get("check_unstable"):
