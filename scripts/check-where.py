@@ -3,13 +3,19 @@
 
     .venv/bin/python scripts/check-where.py [--pairs sqlite,sqlite-unsafe,ota,ota-unsafe,rotating]
                                             [--fs ext4] [--device emmc-8g@64M] [--max-states N]
+                                            [--records N]
 
 For each example pair (workload, check) and filesystem, the appcheck cell runs twice in virtual time
 (so both runs record the same workload and list the same states): once with the check on the host
 (the default) and once with `appcheck.check_in_lab=true`. Every state's verdict (its class and why,
 the states that share another's included) is compared; printed per cell: the states, where the
-checks ran, the verdict classes and the states whose verdicts differ (none may). Exit 1 when any
-differs. It boots the lab: run it under the lab's lock on a shared machine.
+checks ran, the verdict classes and the states whose verdicts differ (none may), then the totals.
+Exit 1 when any differs. It boots the lab: run it under the lab's lock on a shared machine.
+
+`wal400` is the per-record log check (examples/wal400.sh and walcheck.sh: a `dd` started per record).
+With the check in the lab each of its runs starts a `dd` per acknowledged record in the lab kernel, so
+`--records N` runs a log of the same shape but N records (every N/8th acknowledged, as every 50th of
+400), written beside the runs from wal400.sh's own text; the check is walcheck.sh itself.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import re
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -46,7 +53,22 @@ PAIRS = {
 }
 
 
-def cell(device: str, fs: str, workload: str, check: str, **params) -> CellSpec:
+def shorter_wal(records: int, into: Path) -> Path:
+    """wal400.sh with `records` records, every records/8th acknowledged (400 and 50 in the example)."""
+    text = (EXAMPLES / "wal400.sh").read_text()
+    every = max(1, records // 8)
+    for old, new in (('-le 400 ]', f'-le {records} ]'), ("% 50))", f"% {every}))"),
+                     ("400 records", f"{records} records"), ("every 50th", f"every {every}th")):
+        if old not in text:
+            raise SystemExit(f"check-where: examples/wal400.sh no longer says '{old}': update shorter_wal")
+        text = text.replace(old, new)
+    out = into / f"wal{records}.sh"
+    out.write_text(text)
+    out.chmod(0o755)
+    return out
+
+
+def cell(device: str, fs: str, workload: str | Path, check: str, **params) -> CellSpec:
     dev = presets.load_spec(device)
     values = edge.overrides({"--workload": str(EXAMPLES / workload), "--check": str(EXAMPLES / check)})["appcheck"]
     return CellSpec(key=CellKey(dev.label, fs, "appcheck", "user"), device=dev, variant=variants.parse(fs, dev),
@@ -81,34 +103,47 @@ def main() -> int:
     ap.add_argument("--fs", default="ext4")
     ap.add_argument("--device", default="emmc-8g@64M")
     ap.add_argument("--max-states", type=int, default=0, help="appcheck.max_states (0: every distinct state)")
+    ap.add_argument("--records", type=int, default=400, help="records of the wal400 pair's log (400: the example)")
     a = ap.parse_args()
     pairs = [p for p in a.pairs.split(",") if p]
     unknown = [p for p in pairs if p not in PAIRS]
     if unknown:
         print(f"check-where: unknown pair {unknown[0]}: choose from {', '.join(PAIRS)}", file=sys.stderr)
         return 2
+    if a.records < 8:
+        print("check-where: --records must be at least 8 (every records/8th is acknowledged)", file=sys.stderr)
+        return 2
     kernel = ensure_kernel(time_travel=True)
-    differ = 0
+    differ = compared = cells = 0
     with tempfile.TemporaryDirectory(prefix="flashbed-check-where-") as tmp:
         for name in pairs:
             for fs in a.fs.split(","):
                 w, c = PAIRS[name]
+                if name == "wal400" and a.records != 400:
+                    w = shorter_wal(a.records, Path(tmp))
                 extra = {"max_states": a.max_states} if a.max_states else {}
-                got = {}
+                got, took = {}, {}
                 for where, params in (("host", {}), ("lab", {"check_in_lab": True})):
                     root = Path(tmp) / f"{name}-{fs}-{where}"
+                    started = time.monotonic()
                     res = run(kernel, root, cell(a.device, fs, w, c, **params, **extra))
+                    took[where] = time.monotonic() - started
                     got[where] = (verdicts(root, res, fs), res.extra.get("check_where", {}))
                 (host, hw), (lab, lw) = got["host"], got["lab"]
                 diff = sorted(s for s in set(host) | set(lab) if host.get(s) != lab.get(s))
                 differ += len(diff)
+                compared += len(set(host) | set(lab))
+                cells += 1
                 classes = Counter(v[0] for v in lab.values())
-                print(f"{name} on {fs}: {len(lab)} states (host run {len(host)}); checks on the host "
+                label = f"{name} ({a.records} records)" if name == "wal400" and a.records != 400 else name
+                print(f"{label} on {fs} ({a.device}): {len(lab)} states (host run {len(host)}); checks on the host "
                       f"{hw.get('host', 0)}, in the lab {lw.get('lab', 0)}; classes "
                       + ", ".join(f"{k} {n}" for k, n in sorted(classes.items()))
-                      + f"; {len(diff)} differ", flush=True)
+                      + f"; {len(diff)} differ (the cell took {took['host']:.0f} s with the check on the host, "
+                      f"{took['lab']:.0f} s in the lab)", flush=True)
                 for st in diff[:5]:
                     print(f"  state {st}: on the host {host.get(st)}, in the lab {lab.get(st)}", flush=True)
+    print(f"{compared} states compared in {cells} cell(s): {differ} differ", flush=True)
     return 1 if differ else 0
 
 
