@@ -48,3 +48,18 @@ def test_bad_options_fail_before_anything_is_built(kwargs, words):
     args = {"kernel_names": ["7.3"], "runs": 1, "parts": ["lab"], "cycles": 1, **kwargs}
     with pytest.raises(FlashbedError, match=words):
         lab.bench(**args)
+
+
+def test_the_starts_part_is_a_guest_program_whose_figures_each_have_a_row():
+    """bench lab --parts starts: the guest's program compiles, and every figure it prints (per fault-around
+    window: a shell's fork, a record's fork and exec of dd, a dd start and its page faults) has a row."""
+    import ast
+    import re
+    src = lab._STARTS.format(dd=lab.DD_ONE, windows=lab.FAULT_AROUND, rounds=1)
+    ast.parse(src)
+    keys = {m.key for m in lab.METRICS}
+    printed = {f"{k}_fa{w >> 10}k" for w in lab.FAULT_AROUND for k in
+               re.findall(r'\("(\w+)", (?:ms|nf|shell_ms)', src)} | {"fault_us"}
+    assert len(printed) == 4 * len(lab.FAULT_AROUND) + 1 and printed <= keys
+    assert 65536 in lab.FAULT_AROUND  # Linux's default, the figure before any change
+    assert "starts" in lab.PARTS

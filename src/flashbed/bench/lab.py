@@ -2,7 +2,7 @@
 than the device) decides is visible.
 
   flashbed bench lab [--kernel 6.12 --kernel 7.3 ...] [--runs 3]
-                     [--parts lab,device,powercut] [--cycles 10]
+                     [--parts lab,device,powercut,starts] [--cycles 10]
 
 Per kernel, interleaved run by run so drift hits all alike (medians printed):
 - lab: boot to agent-ready; guest syscall cost (dd of 1-byte blocks: a read
@@ -15,7 +15,14 @@ Per kernel, interleaved run by run so drift hits all alike (medians printed):
   buffered through the page cache) with their sizes; a 4 KiB buffered
   sequential read of a 128 MiB file through ext4, cold cache;
 - powercut: cut/recover/verify cycles per hour on one core (ext4 on
-  emmc-8g@64M, flashbed.bench.powercut).
+  emmc-8g@64M, flashbed.bench.powercut);
+- starts (not in the default parts): where a program's start goes in the lab, one
+  boot per kernel and run: a shell's fork (`x=$(:)`), a shell's fork and exec of a
+  dd of one block (`x=$(dd ...)`: one record of a per-record check), the page
+  faults of one dd start and a first-touch page fault; each with the kernel's
+  fault-around window (the file pages one fault maps: debugfs fault_around_bytes)
+  at 4 KiB (none), 64 KiB (Linux's default) and 2 MiB (its largest), the three
+  interleaved within the boot.
 Goals from issue 10 are printed beside the figures.
 """
 
@@ -43,7 +50,8 @@ from ..lab.labexec import request_summary
 from ..lab.uml import boot
 from ..status import StepStatus
 
-PARTS = ("lab", "device", "powercut")
+PARTS = ("lab", "device", "powercut", "starts")
+FAULT_AROUND = (4096, 65536, 2 << 20)  # bytes: none, Linux's default, the most it takes (PTRS_PER_PTE pages)
 DEVICE = "emmc-8g@512M"
 POWERCUT_DEVICE = "emmc-8g@64M"
 SYSCALL_BYTES = 200_000  # dd bs=1: one read and one write per byte
@@ -91,6 +99,12 @@ METRICS = (
     Metric("write_requests_buffered", "requests per 128 MiB write (buffered)", "", "low", lambda c: "<= 1000"),
     Metric("write_requests_direct", "requests per 128 MiB write (1 MiB direct)", "", "low"),
     Metric("powercut_per_hour", "power-cut cycles per hour per core", "/h", "high", lambda c: ">= 1500"),
+    *(m for fa in FAULT_AROUND for m in (
+        Metric(f"fork_ms_fa{fa >> 10}k", f"shell fork x=$(:), fault-around {fa >> 10} KiB", "ms", "low"),
+        Metric(f"record_ms_fa{fa >> 10}k", f"shell x=$(dd ...), fault-around {fa >> 10} KiB", "ms", "low"),
+        Metric(f"dd_start_ms_fa{fa >> 10}k", f"dd start, fault-around {fa >> 10} KiB", "ms", "low"),
+        Metric(f"dd_faults_fa{fa >> 10}k", f"page faults per dd, fault-around {fa >> 10} KiB", "", "low"))),
+    Metric("fault_us", "a first-touch page fault (anonymous)", "µs", "low"),
 )
 
 
@@ -115,6 +129,8 @@ def bench(kernel_names: list[str], runs: int, parts: list[str], cycles: int, out
                     figs.update(_lab_figures(info, work / "lab"))
                     figs["host_syscall_us"] = host_syscall_us()
                     figs["host_dd_start_ms"] = host_dd_start_ms()
+                if "starts" in parts:
+                    figs.update(_start_figures(info, work / "starts"))
                 if "device" in parts:
                     dev_figs, sizes = _device_figures(info, work / "device")
                     figs.update(dev_figs)
@@ -228,6 +244,78 @@ def _lab_figures(info: KernelInfo, work: Path) -> dict[str, float]:
     return {"boot_s": r.boot_seconds, "syscall_us": sys_s / (2 * SYSCALL_BYTES) * 1e6,
             "cached_read_mb_s": nbytes / read_s / 1e6, "python_ms": float(_out(r, "python").stdout.strip()),
             "dd_start_ms": float(_out(r, "dd-start").stdout.strip())}
+
+
+# --- where a program's start goes in the lab ----------------------------------------------
+
+# run in the guest (standard library only): each fault-around window in turn, ROUNDS times over, so drift
+# hits each alike; prints one JSON object of medians
+_STARTS = """\
+import json, mmap, resource, statistics, subprocess, time
+DD, WINDOWS, ROUNDS = {dd!r}, {windows!r}, {rounds}
+FA = "/sys/kernel/debug/fault_around_bytes"
+
+
+def faults():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_minflt + r.ru_majflt
+
+
+def dd_starts(n=20):
+    t, f0 = [], faults()
+    for _ in range(n):
+        s = time.monotonic()
+        subprocess.run(DD, check=True)
+        t.append(time.monotonic() - s)
+    return statistics.median(t) * 1000, (faults() - f0) / n
+
+
+def shell_ms(body, n=40):
+    loop = "i=0; while [ $i -lt %d ]; do %s; i=$((i + 1)); done" % (n, body)
+    s = time.monotonic()
+    subprocess.run(["/bin/sh", "-c", loop], check=True)
+    return (time.monotonic() - s) * 1000 / n
+
+
+def fault_us(pages=2048):
+    m = mmap.mmap(-1, pages * 4096)
+    took = []
+    for _ in range(2):  # the first pass faults each page in, the second costs the loop alone
+        s = time.monotonic()
+        for i in range(0, pages * 4096, 4096):
+            m[i] = 1
+        took.append(time.monotonic() - s)
+    return (took[0] - took[1]) * 1e6 / pages
+
+
+with open(FA) as f:
+    was = f.read().strip()
+got = {{}}
+try:
+    for _ in range(ROUNDS):
+        for w in WINDOWS:
+            with open(FA, "w") as f:
+                f.write(str(w))
+            k = "fa%dk" % (w >> 10)
+            ms, nf = dd_starts()
+            for key, v in (("dd_start_ms", ms), ("dd_faults", nf), ("fork_ms", shell_ms("x=$(:)")),
+                           ("record_ms", shell_ms("x=$(" + " ".join(DD) + ")"))):
+                got.setdefault(key + "_" + k, []).append(v)
+        got.setdefault("fault_us", []).append(fault_us())
+finally:
+    with open(FA, "w") as f:
+        f.write(was)
+print(json.dumps({{k: statistics.median(v) for k, v in got.items()}}))
+"""
+START_ROUNDS = 5
+
+
+def _start_figures(info: KernelInfo, work: Path) -> dict[str, float]:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "starts.py").write_text(_STARTS.format(dd=DD_ONE, windows=FAULT_AROUND, rounds=START_ROUNDS))
+    r = _boot_ok(BootSpec(run_dir=work, steps=(Step("starts", "/usr/bin/python3 -S starts.py", timeout=900),),
+                          timeout=1200), info)
+    return {k: float(v) for k, v in json.loads(_out(r, "starts").stdout.strip().splitlines()[-1]).items()}
 
 
 # --- the device through the lab ---------------------------------------------------------

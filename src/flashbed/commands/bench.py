@@ -46,7 +46,8 @@ def add_parser(sub) -> None:
     bl.add_argument("--runs", type=int, default=3, help="runs per kernel, interleaved (medians printed)")
     bl.add_argument("--parts", default="lab,device,powercut",
                     help="comma-separated: lab (boot, syscall, cached read, python start), device (emmc-8g), "
-                         "powercut")
+                         "powercut, starts (where a program's start goes: fork, exec, page faults, at three "
+                         "fault-around windows)")
     bl.add_argument("--cycles", type=int, default=10, help="power-cut cycles per kernel")
     bck = bsub.add_parser("clock", help="the same fio jobs in real and virtual time, against the device model's "
                           "own timing, with wall-clock seconds per figure")
