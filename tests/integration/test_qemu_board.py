@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,21 +27,29 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.qemu_board, pytest.mark.lab]
 
 
-@pytest.fixture
-def busybox_board(tmp_path_factory):
+@contextmanager
+def _board(tmp_path_factory, recipe: str, card_bytes: int):
+    """A board of `recipe` with a card of `card_bytes`, switched on, reached by SSH, and switched
+    off on leaving; the test is skipped, with the reason, where QEMU or the board cannot be had."""
     if shutil.which(qemu.QEMU) is None:
         pytest.skip(f"no {qemu.QEMU} on this machine (apt-get install qemu-system-arm)")
-    try:
-        b = qemu.create(tmp_path_factory.mktemp("bb") / "board", qemu.RECIPES["busybox"], card_bytes=64 << 20,
+    try:  # an image is built once into the cache (tens of minutes under TCG for Debian's), then reused
+        b = qemu.create(tmp_path_factory.mktemp(recipe) / "board", qemu.RECIPES[recipe], card_bytes=card_bytes,
                         say=lambda *_: None)
     except FlashbedError as e:
-        pytest.skip(f"the busybox board cannot be built here: {e}")
+        pytest.skip(f"the {recipe} board cannot be built here: {e}")
     qemu.power_on(b)
     try:
         qemu.wait_ssh(b)
         yield b
     finally:
         qemu.power_off(b)
+
+
+@pytest.fixture
+def busybox_board(tmp_path_factory):
+    with _board(tmp_path_factory, "busybox", 64 << 20) as b:
+        yield b
 
 
 def _ssh(b: qemu.BoardDir, cmd: str) -> str:
@@ -66,19 +75,8 @@ def test_a_board_without_python3_is_refused_in_one_line_before_anything_is_writt
 
 @pytest.fixture(scope="module")
 def debian_board(tmp_path_factory):
-    if shutil.which(qemu.QEMU) is None:
-        pytest.skip(f"no {qemu.QEMU} on this machine (apt-get install qemu-system-arm)")
-    try:  # the image is built once into the cache (tens of minutes under TCG), then reused
-        b = qemu.create(tmp_path_factory.mktemp("deb") / "board", qemu.RECIPES["debian"], card_bytes=128 << 20,
-                        say=lambda *_: None)
-    except FlashbedError as e:
-        pytest.skip(f"the Debian board cannot be built here: {e}")
-    qemu.power_on(b)
-    try:
-        qemu.wait_ssh(b)
+    with _board(tmp_path_factory, "debian", 128 << 20) as b:
         yield b
-    finally:
-        qemu.power_off(b)
 
 
 def _on_board(b: qemu.BoardDir, out: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
