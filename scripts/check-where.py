@@ -30,13 +30,12 @@ from collections import Counter
 from pathlib import Path
 
 from flashbed import variants
-from flashbed.cell import run_cell
+from flashbed.cell import run_alone
 from flashbed.devices import presets
 from flashbed.lab.guest.protocol import StateFacts
 from flashbed.lab.kernel import ensure_kernel
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
-from flashbed.store import RunStore
 from flashbed.studies import STUDIES, edge
 from flashbed.studies.base import CellSpec
 from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
@@ -87,11 +86,7 @@ def verdicts(root: Path, res, fs: str) -> dict[str, tuple[str, str]]:
 
 
 def run(kernel, root: Path, spec: CellSpec):
-    store = RunStore(root)
-    store.create()
-    store.write_manifest({"schema": 1, "run_id": root.name})
-    res = run_cell(spec, UmlLab(kernel), store.logs_dir(spec.key), root / "scratch")
-    store.write(res)
+    _, res = run_alone(spec, UmlLab(kernel), root)
     if res.status != "ok":
         raise SystemExit(f"check-where: {spec.key}: {res.error or res.headline}")
     return res

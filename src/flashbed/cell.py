@@ -3,7 +3,8 @@ study's steps, answer the guest's host calls, and turn it all into a result.
 
 `cell_task` is the unit of work an executor runs (locally or on a Dask worker):
 one cell of a run directory, its result returned to the caller, which alone
-writes the run's cell files."""
+writes the run's cell files; `run_alone` runs one cell in a run directory of
+its own (scripts and tests)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,20 @@ def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root:
                       help_check)
     result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part, helpers=helpers)
     return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
+
+
+def run_alone(spec: CellSpec, lab: Lab, root: Path) -> tuple[RunStore, CellResult]:
+    """One cell in a run directory of its own, `root`, laid out as `flashbed run` lays one out
+    (a manifest naming the run, the cell's logs in `logs/<cell>`, its result in `cells/`), so
+    what reads a run (a crash state's replay, the report) reads it: for the scripts and tests
+    that run a single cell without a plan. The result is written whatever its status: the
+    caller judges it."""
+    store = RunStore(root)
+    store.create()
+    store.write_manifest({"schema": 1, "run_id": root.name})
+    result = run_cell(spec, lab, store.logs_dir(spec.key), root / "scratch")
+    store.write(result)
+    return store, result
 
 
 def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:

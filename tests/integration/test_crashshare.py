@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from flashbed import variants
-from flashbed.cell import cell_task, run_cell
+from flashbed.cell import cell_task, run_alone
 from flashbed.clock import Clock
 from flashbed.crashhost.share import HELPERS, SHARE_FILE, records
 from flashbed.devices import presets
@@ -74,10 +74,8 @@ def store_for(root: Path) -> RunStore:
 def exhaustive(tt_kernel, tmp_path_factory):
     """One lab, every state checked itself, its fsck in the lab: the reference (the shared runs
     check on the host, crashhost/check.py)."""
-    root = tmp_path_factory.mktemp("one")
-    store = store_for(root)
     cell = spec(dedup=False, fsck_on_host=False)
-    res = run_cell(cell, UmlLab(tt_kernel), store.logs_dir(cell.key), root / "scratch")
+    store, res = run_alone(cell, UmlLab(tt_kernel), tmp_path_factory.mktemp("one"))
     assert res.status == "ok", res.error
     logs = store.logs_dir(cell.key)
     assert not (logs / HELPERS).exists()

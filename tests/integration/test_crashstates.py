@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from flashbed import crashreplay, variants
-from flashbed.cell import run_cell
+from flashbed.cell import run_alone
 from flashbed.devices import presets
 from flashbed.errors import FlashbedError
 from flashbed.lab.guest import guestlib, powercut
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
-from flashbed.store import RunStore
 from flashbed.studies import STUDIES
 from flashbed.studies.base import CRASHLOG, CellSpec
 from flashbed.studies.crashstates import LOG_FILE, STATES_FILE
@@ -41,12 +40,7 @@ def spec(fs, workload="powercut", device=DEVICE, **params):
 
 def run(kernel, root, cell):
     """The cell in a run directory of its own (as `flashbed run` lays it out)."""
-    store = RunStore(root)
-    store.create()
-    store.write_manifest({"schema": 1, "run_id": root.name})
-    res = run_cell(cell, UmlLab(kernel), store.logs_dir(cell.key), root / "scratch")
-    store.write(res)
-    return store, res
+    return run_alone(cell, UmlLab(kernel), root)
 
 
 def counts(res, case="powercut"):

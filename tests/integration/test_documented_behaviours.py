@@ -31,12 +31,11 @@ from pathlib import Path
 import pytest
 
 from flashbed import variants
-from flashbed.cell import run_cell
+from flashbed.cell import run_alone
 from flashbed.devices import presets
 from flashbed.lab.guest.guestlib import read_log
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
-from flashbed.store import RunStore
 from flashbed.studies import STUDIES, edge
 from flashbed.studies.base import CellSpec
 from flashbed.studies.crashstates import LOG_FILE, STATES_FILE
@@ -65,11 +64,7 @@ def appcheck(kernel, root: Path, fs: str, workload: Path, check: Path, device: s
 
 
 def run(kernel, root: Path, cell: CellSpec):
-    store = RunStore(root)
-    store.create()
-    store.write_manifest({"schema": 1, "run_id": root.name})
-    res = run_cell(cell, UmlLab(kernel), store.logs_dir(cell.key), root / "scratch")
-    store.write(res)
+    store, res = run_alone(cell, UmlLab(kernel), root)
     assert res.status == "ok", res.error
     print(f"{cell.variant.spec}: {res.headline}")  # the verdicts, for the record (pytest -s)
     return res, store.logs_dir(cell.key)

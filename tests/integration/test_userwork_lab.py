@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from flashbed import variants
-from flashbed.cell import run_cell
+from flashbed.cell import run_alone
 from flashbed.devices import presets
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
@@ -45,12 +45,7 @@ def spec(study: str, workload: str, check: str | None = None, **params):
 
 
 def run(kernel, root: Path, cell):
-    store = RunStore(root)
-    store.create()
-    store.write_manifest({"schema": 1, "run_id": root.name})
-    res = run_cell(cell, UmlLab(kernel), store.logs_dir(cell.key), root / "scratch")
-    store.write(res)
-    return res
+    return run_alone(cell, UmlLab(kernel), root)[1]
 
 
 def counts(res):

@@ -131,6 +131,19 @@ def test_replay_reads_the_attempt_that_made_the_result(plan, tmp_path):
     assert t.logs == store.root / r.attempt_dir and (t.logs / CRASHLOG).is_dir()
 
 
+def test_one_cell_alone_is_laid_out_as_a_run_that_the_store_and_replay_read(plan, tmp_path):
+    """cell.run_alone (the scripts and lab tests that run one cell): the cell in a run directory
+    of its own, its result stored and its failed states found by replay, as a planned run's are."""
+    from flashbed.cell import run_alone
+    cell = plan.cells[0]
+    store, r = run_alone(cell, Lab(LOSS, interrupt=False), tmp_path / "one")
+    assert store.root == tmp_path / "one" and json.loads(store.manifest_path.read_text())["run_id"] == "one"
+    assert len(r.extra["failures"]) == len(STATES)
+    stored = store.load(cell.key)
+    assert stored is not None and stored.headline == r.headline and stored.extra["failures"] == r.extra["failures"]
+    assert find(str(store.root), f"{r.key.id}:101").logs == store.logs_dir(cell.key)
+
+
 def test_two_attempts_never_share_a_directory(tmp_path):
     store = RunStore(tmp_path)
     from flashbed.results import CellKey
