@@ -10,8 +10,9 @@ run times, interleaved, on this host's wall clock and in CPU time (this process'
 - a trivial check (`true`) in the sandbox: what the sandbox itself costs per check;
 - the check in the sandbox, as `flashbed run` runs it.
 
-Medians are printed. The default check is the per-record one, examples/walcheck.sh's text (a
-`dd` for each acknowledged record).
+Medians are printed. The default check is examples/walcheck.sh (a `dd` for each acknowledged
+record), shipped in the package as bench/walcheck.sh (in a checkout, a link to the example) so
+an installed flashbed has it: one text, not a copy that drifts from the example's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Callable
 
@@ -32,17 +34,11 @@ from ..lab.guest import trees
 
 WORKDIR = "/mnt/cs"  # the lab's directory of the workload (studies/appcheck.py)
 RECORD = 512
-WALCHECK = r"""set -u
-want=$(grep -o 'records=[0-9]*' "${FLASHBED_ACKED:-/dev/null}" | tail -n 1 | cut -d= -f2)
-want=${want:-0}
-i=1
-while [ "$i" -le "$want" ]; do
-  got=$(dd if=wal.log bs=512 skip=$((i - 1)) count=1 status=none 2>&1)
-  [ "$got" = "$(printf '%-511s' "record $i")" ] || { echo "record $i of the $want acknowledged is lost"; exit 1; }
-  i=$((i + 1))
-done
-echo "ok: the $want acknowledged records are there"
-"""
+
+
+def default_check() -> str:
+    """examples/walcheck.sh's text, as the package ships it (pyproject's package data)."""
+    return resources.files(__package__).joinpath("walcheck.sh").read_text()
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ def bench(check: str | None, records: int, runs: int, out=sys.stdout) -> dict[st
     why = sandbox.available()
     if why:
         raise FlashbedError(f"no check sandbox on this host ({why}): the check would run in the lab")
-    cmd = Path(check).read_text() if check else WALCHECK
+    cmd = Path(check).read_text() if check else default_check()
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-uc-") as tmp:
         root = Path(tmp)
         tree, pack, acked = lay_out(root, records)
@@ -100,7 +96,7 @@ def bench(check: str | None, records: int, runs: int, out=sys.stdout) -> dict[st
         parts = {"the check alone (no sandbox)": bare, "the sandbox with `true`": boxed("true"),
                  "the check in the sandbox": boxed(cmd)}
         times: dict[str, list[Timed]] = {k: [] for k in parts}
-        print(f"the user's check on the host: {Path(check).name if check else 'the per-record dd check'}, "
+        print(f"the user's check on the host: {Path(check).name if check else 'walcheck.sh (a dd per record)'}, "
               f"{records} records acknowledged, {runs} runs each, interleaved (medians)", file=out, flush=True)
         for _ in range(runs):
             for k, fn in parts.items():

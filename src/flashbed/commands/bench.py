@@ -26,8 +26,8 @@ def add_parser(sub) -> None:
                     "request completing when the device model says, so the figures do not depend on the host's load")
     buc = bsub.add_parser("usercheck", help="the user's check on the host per run: alone, the sandbox's own cost, "
                           "the check in the sandbox (medians, wall clock and CPU)")
-    buc.add_argument("--check", type=options.path, help="a check script (default: a dd per acknowledged record, as "
-                     "examples/walcheck.sh)")
+    buc.add_argument("--check", type=options.path, help="a check script (default: examples/walcheck.sh, shipped with "
+                     "flashbed: a dd per acknowledged record)")
     buc.add_argument("--records", type=int, default=400, help="records of 512 B in the log, all acknowledged")
     buc.add_argument("--runs", type=int, default=20, help="runs of each, interleaved (medians printed)")
     bhc = bsub.add_parser("hostcall", help="guest-to-host call round trip (every study's host calls pay it)")
