@@ -21,21 +21,10 @@ from flashbed.lab.guest import crashstates, trees
 from flashbed.lab.guest.protocol import CrashWorkSpec, HostAnswer, StateFacts
 from flashbed.status import PowerCutClass
 from flashbed.studies import STUDIES
+from tests.unit.test_checksandbox import running
 
 WHY_NOT = sandbox.available()
 pytestmark = pytest.mark.skipif(bool(WHY_NOT), reason=f"no check sandbox here: {WHY_NOT}")
-
-
-def running(marker: str) -> list[int]:
-    """Processes on the host whose command line holds `marker`."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found
 
 
 def snapshot(root: Path) -> dict[str, str]:
