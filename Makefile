@@ -5,10 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 FLASHBED := $(VENV)/bin/flashbed
 
-.PHONY: setup demo smoke test test-unit lint bench image
+.PHONY: setup setup-tests demo smoke test test-unit lint bench image
 
 setup:
 	./scripts/setup.sh
+
+# setup, and the Debian packages only the tests use (a browser, QEMU and what makes the emulated
+# boards, an SSH server): make demo does not wait for them
+setup-tests:
+	./scripts/setup.sh --tests
 
 # the main job: the quick profile (ten writable filesystems and two read-only images) on the default emulated
 # device, in virtual time by flashbed run's default clock, auto (every timed figure the device model's, whatever
@@ -20,7 +25,7 @@ demo: setup
 # spreads them (tests/conftest.py); the groups in collection order, the lab's slow ones first
 XDIST := -n auto --dist loadgroup --no-loadscope-reorder
 
-test: setup
+test: setup-tests
 	$(PY) -m ruff check src tests
 	cargo test --release --locked --manifest-path emulator/Cargo.toml
 	$(PY) -m pytest -q $(XDIST)

@@ -3,17 +3,24 @@
 # flashbed and its test extras, the emulator, the YAFFS2 daemon, the default lab kernel.
 # Safe to run again: each stage skips what is already there.
 #
+#   scripts/setup.sh [--tests]
+#
+# --tests (make test) adds the Debian packages only the test suite uses: a browser for the report's
+# rendering test, QEMU and what builds the emulated boards' images, an SSH server.
+#
 # Runs as an ordinary user: sudo only for apt-get, nothing else; the system Python is never
 # written to (flashbed goes into .venv), the kernels and YAFFS2 into the user's cache.
 # A stage that fails says what failed and what to do in one line (its output is in
 # .setup.log) and exits 2; the Rust toolchain is chosen before anything is installed.
+# The emulator, the YAFFS2 daemon and the lab kernel are built side by side; each stage's
+# time is printed, and a last line sums them up.
 set -eu
 cd "$(dirname "$0")/.."
+SELF=$(pwd)/scripts/setup.sh
 
 LOG=.setup.log
 VENV=.venv
 PY=${PYTHON:-python3}
-: >"$LOG"
 
 # linux-source-6.12 is the 6.12 lab kernel's source; the 7.3 one is fetched with
 # apt into flashbed's cache on first use (never installed), checked against
@@ -22,15 +29,25 @@ APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison 
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
  mtd-utils fio flashbench sqlite3
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
- openssh-client openssh-server
- qemu-system-arm qemu-utils mmdebstrap genext2fs cpio
- chromium fonts-dejavu-core"
-# qemu-system-arm ... cpio: the emulated arm64 board of the board path's tests (scripts/qemu-board.sh)
+ openssh-client fonts-dejavu-core"
+# only the test suite's: chromium renders the report (test_report_browser); qemu-system-arm ... cpio
+# make and boot the emulated arm64 boards (scripts/qemu-board.sh); openssh-server is the board of
+# test_board_ssh. make demo never waits for them.
+TEST_PACKAGES="chromium openssh-server qemu-system-arm qemu-utils mmdebstrap genext2fs cpio"
 # what a registry that cannot be reached looks like in apt's, pip's and cargo's output
 NET_ERRORS='Temporary failure resolving|Temporary failure in name resolution|Could not resolve|resolve host|Name or service not known|Network is unreachable|No route to host|Connection refused|Connection timed out|timed out|Failed to establish a new connection|Could not connect|Failed to fetch|spurious network error'
 
-die() { echo "setup: $*" >&2; exit 2; }
+# the jobs (below) stopped first; a job that failed of itself has said why, and setup says nothing more
+die() {
+    stop_jobs
+    failed_job || echo "setup: $*" >&2
+    exit 2
+}
 say() { echo "setup: $*"; }
+
+fmt() {  # seconds -> "12 min 5 s"
+    if [ "$1" -ge 60 ]; then echo "$(($1 / 60)) min $(($1 % 60)) s"; else echo "$1 s"; fi
+}
 
 # stage WHAT FIX CMD...: CMD's output to the log; if it fails, one line (a registry out of
 # reach is named as such) and exit 2
@@ -61,6 +78,138 @@ version_ge() {
 t = lambda v: tuple(int(x) for x in v.split("+")[0].split("~")[0].split("-")[0].split(".")[:3])
 sys.exit(0 if t(sys.argv[1]) >= t(sys.argv[2]) else 1)' "$1" "$2"
 }
+
+# --- the builds, side by side ----------------------------------------------------------------
+# The emulator (cargo), the YAFFS2 daemon and the lab kernel need nothing of one another, so they
+# run at once: on two cores the kernel build's serial parts (its source's fetch and extraction,
+# its configuration, its link) leave a core to cargo. Each is a job: setup.sh --job NAME, started
+# by setup in a session of its own so that it is stopped whole (cargo and its rustc, the kernel
+# build and its make). The first job to fail has said why in one line; setup stops the others and
+# exits 2. Ctrl-C stops them all (the kernel build resumes at the next setup). Nothing half-built is
+# ever used: cargo puts the emulator in place once linked, the kernel and YAFFS2 are cached whole.
+
+# the kernel job: the default kernel's time-travel build (every cell of make demo runs on it:
+# virtual time, and the cpu study with time travel off; the SMP build is made on first use). A job
+# starts with Ctrl-C ignored (a shell's background command), so setup stops it with SIGTERM, on
+# which the build stops as on Ctrl-C (make and its compilers with it); its failure is one line.
+KERNEL_JOB='import signal, sys
+from flashbed.errors import FlashbedError
+from flashbed.lab import kernel
+
+def stop(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, stop)
+try:
+    kernel.ensure_kernel(time_travel=True)
+except KeyboardInterrupt:
+    sys.exit(143)
+except (FlashbedError, OSError) as e:
+    sys.exit(f"setup: lab kernel: {e}")'
+
+run_job() {
+    case $1 in
+        emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml ;;
+        yaffs2) "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null ;;
+        kernel) exec "$VENV/bin/python" -c "$KERNEL_JOB" ;;
+        *) die "no job '$1'" ;;
+    esac
+}
+
+JOBS=""     # the jobs started: name:start-time
+RUNNING=""  # those not finished
+JOBS_DIR=""
+start_job() {  # NAME WHAT: the job NAME in the background, in a session of its own
+    [ -n "$JOBS_DIR" ] || JOBS_DIR=$(mktemp -d)
+    say "$2"
+    # the session's leader is the sh that waits for the job: it writes the job's pid file (the
+    # process group to stop) and, when the job ends, its exit status and end time. Its stderr is
+    # /dev/null, where it says "Terminated" when setup stops the job; the job's is setup's (fd 3)
+    setsid sh -c 'echo $$ >"$2.pid"; trap : TERM; sh "$0" --job "$1"; echo "$? $(date +%s)" >"$2.rc"' \
+        "$SELF" "$1" "$JOBS_DIR/$1" </dev/null 3>&2 2>/dev/null &
+    JOBS="$JOBS $1:$(date +%s)"
+    RUNNING="$RUNNING $1"
+}
+
+stop_jobs() {  # every job still running, stopped and waited for, every process of it gone
+    groups=""
+    for name in $RUNNING; do
+        [ -s "$JOBS_DIR/$name.pid" ] || sleep 1
+        pid=$(cat "$JOBS_DIR/$name.pid" 2>/dev/null || true)
+        [ -n "$pid" ] || continue
+        kill -TERM "-$pid" 2>/dev/null || true  # its process group (dash takes no --)
+        groups="$groups $pid"
+    done
+    RUNNING=""
+    wait
+    for pid in $groups; do  # a compiler that outlived its cargo, 10 s at most
+        n=0
+        while kill -0 "-$pid" 2>/dev/null && [ $n -lt 100 ]; do
+            sleep 0.1
+            n=$((n + 1))
+        done
+    done
+}
+
+failed_job() {  # has a job ended in a failure of its own (not stopped by setup)?
+    [ -n "$JOBS_DIR" ] || return 1
+    for f in "$JOBS_DIR"/*.rc; do
+        [ -s "$f" ] || continue
+        read -r rc _ <"$f"
+        [ "$rc" -ge 1 ] && [ "$rc" -lt 128 ] && return 0
+    done
+    return 1
+}
+
+TIMES=""  # each stage's time: "packages 95 s, ..."
+timed() {  # NAME START: NAME took from START until now
+    TIMES="${TIMES:+$TIMES, }$1 $(fmt $(($(date +%s) - $2)))"
+}
+
+await_jobs() {  # until every job has ended; the first that fails stops the others, exit 2
+    while [ -n "$RUNNING" ]; do
+        still=""
+        for name in $RUNNING; do
+            if [ -s "$JOBS_DIR/$name.rc" ]; then
+                read -r rc ended <"$JOBS_DIR/$name.rc"
+                if [ "$rc" != 0 ]; then
+                    stop_jobs
+                    # a job that fails says why in one line; one killed from outside could not
+                    [ "$rc" -lt 128 ] || echo "setup: the $name job was killed (exit $rc): run make setup again" >&2
+                    exit 2
+                fi
+                for j in $JOBS; do
+                    [ "${j%:*}" != "$name" ] || started=${j#*:}
+                done
+                say "$name ready in $(fmt $((ended - started)))"
+                timed "$name" "$started"
+            else
+                still="$still $name"
+            fi
+        done
+        RUNNING=$still
+        [ -z "$RUNNING" ] || sleep 1
+    done
+}
+
+if [ "${1:-}" = --job ]; then
+    exec 2>&3 3>&-
+    run_job "$2"
+    exit 0
+fi
+
+case "${1:-}" in
+    '') ;;
+    --tests) APT_PACKAGES="$APT_PACKAGES $TEST_PACKAGES" ;;
+    *) die "unknown option '$1': scripts/setup.sh [--tests]" ;;
+esac
+[ $# -le 1 ] || die "too many arguments: scripts/setup.sh [--tests]"
+
+: >"$LOG"
+SETUP_START=$(date +%s)
+# Ctrl-C or a stage's failure: the jobs are stopped before setup ends
+trap 'stop_jobs; [ -z "$JOBS_DIR" ] || rm -rf "$JOBS_DIR"' EXIT
+trap 'trap - INT TERM; stop_jobs; echo "setup: interrupted: run make setup again to go on (a kernel build resumes where it stopped)" >&2; exit 130' INT TERM
 
 # --- what is needed, checked before anything is installed -------------------------------------
 command -v "$PY" >/dev/null || die "no $PY: install python3 (3.11 or newer), or give PYTHON=/path/to/python3"
@@ -140,8 +289,13 @@ if [ -n "$missing" ]; then
     stage "apt-get install" "install them by hand to see why (sudo apt-get install$missing)" \
         apt_get install -y -q --no-install-recommends --no-remove $missing
 fi
+timed packages "$SETUP_START"
+
+# the emulator needs only the packages: it builds while the project environment is made
+start_job emulator "building the emulator (cargo build --release, Rust $(${RUSTC:-rustc} --version | awk '{print $2}'))"
 
 # --- the project environment ------------------------------------------------------------------
+env_start=$(date +%s)
 if [ -e "$VENV" ] && ! "$VENV/bin/python" -c '' 2>/dev/null; then
     # made by a Python that is gone (an upgrade): made again
     [ -f "$VENV/pyvenv.cfg" ] || die "$VENV exists and is not a Python virtual environment: move it away, then run make setup again"
@@ -163,19 +317,15 @@ sys.exit(0 if os.path.realpath(flashbed.__file__).startswith(here) else 1)' 2>/d
     stage "pip install" "see the log" "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
     touch "$STAMP"
 fi
+timed environment "$env_start"
 
-# --- builds -----------------------------------------------------------------------------------
-say "building the emulator (cargo build --release, Rust $(${RUSTC:-rustc} --version | awk '{print $2}'))"
-stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml
-
+# --- the YAFFS2 daemon and the lab kernel, beside the emulator's build ---------------------------
 # YAFFS2 (in no kernel): its core from Debian's u-boot source, fetched with apt into
 # flashbed's cache, built with flashbed's MTD driver and FUSE front
-say "YAFFS2 daemon"
-"$VENV/bin/python" -m flashbed.yaffs2 >/dev/null
-
+start_job yaffs2 "YAFFS2 daemon"
 # the default kernel's time-travel build: every cell of make demo runs on it (virtual time, and the
 # cpu study with time travel off); the kernel as configured (SMP, for --clock real and several
 # vCPUs) is built on first use. A build stopped midway (Ctrl-C) resumes here.
-say "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
-"$VENV/bin/python" -m flashbed.cli kernel build --clock virtual >/dev/null
-say "done: run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"
+start_job kernel "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
+await_jobs
+say "done in $(fmt $(($(date +%s) - SETUP_START))) ($TIMES; the last three side by side): run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"
