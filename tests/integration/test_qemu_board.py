@@ -116,7 +116,7 @@ def test_a_power_cut_on_the_emulated_board_is_a_real_restart(debian_board, tmp_p
     first = b.pid()
     r = _on_board(b, tmp_path / "run", "--study", "powercut", "--fs", "ext4", "--iterations", "1", "--set",
                   "powercut.modes=async", "--power-cmd", f"{REPO / 'scripts' / 'qemu-board.sh'} --dir {b.dir} "
-                  "{action}")
+                  "{action}", "--boot-wait", "900")  # TCG under load took up to 233 s of the default 300
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     lines = b.power_log.read_text().splitlines()[len(before):]
     assert [" ".join(x.split()[1:3]) for x in lines] == ["off (SIGKILL)", "on qemu"], lines

@@ -75,16 +75,35 @@ def test_a_cut_turns_the_board_off_and_back_on_once_it_answers(tmp_path, monkeyp
     assert not b.off and log.read_text() == "off\non\n" and ssh.reconnects == 1
 
 
-def test_a_board_that_does_not_answer_is_cycled_once_then_one_line(tmp_path, monkeypatch):
+def test_a_board_that_does_not_answer_is_cycled_once_then_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(board_mod, "OFF_HOLD", 0)
     b, ssh, log = powered(tmp_path, fails=1)
     b.cut()
     b.back_on()
     assert log.read_text() == "off\non\ncycle\n" and not b.off
+    said = capsys.readouterr().err.splitlines()  # the first wait's end is said when it comes, not only at the last
+    assert len(said) == 1 and "within 1s of its power on (--boot-wait): power-cycling it ('echo cycle" in said[0]
     b, ssh, log = powered(tmp_path / "2", fails=2) if (tmp_path / "2").mkdir() is None else None
     b.cut()
-    with pytest.raises(FlashbedError, match=r"did not answer SSH within 1s of 'echo on .*', nor after 'echo cycle"):
+    with pytest.raises(FlashbedError, match=r"did not answer SSH within 1s of 'echo on .*', nor within 1s of "
+                                            r"'echo cycle.*needs a longer --boot-wait SECONDS"):
         b.back_on()
+
+
+def test_the_boot_wait_is_runs_option_and_reaches_the_board(monkeypatch):
+    """--boot-wait: the one place a team sets how long its board may take after its power comes back
+    (it was 300 s, fixed; the emulated board took 195-233 s from on to SSH under load)."""
+    from types import SimpleNamespace
+
+    from flashbed.executors import LocalExecutor
+    from flashbed.lab.power import BOOT_WAIT
+    waits = []
+    monkeypatch.setattr(board_mod.Board, "open", lambda self: waits.append(self.boot_wait) or self)
+    for given, want in ((None, BOOT_WAIT), (900.0, 900.0)):
+        options = SimpleNamespace(power_cmd="relay {action}", ssh_key=None, ssh_config=None, boot_wait=given)
+        t = BoardTarget.open(SimpleNamespace(target="ssh://root@b"), options, None, LocalExecutor(1))
+        t.__enter__()
+        assert waits[-1] == want
 
 
 def _sums(names, broken: str = "") -> str:

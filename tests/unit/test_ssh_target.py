@@ -24,6 +24,10 @@ def test_a_target_is_user_host_and_port(text, user, host, port):
     (["--power-cmd", "relay {action}"], "--power-cmd is for --target ssh://...: add --target, or drop it"),
     (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", "relay 3"], "--power-cmd 'relay 3' has no {action}"),
     (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", " "], "--power-cmd ' ': an empty value: give one"),
+    (["--target", "ssh://root@127.0.0.1:1", "--boot-wait", "900"],
+     "--boot-wait is how long a board may take to answer after --power-cmd's on: add --power-cmd"),
+    (["--target", "ssh://root@127.0.0.1:1", "--power-cmd", "relay {action}", "--boot-wait", "0"],
+     "--boot-wait must be a number of seconds above 0"),
 ])
 def test_bad_target_options_are_one_line(argv, words, capsys, tmp_path):
     assert main(["run", "--fs", "ext4", "--study", "mkfs", "--device", "/dev/mmcblk0p3", "--out",

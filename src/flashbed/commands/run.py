@@ -15,6 +15,7 @@ from ..variants import fs_items
 
 
 def add_parser(sub) -> None:
+    from ..lab.power import BOOT_WAIT
     from ..studies import inputs
     r = sub.add_parser("run", help="run studies on emulated or real devices (resumable)", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,6 +60,9 @@ def add_parser(sub) -> None:
     board.add_argument("--power-cmd", metavar="'CMD {action}'", help="the board's power switch for --target, a "
                        "command run here with {action} made on, off or cycle: enables the powercut study on the "
                        "board")
+    board.add_argument("--boot-wait", type=options.seconds, metavar="SECONDS", help="with --power-cmd: how long "
+                       f"the board may take after its power comes back until it answers SSH (default "
+                       f"{BOOT_WAIT:g}); then it is power-cycled once and waited for as long again")
     yours = r.add_argument_group("your workload")
     for inp in inputs.ALL:  # the options the studies take (studies/inputs.py)
         yours.add_argument(inp.option, metavar=inp.metavar, type=inp.type, help=inp.help)
@@ -113,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
     req, store, old_run = _resumed(args) if args.resume else _new(args)
     if not req.target and args.power_cmd is not None:  # a resumed lab run
         raise FlashbedError("--power-cmd is for --target ssh://...: the lab cuts an emulated device's power itself")
+    if args.boot_wait is not None and args.power_cmd is None:
+        raise FlashbedError("--boot-wait is how long a board may take to answer after --power-cmd's on: add "
+                            "--power-cmd, or drop --boot-wait")
     with targets.open_run(req, args, store, executor) as target:  # where the cells run, chosen once
         plan = make_plan(req, target, tuple(args.destroy_data_on))
         check_resume(plan, store)  # a changed request or preset: refused before a kernel is built

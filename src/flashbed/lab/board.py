@@ -149,8 +149,8 @@ class Board:
         return self.clock_offset
 
     def back_on(self) -> None:
-        """After a cut: power on, and wait until SSH answers (bounded); a board that does not
-        answer is power-cycled once and waited for again, then one line."""
+        """After a cut: power on, and wait until SSH answers (--boot-wait, bounded); a board that
+        does not answer is power-cycled once and waited for as long again, then one line."""
         if not self.off:
             return
         assert self.power is not None
@@ -160,14 +160,19 @@ class Board:
             try:
                 self.ssh.reconnect(self.boot_wait)
             except FlashbedError:
+                # said as it happens: the second wait is as long again, and a run seemed stuck without it
+                print(f"flashbed: {self.address.url} did not answer SSH within {self.boot_wait:.0f}s of its power "
+                      f"on (--boot-wait): power-cycling it ('{self.power.command(Action.CYCLE)}') and waiting "
+                      f"{self.boot_wait:.0f}s more", file=sys.stderr)
                 self.power.run(Action.CYCLE)
                 try:
                     self.ssh.reconnect(self.boot_wait)
                 except FlashbedError as e:
                     raise FlashbedError(f"{self.address.url} did not answer SSH within {self.boot_wait:.0f}s of "
-                                        f"'{self.power.command(Action.ON)}', nor after "
-                                        f"'{self.power.command(Action.CYCLE)}' ({e}): check that the board boots "
-                                        f"and starts its sshd") from None
+                                        f"'{self.power.command(Action.ON)}', nor within {self.boot_wait:.0f}s of "
+                                        f"'{self.power.command(Action.CYCLE)}' ({e}): a board that boots slower "
+                                        f"needs a longer --boot-wait SECONDS; else check that it boots and starts "
+                                        f"its sshd") from None
             self.off = False
             self.measure_clock()  # a board sets its clock again at each boot
             # a board that cleans /var/tmp at boot, or whose filesystem lost their blocks at the

@@ -5,8 +5,8 @@ USB hub's port power: whatever switches the board).
 
 The powercut study on a board: at the seeded moment `off`, the boot ends with the
 board; after OFF_HOLD seconds `on`, and SSH is retried until the board answers
-(BOOT_WAIT seconds); a board that does not answer is power-cycled (`cycle`) once
-and waited for again, then the cell stops with one line.
+(BOOT_WAIT seconds, or run's --boot-wait); a board that does not answer is power-cycled
+(`cycle`) once and waited for as long again, then the cell stops with one line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..errors import FlashbedError
 
 PLACEHOLDER = "{action}"
 OFF_HOLD = 2.0  # seconds the board stays off (its capacitors drain, as a real cut leaves it)
-BOOT_WAIT = 300.0  # seconds a board may take to boot and answer SSH after `on`
+BOOT_WAIT = 300.0  # seconds a board may take to boot and answer SSH after `on` (run --boot-wait sets it)
 COMMAND_TIMEOUT = 60.0  # seconds one power command may take
 
 

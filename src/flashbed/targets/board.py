@@ -24,6 +24,7 @@ _IN_THE_LAB = {"run": "presets run in the lab, without --target", "probe": "pres
 class BoardTarget(Target):
     ssh: Any = None  # lab.ssh.SshAddress
     power: Any = None  # lab.power.PowerCommand: the board's power switch (--power-cmd)
+    boot_wait: float | None = None  # --boot-wait: seconds from the switch's on until SSH answers (None: BOOT_WAIT)
     board: Any = None  # lab.board.Board, connected on entry
     studies: tuple[str, ...] = ()  # the run's (check): their tools are looked for on the board once it is reached
     flashbench: str = ""  # how the board runs flashbench (probe_device)
@@ -44,7 +45,8 @@ class BoardTarget(Target):
                                 "executor")
         power = parse_power_cmd(options.power_cmd) if options.power_cmd is not None else None
         return cls(executor=LocalExecutor(1), ssh=parse_address(request.target, options.ssh_key or "",
-                                                                options.ssh_config or ""), power=power)
+                                                                options.ssh_config or ""), power=power,
+                   boot_wait=getattr(options, "boot_wait", None))
 
     @classmethod
     def for_probe(cls, options: Any) -> "BoardTarget":
@@ -56,7 +58,8 @@ class BoardTarget(Target):
 
     def __enter__(self) -> "BoardTarget":
         from ..lab.board import Board
-        self.board = Board(self.ssh, self.power).open()
+        from ..lab.power import BOOT_WAIT
+        self.board = Board(self.ssh, self.power, BOOT_WAIT if self.boot_wait is None else self.boot_wait).open()
         return self
 
     def close(self) -> None:
