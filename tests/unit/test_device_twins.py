@@ -187,6 +187,27 @@ def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp
     assert "erase unit (AU)" in shown and "4 MiB" in shown and "16 KiB" in shown
 
 
+def test_a_boards_probe_names_the_boards_kernel_and_fits_a_heavy_tailed_in_au_write_by_its_mean():
+    """The emulated board's SD card: random 4 KiB writes in one AU at a median of 0.38 ms and a mean
+    of 8.2 ms (122.6 IOPS, as the probe printed them). The fitted preset cited '2639 IOPS in one AU'
+    (the median's), and the probe's first line said 'lab kernel' of the board's own kernel."""
+    import dataclasses
+    from pathlib import Path
+
+    from flashbed.devices.presets import Device
+    from flashbed.probe import fit, render
+    result = _probe_result(None)
+    rates = {**result.rates, "randwrite-au": {"iops": 122.575, "lat_p50": 378.88}}
+    board = dataclasses.replace(result, rates=rates, lab_us={}, kernel="6.1.0-50-arm64", kernel_of="board")
+    dev = Device(name="card", path=Path("/dev/mmcblk0"), kind="block", capacity=256 * MiB, page_size=512,
+                 erase_block=0, preset_capacity=256 * MiB, info={})
+    text = fit.preset_toml(board, dev, "card")
+    assert "random 4 KiB write 123 IOPS in one AU" in text and "2639" not in text
+    assert "in board kernel 6.1.0-50-arm64 on" in text and "lab kernel" not in text
+    assert "board kernel 6.1.0-50-arm64" in render.text(board).splitlines()[0]
+    assert "lab kernel 6.12" in render.text(result).splitlines()[0]
+
+
 def test_in_virtual_time_the_probe_takes_a_jobs_mean_as_the_devices_rate():
     """An SLC buffer's random writes: most at the bus's pace (the median), some waiting for a
     fold. In real time the median guards against the host's load; in virtual time no load

@@ -54,6 +54,7 @@ class ProbeSite:
     tools: dict[str, str]
     clock: Clock
     lab_latency: Callable[[Path, float], dict[str, float]] | None = None
+    kernel_of: str = "lab"  # whose kernel the probe runs on: the lab's, or the board's own
 
 
 @dataclass
@@ -79,9 +80,15 @@ class ProbeResult:
     # the device's rate (an SLC buffer's fast median and slow folds are both the device's)
     clock: Clock = Clock.REAL
     raw: dict[str, str] = field(default_factory=dict)  # flashbench outputs, by test
+    kernel_of: str = "lab"  # whose kernel `kernel` is: the lab's, or the board's own (a probe --target)
 
     def __post_init__(self) -> None:
         self.clock = Clock(self.clock)  # given as its word (probe.json, a test): the typed value
+
+    @property
+    def kernel_words(self) -> str:
+        """'lab kernel 7.3.4', 'board kernel 6.1.0-50-arm64': a board's probe said 'lab kernel' of its own."""
+        return f"{self.kernel_of} kernel {self.kernel}"
 
     def figures(self, spread: str = "spread") -> dict[str, float]:
         return figures_from(self.rates, spread)
@@ -328,7 +335,7 @@ def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OP
         lab_us = site.lab_latency(work / "lab-latency", runtime)
     result = ProbeResult(device=device.label, capacity=cap, when=when, kernel=lab.release, tools=tools,
                          geometry=geometry, open_aus=open_aus, erase_unit_used=eu, rates=rates, fat=fat, raw=raw,
-                         lab_us=lab_us, model=model, clock=clock)
+                         lab_us=lab_us, model=model, clock=clock, kernel_of=site.kernel_of)
     from .. import writeguard
     writeguard.write_into(work, "probe.json", json.dumps(result.to_json(), indent=1))
     return result

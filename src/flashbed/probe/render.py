@@ -25,7 +25,7 @@ def text(result: ProbeResult) -> str:
     g, o, r = result.geometry, result.open_aus, result.rates
     au = _size(result.erase_unit_used)
     lines = [
-        f"probe {result.device} ({_size(result.capacity)}), {result.when}, lab kernel {result.kernel}, "
+        f"probe {result.device} ({_size(result.capacity)}), {result.when}, {result.kernel_words}, "
         f"flashbench {result.tools['flashbench']}, fio {result.tools['fio']}",
         f"  erase unit (AU)      {_size(g.erase_unit):>10}   flashbench -a: {g.note}",
         f"  page                 {_size(g.page):>10}",

@@ -130,7 +130,7 @@ class BoardTarget(Target):
         from ..lab.board import BoardLab
         from ..probe.lab import tool_versions
         site = ProbeSite(lab=BoardLab(self.board, str(device.path)), flashbench=self.flashbench,
-                         tools=self.board.versions("flashbench", "fio"), clock=Clock.REAL)
+                         tools=self.board.versions("flashbench", "fio"), clock=Clock.REAL, kernel_of="board")
         if site.flashbench != "flashbench":
             site.tools["flashbench"] = tool_versions()["flashbench"] + " (this machine's, copied to the board)"
         return site
