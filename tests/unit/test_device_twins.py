@@ -174,7 +174,9 @@ def test_a_fitted_preset_loads_and_says_where_each_value_came_from(collapse, tmp
     f = twin.footing
     assert {m.param.path for m in f.measured} >= {"nand.page_size", "nand.pages_per_block", "ftl.host_mb_s"}
     assert ("ftl.open_aus" in {m.param.path for m in f.measured}) == bool(collapse)
-    assert {a.param.path for a in f.assumptions} >= {"nand.planes", "ftl.cache", "nand.timing.bus_mb_s"}
+    assert {a.param.path for a in f.assumptions} >= {"nand.planes", "ftl.cache", "nand.timing.bus_mb_s",
+                                                     "nand.protect_paired_pages"}
+    assert twin.info["protect_paired_pages"] is False  # said, not the emulator's silent default
     assert {x.key for x in f.fitted} >= {"nand.timing.program_us[1]", "ftl.read_overhead_us"}
     # the lab's own time is left out: 600 - 100 - tR 60 - 16 KiB at 100 MB/s - 4 KiB at 40 MB/s
     assert "read_overhead_us = 174 " in text

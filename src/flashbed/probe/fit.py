@@ -102,6 +102,8 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         f"pages_per_block = {ppb}      # erase unit {format_size(eu)} = pages x page x planes ({eu_note})",
         f"planes = {PLANES}                   # not observable: two planes assumed",
         "endurance = 3000             # not observable: MLC datasheet class",
+        "protect_paired_pages = false # not observable: an MLC part without power-loss protection assumed (a cut "
+        "upper-page program damages its lower page: data made durable before the cut can read back as EIO)",
         "",
         "[nand.timing]",
         f"read_us = {READ_US:g}                # not observable: tR of the MLC datasheet class",
@@ -181,7 +183,11 @@ def _footing(result: ProbeResult, g, o, hybrid: bool, in_order: bool, program: t
             "", '[assumptions."nand.timing.bus_mb_s"]', "range = [40, 400]",
             f'source = "{not_seen}: asynchronous ONFI 1.0 (40 MB/s) to toggle-mode 2.0 (400 MT/s) NAND buses"',
             "", '[assumptions."nand.timing.read_us"]', "range = [25, 100]",
-            f'source = "{not_seen}: tR of the datasheet classes, SLC 25 us to TLC 100 us"']
+            f'source = "{not_seen}: tR of the datasheet classes, SLC 25 us to TLC 100 us"',
+            "", '[assumptions."nand.protect_paired_pages"]', "range = [false, true]",
+            f'source = "{not_seen}: whether the part spares a lower page when a cut tears the program of its '
+            f'upper page (a sudden-power-off claim in its datasheet, if any); power cuts on the part itself tell '
+            f'(flashbed run --target ... --study powercut --power-cmd ...)"']
     if not hybrid and not in_order:
         out += ["", '[assumptions."ftl.over_provisioning"]', "range = [0.02, 0.28]",
                 f'source = "{not_seen}: from a few spare blocks to 28 %, the largest of the usual set of the flash literature '
