@@ -4,8 +4,8 @@ architecture and SD card. Skipped, with the reason, where QEMU or the board's im
 The busybox board (no python3, no fio, busybox's tools) must be refused in one line naming what
 to install, before anything is written on it: its card stays all zeros, its /var/tmp empty.
 
-The Debian board (arm64, Debian's kernel, an SD card behind SDHCI) runs studies on its own kernel
-and card; its power cut (slow: a reboot under TCG) is a real restart, counted from QEMU's side.
+The Debian board (arm64, Debian's kernel, an SD card behind SDHCI) runs studies on its own kernel,
+card and tools (sqlite3 for sqlite); its power cut (slow: a reboot under TCG) is a real restart, counted from QEMU's side.
 One board at a time: each fixture's board is switched off when its tests end."""
 
 import json
@@ -92,7 +92,9 @@ def _cells(run: Path) -> list[dict]:
 
 def test_the_studies_run_on_the_emulated_boards_own_kernel_and_sd_card(debian_board, tmp_path):
     b = debian_board
-    r = _on_board(b, tmp_path / "run", "--study", "mkfs", "--fs", "ext4,f2fs")
+    # sqlite with the board's own sqlite3 (its image has it), a few transactions: the suite's time
+    r = _on_board(b, tmp_path / "run", "--study", "mkfs,sqlite", "--fs", "ext4,f2fs", "--set", "sqlite.transactions=20",
+                  "--set", "sqlite.journals=wal")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())
     dev = next(iter(man["devices"].values()))
@@ -102,8 +104,11 @@ def test_the_studies_run_on_the_emulated_boards_own_kernel_and_sd_card(debian_bo
     assert ident["board"]["release"] != os.uname().release and man["kernel"]["release"] == ident["board"]["release"]
     assert ident["transport"] == "mmc" and ident["mmc_type"] == "SD" and len(ident["mmc_cid"]) == 32
     cells = _cells(tmp_path / "run")
-    assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
+    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
     assert all(c["provenance"]["kernel"] == ident["board"]["release"] for c in cells)
+    sqlite = [c for c in cells if c["key"]["study"] == "sqlite"]
+    assert len(sqlite) == 2 and all(any(x["metric"] == "tps" and x["value"] > 0 for x in c["measurements"])
+                                    for c in sqlite), [c["headline"] for c in sqlite]
 
 
 @pytest.mark.slow

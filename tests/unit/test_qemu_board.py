@@ -1,6 +1,7 @@
 """The emulated board's driver (flashbed.boards.qemu) without QEMU: its command line, its
 power cut, its refusals."""
 
+import hashlib
 import json
 import subprocess
 import time
@@ -87,8 +88,26 @@ def test_sizes():
 def test_the_image_key_follows_the_recipe():
     r = qemu.RECIPES["debian"]
     assert r.key == qemu.RECIPES["debian"].key
-    assert replace(r, packages=r.packages + ("sqlite3",)).key != r.key
+    assert replace(r, packages=r.packages + ("zstd",)).key != r.key
     assert qemu.image_for(r).dir.name.startswith("debian-bookworm-arm64-")
+    # sqlite3 goes onto the built image: its key is its own, the base's the one it was built under
+    # before packages could be added (its 43-minute build not made again)
+    assert "sqlite3" in r.added and r.base.added == () and r.key != r.base.key
+    old = json.dumps({"name": "debian", "suite": "bookworm", "arch": "arm64", "packages": list(r.packages),
+                      "build": qemu.BUILD_VERSION}, sort_keys=True)
+    assert r.base.key == hashlib.sha256(old.encode()).hexdigest()[:16]
+
+
+def test_added_packages_go_onto_the_built_base_image(tmp_path, monkeypatch):
+    monkeypatch.setattr(qemu, "cache_dir", lambda: tmp_path)
+    r = qemu.RECIPES["debian"]
+    base = qemu.image_for(r.base)
+    base.dir.mkdir(parents=True)
+    (base.dir / "image.json").write_text("{}")  # built
+    onto = []
+    monkeypatch.setattr(qemu, "build_added", lambda recipe, b, say: onto.append((recipe, b)) or qemu.image_for(recipe))
+    assert qemu.build(r, say=lambda *_: None) == qemu.image_for(r)
+    assert onto == [(r, base)]
 
 
 def test_an_action_on_a_board_never_made_says_how_to_make_it(tmp_path, capsys):

@@ -30,7 +30,9 @@ The image is built once per recipe into flashbed's cache (board/NAME-SUITE-ARCH-
 extracts the packages (signature-checked by apt, the mirror taken from this machine's apt sources),
 genext2fs makes the root file system, and a first boot under a busybox initramfs unpacks and
 configures the packages on the board's own CPU (a foreign architecture: no binfmt here). That
-first boot is long under TCG (tens of minutes); every later boot is the built image's.
+first boot is long under TCG (tens of minutes); every later boot is the built image's. Packages a
+recipe adds later (Recipe.added) go onto its built image in one short boot (build_added), not by that
+first boot again.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import FlashbedError
@@ -65,6 +67,7 @@ CPUS = 2
 CARD_BYTES = 512 << 20  # QEMU's SD card model takes only a power-of-two size
 SSH_WAIT = 600.0  # seconds a TCG boot may take to answer SSH
 STAGE2_WAIT = 4 * 3600.0  # the first boot that configures every package
+ADD_WAIT = 1800.0  # the boot that installs a recipe's added packages onto its built image
 # modules the stage-2 initramfs and the busybox board load, in order (their dependencies first)
 INITRAMFS_MODULES = ("virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "failover", "net_failover",
                      "virtio_net", "virtio_blk", "sdhci", "cqhci", "sdhci-pci", "mmc_block", "jbd2", "mbcache",
@@ -83,11 +86,22 @@ class Recipe:
     suite: str
     arch: str
     packages: tuple[str, ...]
+    # installed onto the built image of `packages` by one short boot (build_added), not by building
+    # the whole image again: its first boot configures every package on the board's CPU, 43 minutes here
+    added: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
-        text = json.dumps({**asdict(self), "build": BUILD_VERSION}, sort_keys=True)
+        fields = asdict(self)
+        if not self.added:  # an image of `packages` alone keeps the key it was built under
+            del fields["added"]
+        text = json.dumps({**fields, "build": BUILD_VERSION}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def base(self) -> "Recipe":
+        """The recipe whose image `added` goes onto."""
+        return replace(self, added=())
 
     @property
     def full(self) -> bool:
@@ -96,11 +110,11 @@ class Recipe:
 
 
 RECIPES = {
-    # the board flashbed supports: sshd, python3, fio, the mkfs tools, flashbench
+    # the board flashbed supports: sshd, python3, fio, the mkfs tools, flashbench; sqlite3 for the sqlite study
     "debian": Recipe("debian", "bookworm", "arm64", (
         "systemd-sysv", "udev", "kmod", "openssh-server", "python3", "fio", "e2fsprogs", "f2fs-tools", "xfsprogs",
         "btrfs-progs", "util-linux", "dosfstools", "flashbench", "procps", "iproute2", "linux-image-arm64",
-        "initramfs-tools", "busybox-static")),
+        "initramfs-tools", "busybox-static"), added=("sqlite3",)),
     # a poor userland: busybox's tools and dropbear, no python3, no fio, no mkfs.f2fs
     "busybox": Recipe("busybox", "bookworm", "arm64", ("busybox-static", "dropbear-bin", "linux-image-arm64")),
 }
@@ -172,6 +186,8 @@ def build(recipe: Recipe, say=print) -> Image:
     img = image_for(recipe)
     if img.ready:
         return img
+    if recipe.added:
+        return build_added(recipe, build(recipe.base, say), say)
     _need("mmdebstrap", "genext2fs", "tune2fs", "debugfs", "ssh-keygen", QEMU, "cpio")
     from ..lab.debsource import debian_mirror, host_sources
     mirror = debian_mirror(host_sources())
@@ -392,24 +408,113 @@ def _build_full(recipe: Recipe, work: Path, tar: Path, log: _Log) -> None:
     log.run(_tool("tune2fs"), "-O", "has_journal,extent,dir_index,uninit_bg", "-L", "board-root", str(root))
     _, release = _kernel_of(tar)
     _write_initramfs(work / "stage2.initrd", tar, release, _STAGE2_INIT)
-    console = work / "stage2.console"
-    cmd = [QEMU, *MACHINE, "-smp", str(CPUS), "-m", "1024", "-display", "none", "-monitor", "none", "-no-reboot",
-           "-kernel", str(work / "vmlinuz"), "-initrd", str(work / "stage2.initrd"),
-           "-append", f"console={CONSOLE} panic=-1",
-           "-drive", f"file={root},if=none,id=root,format=raw,cache=unsafe", "-device", "virtio-blk-pci,drive=root",
-           "-serial", f"file:{console}"]
-    log.run(*cmd, timeout=STAGE2_WAIT)
-    text = console.read_text(errors="replace")
-    log.f.write(text)
-    if "FLASHBED-STAGE2 OK" not in text:
-        raise FlashbedError(f"building the emulated board: its first boot did not configure the packages "
-                            f"(log: {log.f.name})")
+    _boot_once(work / "vmlinuz", work / "stage2.initrd", f"console={CONSOLE} panic=-1", root, log,
+               "its first boot did not configure the packages")
     log.run(_tool("tune2fs"), "-c", "0", "-i", "0", str(root))
     initrd = subprocess.run([_tool("debugfs"), "-R", f"cat /boot/initrd.img-{release}", str(root)],
                             capture_output=True).stdout
     if not initrd:
         raise FlashbedError(f"building the emulated board: no /boot/initrd.img-{release} in its root")
     (work / "initrd").write_bytes(initrd)
+
+
+def _boot_once(kernel: Path, initrd: Path, append: str, root: Path, log: _Log, failed: str,
+               timeout: float = STAGE2_WAIT) -> None:
+    """One boot of a root being built, to its end (it powers off); it must print FLASHBED-STAGE2 OK."""
+    console = root.parent / "stage2.console"
+    console.unlink(missing_ok=True)
+    # -nic none: else QEMU adds a NIC of its own, whose boot ROM (efi-virtio.rom) this machine may lack
+    log.run(QEMU, *MACHINE, "-smp", str(CPUS), "-m", "1024", "-display", "none", "-monitor", "none", "-no-reboot",
+            "-nic", "none", "-kernel", str(kernel), "-initrd", str(initrd), "-append", append,
+            "-drive", f"file={root},if=none,id=root,format=raw,cache=unsafe", "-device", "virtio-blk-pci,drive=root",
+            "-serial", f"file:{console}", timeout=timeout)
+    text = console.read_text(errors="replace")
+    log.f.write(text)
+    if "FLASHBED-STAGE2 OK" not in text:
+        raise FlashbedError(f"building the emulated board: {failed} (log: {log.f.name})")
+
+
+# the added packages' boot: the built image's own kernel and initramfs mount its root, and this runs
+# as its first process (no systemd, no network), then powers the board off
+_ADD_STAGE2 = """#!/bin/sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive LC_ALL=C
+mount -t proc proc /proc 2>/dev/null; mount -t sysfs sys /sys 2>/dev/null
+printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d
+if dpkg --skip-same-version --force-confdef --force-confold -i /var/cache/flashbed-added/*.deb; then ok=OK; else ok=FAILED; fi
+rm -rf /usr/sbin/policy-rc.d /var/cache/flashbed-added /flashbed-stage2
+sync; mount -o remount,ro / 2>/dev/null; sync
+echo "FLASHBED-STAGE2 $ok"
+busybox poweroff -f
+echo o > /proc/sysrq-trigger
+"""
+
+
+def build_added(recipe: Recipe, base: Image, say=print) -> Image:
+    """`recipe.added` installed onto a copy of `base`'s root by one short boot: the packages (with
+    their dependencies, which the base mostly has) fetched as the base's were (mmdebstrap: apt's
+    signatures), put into the copy with debugfs, `dpkg -i` run on the board's own CPU by the base's
+    own kernel and initramfs. The base's keys and kernel are the new image's."""
+    _need("mmdebstrap", "debugfs", QEMU)
+    from ..lab.debsource import debian_mirror, host_sources
+    mirror = debian_mirror(host_sources())
+    img = image_for(recipe)
+    with build_lock(img.dir, f"the emulated board '{recipe.name}'"):
+        if img.ready:
+            return img
+        started = time.monotonic()
+        work = img.dir / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        (work / "debs").mkdir(parents=True)
+        log = _Log(img.dir / "build.log")
+        say(f"qemu-board: adding {', '.join(recipe.added)} to the '{recipe.name}' board's built image "
+            f"(log: {log.f.name})")
+        tar = work / "added.tar"
+        log.run(_tool("mmdebstrap"), "--variant=extract", f"--architectures={recipe.arch}", "--skip=check/qemu",
+                "--skip=cleanup/apt/cache", f"--include={','.join(recipe.added)}", "--format=tar", recipe.suite,
+                str(tar), mirror)
+        debs = []
+        with tarfile.open(tar) as t:
+            for m in t.getmembers():
+                name = m.name.lstrip("./")
+                if m.isfile() and name.startswith("var/cache/apt/archives/") and name.endswith(".deb"):
+                    f = t.extractfile(m)
+                    assert f is not None
+                    debs.append(work / "debs" / Path(name).name)
+                    debs[-1].write_bytes(f.read())
+        if not debs:
+            raise FlashbedError(f"building the emulated board: mmdebstrap fetched no package for "
+                                f"{', '.join(recipe.added)} (log: {log.f.name})")
+        root = work / "root.img"
+        log.run("cp", "--sparse=always", str(base.root), str(root))
+        (work / "stage2").write_text(_ADD_STAGE2)
+        # debugfs's write names a file of its current directory
+        cmds = ["mkdir /var/cache/flashbed-added", "cd /var/cache/flashbed-added",
+                *(f"write {d} {d.name}" for d in debs), "cd /", f"write {work / 'stage2'} flashbed-stage2",
+                "sif /flashbed-stage2 mode 0100755"]
+        (work / "debugfs.cmds").write_text("\n".join(cmds) + "\n")
+        log.run(_tool("debugfs"), "-w", "-f", str(work / "debugfs.cmds"), str(root))
+        # debugfs exits 0 whatever a command did; a boot without its script would start the base's
+        # systemd instead, and never power off
+        listed = subprocess.run([_tool("debugfs"), "-R", "ls -p /var/cache/flashbed-added", str(root)],
+                                capture_output=True, text=True).stdout
+        script = subprocess.run([_tool("debugfs"), "-R", "cat /flashbed-stage2", str(root)], capture_output=True,
+                                text=True).stdout
+        if script != _ADD_STAGE2 or any(f"/{d.name}/" not in listed for d in debs):
+            raise FlashbedError(f"building the emulated board: debugfs did not put the packages and the script "
+                                f"into the root's copy (log: {log.f.name})")
+        _boot_once(base.kernel, base.initrd, f"root=/dev/vda rw console={CONSOLE} panic=-1 init=/flashbed-stage2",
+                   root, log, f"its boot did not install {', '.join(recipe.added)}", timeout=ADD_WAIT)
+        for name in ("vmlinuz", "initrd", "id_ed25519", "id_ed25519.pub", "host_key.pub"):
+            if (base.dir / name).exists():
+                shutil.copy2(base.dir / name, img.dir / name)
+        os.replace(root, img.root)
+        shutil.rmtree(work, ignore_errors=True)
+        release = json.loads((base.dir / "image.json").read_text()).get("release", "")
+        (img.dir / "image.json").write_text(json.dumps(
+            {"recipe": asdict(recipe), "key": recipe.key, "base": base.dir.name, "release": release,
+             "build_seconds": round(time.monotonic() - started, 1),
+             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+    return img
 
 
 # --- a board --------------------------------------------------------------------------------
