@@ -110,6 +110,31 @@ def test_added_packages_go_onto_the_built_base_image(tmp_path, monkeypatch):
     assert onto == [(r, base)]
 
 
+def test_an_image_is_ready_only_once_its_build_ended_and_is_built_once(tmp_path, monkeypatch):
+    """The frame both builds share (qemu._building): a fresh work directory and log; image.json, which
+    makes the image ready, written only after the build ends without an error, with what the build
+    found; and nothing to do where another process built it meanwhile."""
+    monkeypatch.setattr(qemu, "cache_dir", lambda: tmp_path)
+    img = qemu.image_for(qemu.RECIPES["debian"])
+    facts = {"base": "b"}
+    with pytest.raises(FlashbedError):
+        with qemu._building(img, facts) as fresh:
+            (fresh[0] / "half").write_text("")
+            raise FlashbedError("mmdebstrap failed")
+    assert not img.ready
+    with qemu._building(img, facts) as fresh:
+        work, log = fresh
+        assert work.is_dir() and not any(work.iterdir())  # the failed build's files: gone
+        assert log.f.name == str(img.dir / "build.log")
+        facts["release"] = "6.1.0-arm64"
+        assert not img.ready
+    built = json.loads((img.dir / "image.json").read_text())
+    assert img.ready and not work.exists()
+    assert built["key"] == img.recipe.key and built["base"] == "b" and built["release"] == "6.1.0-arm64"
+    with qemu._building(img, facts) as fresh:
+        assert fresh is None
+
+
 def test_an_action_on_a_board_never_made_says_how_to_make_it(tmp_path, capsys):
     assert qemu.main(["--dir", str(tmp_path / "none"), "status"]) == 2
     err = capsys.readouterr().err.strip()

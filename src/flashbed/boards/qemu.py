@@ -51,8 +51,10 @@ import sys
 import tarfile
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any, Iterator
 
 from ..errors import FlashbedError
 from ..paths import build_lock, cache_dir
@@ -181,6 +183,28 @@ class _Log:
                                 f"log: {self.f.name})")
 
 
+@contextmanager
+def _building(img: Image, facts: dict[str, Any]) -> Iterator[tuple[Path, _Log] | None]:
+    """An image's build under its lock: None where another process built it meanwhile; else an
+    empty work directory and the build's log, and when the build ends without an error the work
+    directory removed and image.json (what makes the image ready) written with `facts`, which
+    the build fills, and its time."""
+    with build_lock(img.dir, f"the emulated board '{img.recipe.name}'"):
+        if img.ready:
+            yield None
+            return
+        started = time.monotonic()
+        work = img.dir / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        yield work, _Log(img.dir / "build.log")
+        shutil.rmtree(work, ignore_errors=True)
+        (img.dir / "image.json").write_text(json.dumps(
+            {"recipe": asdict(img.recipe), "key": img.recipe.key, **facts,
+             "build_seconds": round(time.monotonic() - started, 1),
+             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+
+
 def build(recipe: Recipe, say=print) -> Image:
     """The recipe's image, built into the cache if it is not there yet."""
     img = image_for(recipe)
@@ -191,14 +215,11 @@ def build(recipe: Recipe, say=print) -> Image:
     _need("mmdebstrap", "genext2fs", "tune2fs", "debugfs", "ssh-keygen", QEMU, "cpio")
     from ..lab.debsource import debian_mirror, host_sources
     mirror = debian_mirror(host_sources())
-    with build_lock(img.dir, f"the emulated board '{recipe.name}'"):
-        if img.ready:
+    facts: dict[str, Any] = {}
+    with _building(img, facts) as fresh:
+        if fresh is None:
             return img
-        started = time.monotonic()
-        work = img.dir / "work"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        log = _Log(img.dir / "build.log")
+        work, log = fresh
         say(f"qemu-board: building the '{recipe.name}' board ({recipe.suite} {recipe.arch}; log: {log.f.name})")
         tar = work / "root.tar"
         include = ([f"--include=?essential", "--include=?priority(required)"] if recipe.full else []) + \
@@ -221,11 +242,7 @@ def build(recipe: Recipe, say=print) -> Image:
         for name in ("vmlinuz", "initrd", "root.img", "id_ed25519", "id_ed25519.pub", "host_key.pub"):
             if (work / name).exists():
                 os.replace(work / name, img.dir / name)
-        shutil.rmtree(work, ignore_errors=True)
-        (img.dir / "image.json").write_text(json.dumps(
-            {"recipe": asdict(recipe), "key": recipe.key, "release": release,
-             "build_seconds": round(time.monotonic() - started, 1),
-             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+        facts["release"] = release
     return img
 
 
@@ -458,14 +475,12 @@ def build_added(recipe: Recipe, base: Image, say=print) -> Image:
     from ..lab.debsource import debian_mirror, host_sources
     mirror = debian_mirror(host_sources())
     img = image_for(recipe)
-    with build_lock(img.dir, f"the emulated board '{recipe.name}'"):
-        if img.ready:
+    facts: dict[str, Any] = {"base": base.dir.name}
+    with _building(img, facts) as fresh:
+        if fresh is None:
             return img
-        started = time.monotonic()
-        work = img.dir / "work"
-        shutil.rmtree(work, ignore_errors=True)
-        (work / "debs").mkdir(parents=True)
-        log = _Log(img.dir / "build.log")
+        work, log = fresh
+        (work / "debs").mkdir()
         say(f"qemu-board: adding {', '.join(recipe.added)} to the '{recipe.name}' board's built image "
             f"(log: {log.f.name})")
         tar = work / "added.tar"
@@ -508,12 +523,7 @@ def build_added(recipe: Recipe, base: Image, say=print) -> Image:
             if (base.dir / name).exists():
                 shutil.copy2(base.dir / name, img.dir / name)
         os.replace(root, img.root)
-        shutil.rmtree(work, ignore_errors=True)
-        release = json.loads((base.dir / "image.json").read_text()).get("release", "")
-        (img.dir / "image.json").write_text(json.dumps(
-            {"recipe": asdict(recipe), "key": recipe.key, "base": base.dir.name, "release": release,
-             "build_seconds": round(time.monotonic() - started, 1),
-             "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+        facts["release"] = json.loads((base.dir / "image.json").read_text()).get("release", "")
     return img
 
 
