@@ -663,9 +663,20 @@ def power_off(b: BoardDir) -> None:
         pass
     b.log_power("off (SIGKILL)", pid)
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.02)
     b.pidfile.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie (killed, its parent not yet told) has stopped. QEMU runs
+    daemonized, never our child; a stand-in started by this process stays a zombie until waited
+    for, which the cut need not wait on (it waited its 30 s for every such one)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def wait_ssh(b: BoardDir, wait: float = SSH_WAIT) -> float:
