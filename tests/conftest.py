@@ -20,11 +20,19 @@ def pytest_itemcollected(item):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """xdist 3.8 names a test's group by appending `@group` to `item._nodeid`, which pytest 9 no
+    """Under xdist's loadgroup (make test), on each worker:
+
+    The emulated board's tests go first: their group (a board booted under TCG, its studies and a
+    real restart: minutes on one worker) then starts at once beside the rest, never last and alone
+    at the end. `--no-loadscope-reorder` hands the groups out in collection order, which every
+    worker makes alike by this stable sort.
+
+    xdist 3.8 names a test's group by appending `@group` to `item._nodeid`, which pytest 9 no
     longer reads (its node ids are `item._id`): without this every test was its own group. Done
     here only where xdist's own renaming did not take."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
         return
+    items.sort(key=lambda item: item.get_closest_marker("qemu_board") is None)
     try:
         from _pytest.nodeid import coerce_node_id
     except ImportError:  # pytest before 9: xdist's renaming works
