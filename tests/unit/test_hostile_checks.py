@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -40,11 +41,15 @@ def snapshot(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def world(tmp_path, monkeypatch):
+def world(monkeypatch):
     """A recovered workload directory, the boot's run directory, a host directory the check can see (under
     /var/tmp: the temporary directory is the check's own scratch there), and the guest's side wired to
     the host's answer (as test_usercheck does)."""
-    run_dir, d = tmp_path / "run", tmp_path / "mnt" / "cs"
+    # under a short path: a verdict keeps the check's last line cut at 200 characters, and the shell's
+    # 'cannot create' line names the check's path and the file's; under tmp_path in an xdist worker
+    # (pytest-N/popen-gwN/test_...) the cut fell before 'Read-only file system'
+    base = Path(tempfile.mkdtemp(prefix="fh-"))
+    run_dir, d = base / "run", base / "mnt" / "cs"
     host = Path("/var/tmp", f"flashbed-hostile-{uuid.uuid4().hex}")
     for p in (run_dir, d, host):
         p.mkdir(parents=True)
@@ -59,6 +64,7 @@ def world(tmp_path, monkeypatch):
         yield run_dir, d, host
     finally:
         shutil.rmtree(host, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def verdict(world, text: str, limit: float) -> tuple[dict, dict]:
