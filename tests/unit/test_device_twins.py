@@ -206,6 +206,7 @@ def test_a_boards_probe_names_the_boards_kernel_and_fits_a_heavy_tailed_in_au_wr
     text = fit.preset_toml(board, dev, "card")
     assert "random 4 KiB write 123 IOPS in one AU" in text and "2639" not in text
     assert "in board kernel 6.1.0-50-arm64 on" in text and "lab kernel" not in text
+    assert "lab's own time" not in text  # no lab between fio and a board's device: nothing was taken out
     assert "board kernel 6.1.0-50-arm64" in render.text(board).splitlines()[0]
     assert "lab kernel 6.12" in render.text(result).splitlines()[0]
 

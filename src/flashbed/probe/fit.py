@@ -86,6 +86,7 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
     in_order = hybrid and 1e6 / max(w_au, 1e-3) > IN_ORDER * base
     write_ovh = 0.0 if in_order else max(0.0, 1e6 / max(w_au, 1e-3) - base)
     cap = device.capacity
+    lab_out = ", the lab's own time out" if result.lab_us else ""  # a board's probe has no lab to take out
     lines = [
         f"# {name}: fitted by `flashbed probe` to what it measured on {result.device}.",
         f"# {when}.",
@@ -132,7 +133,7 @@ def preset_toml(result: ProbeResult, device: Device, name: str) -> str:
         f"host_mb_s = {host:.2f}          # probed: sequential read {host:.2f} MB/s (1 MiB / median "
         f"request time; {result.when})",
         f"read_overhead_us = {read_ovh:.0f}       # fitted: random 4 KiB read "
-        f"{own['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)}, the lab's own time out ({result.when})",
+        f"{own['rand_read_4k_iops']:.0f} IOPS over {format_size(cap)}{lab_out} ({result.when})",
         f"write_overhead_us = {write_ovh:.0f}      " + ("# not fitted: in-AU random writes are merges" if in_order else
                                                        f"# fitted: random 4 KiB write {w_au:.0f} IOPS "
                                                        f"in one AU ({result.when})"),
