@@ -25,7 +25,9 @@ import pytest
 from flashbed.store import RunStore
 from flashbed.studies.crashstates import CHECKED_FILE, LOG_FILE, STATES_FILE
 
-pytestmark = pytest.mark.lab
+# spread: the two cells (each a twin and eight attempts, 35-50 s of a quiet make test) share no fixture
+# but the kernel, so under xdist they may run on two workers
+pytestmark = [pytest.mark.lab, pytest.mark.spread]
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
