@@ -24,8 +24,8 @@ PY=${PYTHON:-python3}
 
 # linux-source-6.12 is the 6.12 lab kernel's source; the 7.3 one is fetched with
 # apt into flashbed's cache on first use (never installed), checked against
-# debian-archive-keyring
-APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential bc bison flex libelf-dev xz-utils patch
+# debian-archive-keyring; ccache lets a kernel rebuilt after a recipe change reuse its objects
+APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential ccache bc bison flex libelf-dev xz-utils patch
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
  mtd-utils fio flashbench sqlite3
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc

@@ -20,6 +20,7 @@ FAKE_MAKE = """#!/bin/sh
 # a kernel build of six objects: each one not there yet is compiled (the file, then its line);
 # $STOP_AFTER objects in, it stops for good (the test stops it meanwhile)
 echo $$ >> "$PIDS"
+echo "$* | ${CCACHE_DIR:-} | ${CCACHE_BASEDIR:-}" >> "$PIDS.make"
 obj=${2#O=}
 n=0
 for i in 1 2 3 4 5 6; do
@@ -61,7 +62,7 @@ def _fake_build(tmp_path, monkeypatch):
         seen["extracted"] += 1
         return tarball
 
-    def run(cmd, cwd, log_file, what):
+    def run(cmd, cwd, log_file, what, env=None):
         if what == "configuration":
             seen["configured"] += 1
             obj = Path(cmd[2].removeprefix("O="))
@@ -104,7 +105,7 @@ def test_an_interrupted_kernel_build_resumes_and_its_half_is_never_used(tmp_path
     assert seen == {"extracted": 1, "configured": 1}  # neither done again
     assert lines[0].startswith("kernel 7.3: resuming the interrupted build of linux-source-7.3 7.3.4-1") and \
         ": 2 objects already compiled (key k)" in lines[0], lines
-    assert sum("CC" in line for line in (out / "build.log").read_text().splitlines()) == 2 + 4
+    assert sum(line.lstrip().startswith("CC ") for line in (out / "build.log").read_text().splitlines()) == 2 + 4
     assert kernel._built(out) == info and Path(info.path).read_text() == "linux\n"
     assert not (out / "build").exists()  # the objects go once the kernel is built
 
@@ -116,3 +117,25 @@ def test_a_kernel_build_from_nothing_prepares_once(tmp_path, monkeypatch):
     info = kernel._build(spec, "7.3.4-1", "k", out, lambda line: None)
     assert seen == {"extracted": 1, "configured": 1} and info.release == "7.3.4-um"
     assert int((kernel.kernel_root() / "objects-estimate-7.3").read_text()) == 6
+
+
+@pytest.mark.parametrize("ccache", [True, False])
+def test_make_compiles_through_ccache_where_it_is_installed(tmp_path, monkeypatch, ccache):
+    """With ccache on PATH make's compiler is `ccache gcc`, its cache flashbed's and its base the key's
+    build directory (so another key's build finds the same objects); without it, gcc as is."""
+    kernel, spec, out, seen = _fake_build(tmp_path, monkeypatch)
+    bin_dir = Path(os.environ["PATH"].split(":")[0])
+    if ccache:
+        (bin_dir / "ccache").write_text("#!/bin/sh\nexec \"$@\"\n")
+        (bin_dir / "ccache").chmod(0o755)
+    else:
+        monkeypatch.setattr(kernel.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CCACHE_DIR", raising=False)
+    kernel._build(spec, "7.3.4-1", "k", out, lambda line: None)
+    (args,) = (tmp_path / "pids.make").read_text().splitlines()
+    make_args, cache, base = (part.strip() for part in args.split("|"))
+    if ccache:
+        assert "CC=ccache gcc" in make_args
+        assert cache == str(kernel.cache_dir() / "ccache") and base == str(out / "build")
+    else:
+        assert "CC=" not in make_args and cache == "" and base == ""

@@ -444,11 +444,11 @@ def _built(out: Path) -> KernelInfo | None:
     return None
 
 
-def _run(cmd: list[str], cwd: Path, log_file: Path, what: str) -> None:
+def _run(cmd: list[str], cwd: Path, log_file: Path, what: str, env: dict[str, str] | None = None) -> None:
     with open(log_file, "a") as lf:
         lf.write(f"$ {' '.join(cmd)}\n")
         lf.flush()
-        r = subprocess.run(cmd, cwd=cwd, stdout=lf, stderr=subprocess.STDOUT)
+        r = subprocess.run(cmd, cwd=cwd, stdout=lf, stderr=subprocess.STDOUT, env=env)
     if r.returncode != 0:
         raise FlashbedError(f"kernel build: {what} failed (exit {r.returncode}); see {log_file}: {_last_error(log_file)}")
 
@@ -457,6 +457,32 @@ def _last_error(log_file: Path) -> str:
     lines = log_file.read_text(errors="replace").splitlines()
     errs = [l for l in lines if "error" in l.lower()]
     return (errs or lines or ["(empty log)"])[-1].strip()[:300]
+
+
+# ccache's own bound on its cache: a build's ~1 200 objects take some tens of MB there, compressed
+CCACHE_SIZE = "1G"
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """How make calls the compiler: through ccache (Debian's package) where it is installed, its
+    cache flashbed's own and its paths relative to the build directory, so that the build of
+    another key (a new recipe version, a patch that touches a few files) finds the objects of
+    one before it whose source, headers and flags are the same; else gcc as is. The kernel built
+    is the same either way (the same compiler, the same configuration)."""
+
+    make_args: tuple[str, ...]
+    env: dict[str, str] | None
+
+    @staticmethod
+    def for_build(work: Path) -> "Compiler":
+        if not shutil.which("ccache"):
+            return Compiler((), None)
+        env = {**os.environ, "CCACHE_DIR": str(cache_dir() / "ccache"), "CCACHE_BASEDIR": str(work),
+               # generated headers are newer than the compile's start in every build from nothing
+               "CCACHE_SLOPPINESS": "include_file_mtime,include_file_ctime",
+               "CCACHE_NOHASHDIR": "true", "CCACHE_MAXSIZE": CCACHE_SIZE}
+        return Compiler(("CC=ccache gcc",), env)
 
 
 # in a key's build directory once its source is extracted, patched and configured: an interrupted
@@ -484,7 +510,8 @@ def _build(spec: KernelSpec, version: str, key: str, out: Path, log: Log) -> Ker
     estimate_file = kernel_root() / f"objects-estimate-{spec.name}"
     estimate = int(estimate_file.read_text()) if estimate_file.exists() else spec.object_estimate
     jobs = os.cpu_count() or 2
-    compiled = _make_with_progress(spec.name, src, obj, jobs, estimate, log_file, log, done)
+    compiled = _make_with_progress(spec.name, src, obj, jobs, estimate, log_file, log, done,
+                                   Compiler.for_build(work))
     estimate_file.write_text(str(compiled))
 
     missing = missing_options(obj / ".config", spec)
@@ -532,8 +559,9 @@ def _prepare(spec: KernelSpec, version: str, key: str, work: Path, log_file: Pat
     obj = work / "obj"
     fragment = work / "fragment.config"
     fragment.write_text("\n".join(_fragment_lines(spec)) + "\n")
-    _run(["make", "ARCH=um", f"O={obj}", "allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"],
-         src, log_file, "configuration")
+    cc = Compiler.for_build(work)  # the configuration records the compiler make then builds with
+    _run(["make", "ARCH=um", f"O={obj}", *cc.make_args, "allnoconfig", f"KCONFIG_ALLCONFIG={fragment}"],
+         src, log_file, "configuration", cc.env)
     missing = missing_options(obj / ".config", spec)
     if missing:
         raise FlashbedError(f"kernel {spec.name} config: required options did not stick: " + ", ".join(missing))
@@ -541,17 +569,17 @@ def _prepare(spec: KernelSpec, version: str, key: str, work: Path, log_file: Pat
 
 
 def _make_with_progress(name: str, src: Path, obj: Path, jobs: int, estimate: int,
-                        log_file: Path, log: Log, done: int = 0) -> int:
+                        log_file: Path, log: Log, done: int = 0, cc: Compiler = Compiler((), None)) -> int:
     """make's `linux` target with a progress line every 5 s; `done` objects compiled before (a
     resumed build). Returns the objects the whole build compiled (the next build's estimate)."""
-    cmd = ["make", "ARCH=um", f"O={obj}", f"-j{jobs}", "linux"]
+    cmd = ["make", "ARCH=um", f"O={obj}", *cc.make_args, f"-j{jobs}", "linux"]
     started = time.monotonic()
     with open(log_file, "a") as lf:
         lf.write(f"$ {' '.join(cmd)}\n")
         # its own process group: stopped (Ctrl-C, SIGTERM) make and its compilers end together, and make
         # deletes the object it was writing (kbuild recompiles any object without its .cmd record)
         proc = subprocess.Popen(cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True)
+                                start_new_session=True, env=cc.env)
         try:
             compiled = _follow(name, proc, lf, started, estimate, done, log)
         except BaseException:
