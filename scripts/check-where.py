@@ -41,6 +41,9 @@ from flashbed.studies.base import CellSpec
 from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
 
 DIGEST = re.compile(r"\b[0-9a-f]{16,}\b")
+# a wall-clock second a workload wrote into its files (rotating-logger.sh's `date +%s` in each line): the lab's
+# clock starts at the host's time at each boot, virtual time included, so each run's lines carry their own
+EPOCH = re.compile(r"\b1[6-9][0-9]{8}\b")
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 PAIRS = {
     "sqlite": ("sqlite-logger.sh", "sqlite-check.sh"),
@@ -81,8 +84,10 @@ def verdicts(root: Path, res, fs: str) -> dict[str, tuple[str, str]]:
     lab = [study.record(StateFacts.from_json(json.loads(line)), fs)
            for f in sorted(logs.rglob(CHECKED_FILE)) for line in f.read_text().splitlines() if line.strip()]
     states = json.loads(next(logs.rglob(STATES_FILE)).read_text())["states"]
-    # a checksum in the reason is the run's own (ota-update writes /dev/urandom: each run's images differ)
-    return {r["state"]: (str(r["class"]), DIGEST.sub("<sum>", r.get("why", ""))) for r in with_shared(states, lab)}
+    # a checksum in the reason is the run's own (ota-update writes /dev/urandom: each run's images differ), and
+    # so is a time of day the workload wrote (rotating-logger.sh's lines, which its check quotes when torn)
+    return {r["state"]: (str(r["class"]), EPOCH.sub("<time>", DIGEST.sub("<sum>", r.get("why", ""))))
+            for r in with_shared(states, lab)}
 
 
 def run(kernel, root: Path, spec: CellSpec):
