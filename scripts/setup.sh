@@ -29,7 +29,11 @@ APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential ccache bc
  e2fsprogs btrfs-progs xfsprogs f2fs-tools nilfs-tools dosfstools exfatprogs squashfs-tools erofs-utils
  mtd-utils fio flashbench sqlite3
  util-linux fuse3 libfuse3-dev pkg-config dmsetup psmisc
- openssh-client fonts-dejavu-core"
+ openssh-client fonts-dejavu-core systemd"
+# systemd: its tmpfiles make /etc/mtab (-> /proc/self/mounts), which mkfs.nilfs2 reads to check that
+# its device is not mounted (the guest's root is this machine's /); a stock root or container
+# without systemd has none, and every nilfs2 cell failed there ('Error checking mount status of
+# /dev/ubda'). It came with chromium and openssh-server before they became the tests' only
 # only the test suite's: chromium renders the report (test_report_browser); qemu-system-arm ... cpio
 # make and boot the emulated arm64 boards (scripts/qemu-board.sh); openssh-server is the board of
 # test_board_ssh. make demo never waits for them.
