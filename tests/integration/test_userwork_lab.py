@@ -205,25 +205,14 @@ def wal_cells(tmp_path: Path, check_text: str, device: str = DEVICE):
     return cell
 
 
-@pytest.fixture(scope="module")
-def wal_default(tt_kernel, tmp_path_factory):
-    """The WAL cell at appcheck's defaults (the check on the host, once per recovered tree), run once
-    for the tests that compare it with another way of checking: in virtual time it lists and checks
-    the same states whichever test runs it. (root, its result)"""
-    root = tmp_path_factory.mktemp("wal-default")
-    return root / "run", run(tt_kernel, root / "run", wal_cells(root, WAL_CHECK)())
-
-
-# the two tests that read wal_default share a worker under make test (the module is spread)
-@pytest.mark.xdist_group("userwork-wal-default")
-def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_kernel, tmp_path, wal_default):
+def test_the_check_runs_once_per_recovered_tree_with_the_exhaustive_verdicts(tt_kernel, tmp_path):
     """Issue 30: states that recover to the same workload directory and acknowledged labels share
     the check's run (trees.py); every state's verdict equals the exhaustive run's (every state
     checked, its own check run), failures included."""
     cell = wal_cells(tmp_path, WAL_CHECK)
 
     every = run(tt_kernel, tmp_path / "every", cell(dedup=False, share_trees=False))
-    _, shared = wal_default
+    shared = run(tt_kernel, tmp_path / "shared", cell())
     for r in (every, shared):
         assert r.status == "ok", r.error
     verdicts = {r: {f["state"]: f["class"] for f in res.extra["failures"]} for r, res in
@@ -273,8 +262,7 @@ def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
     return {r["state"]: (r["class"], r.get("why", "")) for r in with_shared(states, lab)}
 
 
-@pytest.mark.xdist_group("userwork-wal-default")
-def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tmp_path, wal_default):
+def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tmp_path):
     """Issue 43: the user's check run on the host, in a sandbox, on a copy of each recovered directory,
     gives every state the verdict the check run in the lab gives it (the unsafe tail's losses too), and
     the result says where it ran. On the USB-stick twin, whose states the device damages too (torn
@@ -283,7 +271,8 @@ def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tm
     cell = wal_cells(tmp_path, WAL_CHECK, STICK)
 
     lab = run(tt_kernel, tmp_path / "lab", cell(check_in_lab=True))
-    host_root, host = wal_default
+    host_root = tmp_path / "host"
+    host = run(tt_kernel, host_root, cell())
     for r in (lab, host):
         assert r.status == "ok", r.error
     in_lab, on_host = state_verdicts(tmp_path / "lab", lab), state_verdicts(host_root, host)
