@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/check-where.py [--pairs sqlite,sqlite-unsafe,ota,ota-unsafe,rotating]
                                             [--fs ext4] [--device emmc-8g@64M] [--max-states N]
-                                            [--records N]
+                                            [--records N] [--verdicts DIR]
 
 For each example pair (workload, check) and filesystem, the appcheck cell runs twice in virtual time
 (so both runs record the same workload and list the same states): once with the check on the host
@@ -16,6 +16,11 @@ Exit 1 when any differs. It boots the lab: run it under the lab's lock on a shar
 With the check in the lab each of its runs starts a `dd` per acknowledged record in the lab kernel, so
 `--records N` runs a log of the same shape but N records (every N/8th acknowledged, as every 50th of
 400), written beside the runs from wal400.sh's own text; the check is walcheck.sh itself.
+
+`--verdicts DIR` keeps the host's verdicts of the check in DIR across calls (crashhost/verdicts.py), as the
+cells of one run keep them in its run directory: a call for a second filesystem takes the verdicts the
+first one kept wherever its check would see the same, and its states are compared with the lab's all
+the same. Each cell's line then says how many verdicts it took, and from how many other cells.
 """
 
 from __future__ import annotations
@@ -90,8 +95,8 @@ def verdicts(root: Path, res, fs: str) -> dict[str, tuple[str, str]]:
             for r in with_shared(states, lab)}
 
 
-def run(kernel, root: Path, spec: CellSpec):
-    _, res = run_alone(spec, UmlLab(kernel), root)
+def run(kernel, root: Path, spec: CellSpec, verdicts: Path | None = None):
+    _, res = run_alone(spec, UmlLab(kernel), root, verdicts=verdicts)
     if res.status != "ok":
         raise SystemExit(f"check-where: {spec.key}: {res.error or res.headline}")
     return res
@@ -104,6 +109,8 @@ def main() -> int:
     ap.add_argument("--device", default="emmc-8g@64M")
     ap.add_argument("--max-states", type=int, default=0, help="appcheck.max_states (0: every distinct state)")
     ap.add_argument("--records", type=int, default=400, help="records of the wal400 pair's log (400: the example)")
+    ap.add_argument("--verdicts", type=Path, default=None,
+                    help="keep the host's verdicts here across calls (as one run's cells do), and take them")
     a = ap.parse_args()
     pairs = [p for p in a.pairs.split(",") if p]
     unknown = [p for p in pairs if p not in PAIRS]
@@ -126,7 +133,8 @@ def main() -> int:
                 for where, params in (("host", {}), ("lab", {"check_in_lab": True})):
                     root = Path(tmp) / f"{name}-{fs}-{where}"
                     started = time.monotonic()
-                    res = run(kernel, root, cell(a.device, fs, w, c, **params, **extra))
+                    res = run(kernel, root, cell(a.device, fs, w, c, **params, **extra),
+                              a.verdicts if where == "host" else None)
                     took[where] = time.monotonic() - started
                     got[where] = (verdicts(root, res, fs), res.extra.get("check_where", {}))
                 (host, hw), (lab, lw) = got["host"], got["lab"]
@@ -137,7 +145,9 @@ def main() -> int:
                 classes = Counter(v[0] for v in lab.values())
                 label = f"{name} ({a.records} records)" if name == "wal400" and a.records != 400 else name
                 print(f"{label} on {fs} ({a.device}): {len(lab)} states (host run {len(host)}); checks on the host "
-                      f"{hw.get('host', 0)}, in the lab {lw.get('lab', 0)}; classes "
+                      f"{hw.get('host', 0)}, in the lab {lw.get('lab', 0)}"
+                      + (f", taken from kept verdicts {hw['shared']} ({hw.get('shared_other_cells', 0)} of other "
+                         f"cells; {hw.get('key', '').split(':')[0]})" if hw.get("shared") else "") + "; classes "
                       + ", ".join(f"{k} {n}" for k, n in sorted(classes.items()))
                       + f"; {len(diff)} differ (the cell took {took['host']:.0f} s with the check on the host, "
                       f"{took['lab']:.0f} s in the lab)", flush=True)

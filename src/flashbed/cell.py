@@ -24,6 +24,7 @@ from .clock import Clock, emulator_pace
 from .crashhost.claims import CLAIMS, Claims, planned
 from .crashhost.host import CrashHost
 from .crashhost.share import DONE, STARTED, HelperJob, Helpers, end_record, stage_inputs
+from .crashhost.verdicts import VERDICTS, VerdictStore
 from .devices.session import LogSession
 from .errors import FlashbedError, no_traceback
 from .lab import cpuprofile
@@ -59,21 +60,23 @@ def cell_task(spec: CellSpec, on_part: OnPart | None, *, labs: LabFactory, root:
     logs = RunStore(root).new_attempt(spec.key)
     scratch = root / "scratch" / f"{logs.parent.name}.{logs.name}"
     helpers = Helpers(executors.spawner(), labs, spec, root / "scratch" / f"{logs.parent.name}.{logs.name}-helpers",
-                      help_check)
-    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part, helpers=helpers)
+                      help_check, root / VERDICTS)
+    result = run_cell(spec, labs(spec), logs, scratch, provenance, on_boot=on_part, helpers=helpers,
+                      verdicts=root / VERDICTS)
     return dataclasses.replace(result, attempt_dir=str(logs.relative_to(root)))
 
 
-def run_alone(spec: CellSpec, lab: Lab, root: Path) -> tuple[RunStore, CellResult]:
+def run_alone(spec: CellSpec, lab: Lab, root: Path, verdicts: Path | None = None) -> tuple[RunStore, CellResult]:
     """One cell in a run directory of its own, `root`, laid out as `flashbed run` lays one out
     (a manifest naming the run, the cell's logs in `logs/<cell>`, its result in `cells/`), so
     what reads a run (a crash state's replay, the report) reads it: for the scripts and tests
     that run a single cell without a plan. The result is written whatever its status: the
-    caller judges it."""
+    caller judges it. `verdicts`: the store of the user's check's verdicts (crashhost/verdicts.py) when
+    not the run directory's own (cells run alone that share one, as a run's cells do)."""
     store = RunStore(root)
     store.create()
     store.write_manifest({"schema": 1, "run_id": root.name})
-    result = run_cell(spec, lab, store.logs_dir(spec.key), root / "scratch")
+    result = run_cell(spec, lab, store.logs_dir(spec.key), root / "scratch", verdicts=verdicts or root / VERDICTS)
     store.write(result)
     return store, result
 
@@ -101,7 +104,7 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
         lab = labs(job.spec)
         with LogSession(spec.device, job.scratch, job.run_dir / CRASHLOG, seed=spec.seed, pace=spec.pace,
                         clock=spec.clock) as dev:
-            host = CellHost(dev, virtual=virtual)
+            host = CellHost(dev, virtual=virtual, verdicts=job.verdicts, cell=spec.key.id)
             host.crash.claims = claims
             with host.boot(d) as kill:
                 res = lab.boot(BootSpec(run_dir=d, steps=(check,), disks=dev.disks(), mem_mb=dev.mem_mb(),
@@ -118,8 +121,9 @@ def help_check(job: HelperJob, *, labs: LabFactory) -> dict[str, Any]:
 
 def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
              provenance: dict[str, Any] | None = None, on_boot: OnPart | None = None,
-             helpers: Helpers | None = None) -> CellResult:
-    """Never raises: an infrastructure failure becomes status 'error'."""
+             helpers: Helpers | None = None, verdicts: Path | None = None) -> CellResult:
+    """Never raises: an infrastructure failure becomes status 'error'. `verdicts`: the run's store of the
+    user's check's verdicts on the host, shared by its cells (crashhost/verdicts.py)."""
     started = time.monotonic()
     # a filesystem made in virtual time is laid out alike on every run (variants.seeded), so
     # its figures repeat
@@ -135,7 +139,7 @@ def run_cell(spec: CellSpec, lab: Lab, logs: Path, scratch: Path,
                           started, prov)
         # the lab opens the device as its boots see it (a replay opens none)
         with lab.open_session(spec.device, scratch, seed=spec.seed, pace=spec.pace, clock=spec.clock) as dev:
-            host = CellHost(dev, on_boot, virtual=virtual, helpers=helpers)
+            host = CellHost(dev, on_boot, virtual=virtual, helpers=helpers, verdicts=verdicts, cell=spec.key.id)
             steps_per_boot = study.boots(spec, logs)
             boots: list[BootResult] = []
             for i, steps in enumerate(steps_per_boot):
@@ -211,7 +215,7 @@ class CellHost:
     (crashhost/host.py)."""
 
     def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, virtual: bool = False,
-                 helpers: Helpers | None = None):
+                 helpers: Helpers | None = None, verdicts: Path | None = None, cell: str = ""):
         self.dev = dev
         self.virtual = virtual  # virtual time: a phase lasts the device's own time, not the host's
         self.on_part = on_part
@@ -224,7 +228,8 @@ class CellHost:
         self._timers: list[threading.Timer] = []
         self._watch: tuple[threading.Thread, threading.Event] | None = None  # an armed cut's watcher
         self._landed: dict | None = None  # what an armed cut did (virtual time), until the lab is gone
-        self.crash = CrashHost(dev, on_part, helpers, watchdog=self._watchdog)  # the write log, crash states
+        self.crash = CrashHost(dev, on_part, helpers, watchdog=self._watchdog,  # the write log, crash states
+                               verdicts=VerdictStore(verdicts) if verdicts is not None else None, cell=cell)
         self._handlers: dict[str, Callable[[dict], Any]] = {
             Call.RESET_STATS: self.reset_stats, Call.STATS: self.stats,
             Call.CUT_POWER: self.cut_power, Call.CUT_POWER_IN: self.cut_power_in,

@@ -198,9 +198,9 @@ def wal_cells(tmp_path: Path, check_text: str, device: str = DEVICE):
     dev = presets.load_spec(device)
     values = edge.overrides({"--workload": str(wal), "--check": str(check)})["appcheck"]
 
-    def cell(**params):
-        return CellSpec(key=CellKey(dev.label, "ext4", "appcheck", "user"), device=dev,
-                        variant=variants.parse("ext4", dev), params=STUDIES["appcheck"].params(**{**values, **params}),
+    def cell(fs: str = "ext4", **params):
+        return CellSpec(key=CellKey(dev.label, fs, "appcheck", "user"), device=dev,
+                        variant=variants.parse(fs, dev), params=STUDIES["appcheck"].params(**{**values, **params}),
                         seed=1, pace="none", clock="virtual")
     return cell
 
@@ -248,7 +248,7 @@ def test_a_check_that_is_not_a_function_of_the_tree_gives_it_no_verdict(tt_kerne
     assert unstable and all(not f.get("cause") for f in unstable)
 
 
-def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
+def state_verdicts(root: Path, res, fs: str = "ext4") -> dict[str, tuple[str, str]]:
     """Every state's verdict (its class and why), those shared with another state's included."""
     import json
 
@@ -256,7 +256,7 @@ def state_verdicts(root: Path, res) -> dict[str, tuple[str, str]]:
     from flashbed.studies.crashstates import CHECKED_FILE, STATES_FILE, with_shared
     study = STUDIES["appcheck"]
     logs = root / res.attempt_dir if res.attempt_dir else next((root / "logs").rglob(STATES_FILE)).parent
-    lab = [study.record(StateFacts.from_json(json.loads(line)), "ext4")
+    lab = [study.record(StateFacts.from_json(json.loads(line)), fs)
            for f in sorted(logs.rglob(CHECKED_FILE)) for line in f.read_text().splitlines() if line.strip()]
     states = json.loads(next(logs.rglob(STATES_FILE)).read_text())["states"]
     return {r["state"]: (r["class"], r.get("why", "")) for r in with_shared(states, lab)}
@@ -290,3 +290,44 @@ def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tm
     assert all(w == "appcheck.check_in_lab=true" or w.startswith("keying its tree met") for w in in_lab_where["why"])
     assert "on the host" in host.headline and "in the lab (" in lab.headline
     assert "appcheck.check_in_lab=true" in lab.headline and "appcheck.check_in_lab=true" not in host.headline
+
+
+WAL_CONTENT_CHECK = """#!/bin/sh
+# WAL_CHECK in words that read contents only (crashhost/checkwords.py): its verdicts are shared by content
+n=$(grep -o 'records=[0-9]*' "${FLASHBED_ACKED:-/dev/null}" | tail -n 1 | cut -d= -f2)
+n=${n:-0}
+i=1
+while [ "$i" -le "$n" ]; do
+  want=$(printf 'record %06d %0113d' "$i" "$i")
+  got=$(dd if=wal.log bs=128 skip=$((i - 1)) count=1 status=none 2>/dev/null | head -c 127)
+  [ "$got" = "$want" ] || { echo "record $i of $n lost"; exit 1; }
+  i=$((i + 1))
+done
+"""
+
+
+def test_a_second_filesystem_of_a_run_takes_the_first_s_verdicts_and_they_are_its_own(tt_kernel, tmp_path):
+    """Issue 43: the run's kept verdicts (crashhost/verdicts.py). The ext4 cell's host checks keep their
+    verdicts; the f2fs cell of the same run (its trees' times differ, their contents not) takes them by
+    the content key, says whose they were, and every state's verdict equals that of the f2fs cell that
+    ran every check itself (a store of its own)."""
+    cell = wal_cells(tmp_path, WAL_CONTENT_CHECK)
+    kept = tmp_path / "verdicts"
+    first = run_alone(cell("ext4"), UmlLab(tt_kernel), tmp_path / "ext4", verdicts=kept)[1]
+    second = run_alone(cell("f2fs"), UmlLab(tt_kernel), tmp_path / "f2fs", verdicts=kept)[1]
+    alone = run_alone(cell("f2fs"), UmlLab(tt_kernel), tmp_path / "alone", verdicts=tmp_path / "own")[1]
+    for r in (first, second, alone):
+        assert r.status == "ok", r.error
+    where = second.extra["check_where"]
+    assert where["shared_other_cells"] > 0 and where["key"].startswith("content key"), where
+    assert alone.extra["check_where"].get("shared_other_cells", 0) == 0
+    assert counts(second)["check_runs"] < counts(alone)["check_runs"]
+    took = state_verdicts(tmp_path / "f2fs", second, "f2fs")
+    ran = state_verdicts(tmp_path / "alone", alone, "f2fs")
+    assert took and {s: v for s, v in took.items() if v != ran.get(s)} == {}
+    assert any(c == PowerCutClass.DATA_LOSS for c, _ in ran.values())  # the unsafe tail lost records
+    import json
+    said = [json.loads(line)["facts"]["verify"]["check"].get("shared", {}).get("said", "")
+            for f in (tmp_path / "f2fs").rglob("checked.jsonl") for line in f.read_text().splitlines()
+            if line.strip() and json.loads(line).get("facts", {}).get("verify", {}).get("check")]
+    assert any(s.startswith(f"shared from the tree of {first.key.id} state ") for s in said), said

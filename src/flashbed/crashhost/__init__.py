@@ -11,7 +11,9 @@ trees.py and sequences.py). A crash-state cell's life, and the module that does 
           Call.CRASH_SWITCH; a watchdog kills a lab stuck on one)
   check   the recovery's fsck run here on the served state, the same program on the same bytes
           (check.py: Call.CRASH_CHECK); the repair stays in the lab; the user's check may run
-          here too, in a sandbox, on a copy of the recovered directory (sandbox.py)
+          here too, in a sandbox, on a copy of the recovered directory (sandbox.py); its verdicts kept
+          for the whole run, taken by any cell's check that would see the same (verdicts.py), by the
+          tree's contents where the check's words provably read no metadata (checkwords.py)
   share   helper labs offered to the executor take claims from the cell's kept write log; the
           cell waits for them and share.json says how each lab ended (share.py; the helper's
           task is cell.help_check, beside cell_task)

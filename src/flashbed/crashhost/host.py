@@ -24,6 +24,7 @@ from . import check, usercheck
 from .claims import Claims
 from .plan import VerifierInput, plan_checks, verifier_keys
 from .share import Helpers, Share, end_record
+from .verdicts import VerdictStore
 
 OnPart = Callable[..., None]  # (done, in all[, what, note=, weights=]): the cell's progress
 
@@ -33,8 +34,11 @@ class CrashHost:
     write log."""
 
     def __init__(self, dev: DeviceSession, on_part: OnPart | None = None, helpers: Helpers | None = None,
-                 watchdog: Callable[[float], None] | None = None):
+                 watchdog: Callable[[float], None] | None = None, verdicts: VerdictStore | None = None,
+                 cell: str = ""):
         self.dev = dev
+        self.verdicts = verdicts  # the run's kept verdicts of the user's check on the host (verdicts.py)
+        self.cell = cell  # the cell's name, as a verdict kept for other cells says whose it was
         self.on_part = on_part
         self.run_dir = Path(".")  # the current boot's run directory (the cell's host sets it per boot)
         self.watchdog = watchdog  # arms the lab's kill in that many seconds (a timer again at each state)
@@ -125,7 +129,8 @@ class CrashHost:
 
     def user_check(self, args: dict) -> Any:
         """The user's check on a copy of the recovered directory, run here in a sandbox (usercheck.py)."""
-        return usercheck.answer(args, self.run_dir)
+        state = str((self.current_state or {}).get("id", ""))
+        return usercheck.answer(args, self.run_dir, self.verdicts, self.cell, state)
 
     def _served(self, done: int, args: dict, progress: bool = True) -> None:
         """A state is being checked: the cell's progress (not for a twin), and the watchdog on the lab."""

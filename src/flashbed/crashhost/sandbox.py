@@ -12,7 +12,9 @@ may reach the host:
   read-only mount does not stop a write to a device node);
 - its own scratch: a tmpfs on /tmp (TMPDIR, HOME), and the copy of the directory on a tmpfs at the
   path the lab gives it ($FLASHBED_MNT, the working directory), read-only when the lab's was;
-- the run directory visible (read-only) at its own path: the staged check and $FLASHBED_ACKED;
+- the run directory as the lab names it ($FLASHBED_RUN), read-only, holding only what the check reads
+  there: the staged check and $FLASHBED_ACKED (copies: no host path of the cell shows, so every cell's
+  check sees the same, and a verdict may be shared between cells: verdicts.py);
 - no network: the new network namespace has a loopback device only;
 - the check itself one user namespace further down, so the mounts above are locked: its root can
   neither make them writable nor unmount them to see what they cover;
@@ -84,6 +86,10 @@ class Spec:
     pack: str = ""  # the packed tree (trees.pack) unpacked at `workdir`; '' for an empty directory
     read_only: bool = False  # the lab's directory was mounted read-only
     visible: list[str] = field(default_factory=list)  # host directories kept visible (read-only) at their paths
+    # host files copied into a read-only directory of their own at `view_at` (name -> host path): the run
+    # directory as the lab's path shows it, the same for every cell (verdicts.py)
+    view: dict[str, str] = field(default_factory=dict)
+    view_at: str = ""
     nproc: int = 0  # RLIMIT_NPROC inside the new user namespace (0: none)
     scratch: str = SCRATCH
     uid: int = 0  # the caller's user and group outside, mapped to root inside
@@ -344,10 +350,12 @@ def close_all() -> None:
 
 
 def run(cmd: str, workdir: str, env: dict[str, str], timeout: float, *, pack: str = "", read_only: bool = False,
-        visible: tuple[str, ...] = (), pids: int = PIDS, scratch: str = SCRATCH) -> Ran:
-    """`sh -c cmd` in the sandbox, on the tree packed in `pack` at `workdir`, killed at `timeout` s."""
+        visible: tuple[str, ...] = (), view: dict[str, str] | None = None, view_at: str = "", pids: int = PIDS,
+        scratch: str = SCRATCH) -> Ran:
+    """`sh -c cmd` in the sandbox, on the tree packed in `pack` at `workdir`, killed at `timeout` s; the
+    host files `view` (name -> path) in a read-only directory at `view_at`."""
     spec = Spec(cmd=cmd, workdir=workdir, env=env, pack=pack, read_only=read_only, visible=list(visible),
-                scratch=scratch, uid=os.getuid(), gid=os.getgid())
+                view=dict(view or {}), view_at=view_at, scratch=scratch, uid=os.getuid(), gid=os.getgid())
     return _idle_sandbox(pids).run(spec, timeout)
 
 
@@ -421,6 +429,7 @@ def _setup(spec: Spec) -> None:
     # what the tmpfs mounts below cover, opened first: the visible directories and the pack
     visible = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in spec.visible}
     pack = os.open(spec.pack, os.O_RDONLY) if spec.pack else -1
+    view = {name: os.open(path, os.O_RDONLY) for name, path in spec.view.items()}
     # writable until the check's process has mapped its user namespace (it then makes it read-only)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={spec.scratch}")
@@ -445,6 +454,34 @@ def _setup(spec: Spec) -> None:
             os.makedirs(path, exist_ok=True)
         _bind_ro(fd, path)
         os.close(fd)
+    if spec.view_at:
+        _view(spec.view_at, view, spec.scratch)
+
+
+def _view(at: str, files: dict[str, int], scratch: str) -> None:
+    """The files open as `files` (name -> fd) copied, with their permission bits, into a read-only tmpfs at
+    `at`; where `at` cannot be made on the host's read-only tree, a tmpfs on its parent holds it."""
+    if not os.path.isdir(at):
+        try:
+            os.makedirs(at)
+        except OSError:
+            place = os.path.dirname(at.rstrip("/"))
+            if place in ("", "/") or not os.path.isdir(place):
+                raise trees.NotPortable(f"the lab's run directory {at} has no place of its own here") from None
+            _mount("tmpfs", place, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=1m")
+            os.makedirs(at)
+    _mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=755,size={scratch}")
+    for name, fd in files.items():
+        mode = os.fstat(fd).st_mode & 0o7777
+        out = os.open(os.path.join(at, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                os.write(out, chunk)
+        finally:
+            os.close(out)
+            os.close(fd)
+        os.chmod(os.path.join(at, name), mode)
+    _mount(None, at, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def _check(spec: Spec, status_fd: int) -> None:

@@ -55,10 +55,11 @@ class Helpers:
     spec: CellSpec
     scratch: Path
     task: Callable[..., dict[str, Any]]
+    verdicts: Path | None = None  # the run's store of the user's check's verdicts (verdicts.py)
 
     def job(self, run_dir: Path, k: int) -> Callable[[], dict[str, Any]]:
         """Helper k's task (a partial of a module-level function: it pickles for Dask)."""
-        return functools.partial(self.task, HelperJob(self.spec, run_dir, k, self.scratch / f"h{k}"),
+        return functools.partial(self.task, HelperJob(self.spec, run_dir, k, self.scratch / f"h{k}", self.verdicts),
                                  labs=self.labs)
 
 
@@ -87,6 +88,7 @@ class HelperJob:
     run_dir: Path  # the cell's run directory: its write log, listing, claims
     index: int
     scratch: Path  # where its emulator keeps its (blank) device
+    verdicts: Path | None = None  # the run's store of the user's check's verdicts
 
     @property
     def name(self) -> str:

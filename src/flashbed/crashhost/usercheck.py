@@ -25,10 +25,12 @@ the tree, an owner the sandbox cannot map) sends that state's check to the lab, 
 from __future__ import annotations
 
 import re
+import time
 from functools import lru_cache
 from pathlib import Path
 
-from . import sandbox
+from ..lab.guest import trees
+from . import checkwords, sandbox, verdicts
 
 OUT_KEPT = 4000  # characters of the check's output kept (as a guest command's)
 
@@ -87,20 +89,59 @@ def where(check: Path | None, in_lab: bool, share_trees: bool, fio: bool) -> str
     return ""
 
 
-def answer(args: dict, run_dir: Path) -> dict:
-    """Call.USER_CHECK: the guest's check on the copy packed in the boot's run directory `run_dir`."""
+_STAGED = re.compile(r"\$\{?FLASHBED_RUN\}?/([\w.-]+)")
+
+
+def _key_choice(cmd: str, staged: dict[str, bytes]) -> checkwords.KeyChoice:
+    """The key the check's verdicts may be shared by: decided from its one staged file's words."""
+    if len(staged) != 1 or _STAGED.sub("", cmd).strip():
+        return checkwords.KeyChoice(checkwords.VerdictKey.TREE, "its command is not one staged file")
+    return checkwords.choose(next(iter(staged.values())))
+
+
+def answer(args: dict, run_dir: Path, store: verdicts.VerdictStore | None = None, cell: str = "",
+           state: str = "") -> dict:
+    """Call.USER_CHECK: the guest's check on the copy packed in the boot's run directory `run_dir`. It sees
+    the run directory at the lab's path ($FLASHBED_RUN as the lab's), holding the files its command names
+    there and the acknowledged labels; with `store`, a verdict kept for what it would see is taken
+    (`shared`: whose it was) and a new one kept (verdicts.py); `cell` and `state` name this run of it."""
+    cmd = str(args["cmd"])
     env = {str(k): str(v) for k, v in dict(args.get("env") or {}).items()}
-    guest_run = env.get("FLASHBED_RUN", "")
-    for k, v in env.items():  # the run directory is the host's own here
-        if k.startswith("FLASHBED_") and guest_run and v.startswith(guest_run):
-            env[k] = str(run_dir) + v[len(guest_run):]
     env.pop("FLASHBED_DEV", None)
-    env.update(FLASHBED_RUN=str(run_dir), FLASHBED_MNT=str(args["dir"]),
-               FLASHBED_ACKED=str(run_dir / Path(str(args["acked"])).name))
-    ran = sandbox.run(str(args["cmd"]), str(args["dir"]), env, float(args["timeout"]),
-                      pack=str(run_dir / Path(str(args["pack"])).name), read_only=bool(args.get("ro")),
-                      visible=(str(run_dir),))
+    view_at = env.get("FLASHBED_RUN") or str(run_dir)
+    if not env.get("FLASHBED_RUN"):  # a guest that did not say its path: nothing to share by
+        store = None
+    acked = Path(str(args["acked"])).name
+    names = [n for n in dict.fromkeys(_STAGED.findall(cmd)) if (run_dir / n).is_file() and n != acked]
+    view = {n: str(run_dir / n) for n in names} | {acked: str(run_dir / acked)}
+    env.update(FLASHBED_RUN=view_at, FLASHBED_MNT=str(args["dir"]), FLASHBED_ACKED=f"{view_at}/{acked}")
+    pack = str(run_dir / Path(str(args["pack"])).name)
+    ro, timeout = bool(args.get("ro")), float(args["timeout"])
+    digest, choice = "", None
+    if store is not None:
+        try:
+            staged = {n: (run_dir / n).read_bytes() for n in names}
+            choice = _key_choice(cmd, staged)
+            content, tree = trees.pack_keys(pack)
+            seen = verdicts.Seen(cmd=cmd, check=b"".join(n.encode() + b"\0" + b + b"\0" for n, b in staged.items()),
+                                 acked=(run_dir / acked).read_bytes(), read_only=ro, env=env, workdir=str(args["dir"]),
+                                 timeout=timeout, key=choice.key,
+                                 tree=content if choice.key is checkwords.VerdictKey.CONTENT else tree)
+            digest = seen.digest()
+        except (OSError, ValueError, trees.NotPortable):
+            digest = ""
+    if digest and not args.get("fresh"):
+        t = time.monotonic()
+        kept = store.get(digest) if store is not None else None
+        if kept is not None:
+            return {"status": kept["status"], "rc": kept["rc"], "seconds": round(time.monotonic() - t, 6),
+                    "pids": kept.get("pids", ""), "out": kept.get("out", ""),
+                    "shared": {**(kept.get("from") or {}), "said": verdicts.shared_from(kept)}}
+    ran = sandbox.run(cmd, str(args["dir"]), env, timeout, pack=pack, read_only=ro, view=view, view_at=view_at)
     if ran.refused:
         return {"refused": ran.refused}
-    return {"status": ran.status, "rc": ran.rc, "seconds": round(ran.seconds, 6), "pids": ran.pids,
-            "out": (ran.out + ran.err).decode("utf-8", "replace")[-OUT_KEPT:]}
+    out = {"status": ran.status, "rc": ran.rc, "seconds": round(ran.seconds, 6), "pids": ran.pids,
+           "out": (ran.out + ran.err).decode("utf-8", "replace")[-OUT_KEPT:]}
+    if digest and store is not None and choice is not None and ran.status in ("ok", "failed"):
+        store.put(digest, {**out, "from": {"cell": cell, "state": state, "key": str(choice.key)}})
+    return out

@@ -43,7 +43,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..crashhost import usercheck
+from ..crashhost import checkwords, usercheck
 from ..crashhost.plan import VerifierInput
 from ..errors import FlashbedError
 from ..lab.guest.protocol import CrashWorkSpec, StateFacts, Workload
@@ -162,19 +162,34 @@ class AppCheck(CrashStates):
 
     def check_runs(self, records: list[dict]) -> int | None:
         """The check's own runs: a state that took another's verdict (its recovered tree and labels
-        were the same, `tree_same`) did not run it; None when no state was keyed (share_trees off)."""
+        were the same, `tree_same`, or the host kept a verdict for what the check would see there,
+        `shared`) did not run it; None when no state was keyed (share_trees off)."""
         if not any(r.get("tree") or r.get("tree_perturbed") for r in records):
             return None
-        return sum(1 for r in records if r.get("check") is not None
-                   and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r)
+        return sum(1 for c in _own_checks(records) if not c.get("shared"))
+
+    def verdict_key(self, spec: CellSpec) -> str:
+        """Which key the host shares the check's verdicts by, and why (crashhost/checkwords.py)."""
+        p = spec.params
+        if not p.check or p.file.kind is Kind.FIO:
+            return ""
+        try:
+            return checkwords.choose(Path(p.check.path).read_bytes()).said()
+        except OSError as e:
+            return f"tree key: its file cannot be read ({e.strerror})"
 
     def check_where(self, spec: CellSpec, records: list[dict]) -> tuple[str, dict | None]:
-        """': 310 on the host, 2 in the lab (why)': the check's own runs by where they ran, the lab's reasons
-        (the cell's, or what a state's copy could not be) with how many runs each."""
-        ran = [r["check"] for r in records if isinstance(r.get("check"), dict)
-               and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r]
+        """': 310 on the host, 2 in the lab (why); 40 taken from kept verdicts (30 of other cells)': the
+        check's own runs by where they ran, the lab's reasons (the cell's, or what a state's copy could not
+        be) with how many runs each, and the verdicts the host took from the run's kept ones
+        (crashhost/verdicts.py), with which key."""
+        ran = _own_checks(records)
         if not any("where" in c for c in ran):  # none ran, or recorded before the check could run on the host
             return "", None
+        taken = [c["shared"] for c in ran if isinstance(c.get("shared"), dict)]
+        own = spec.key.id if spec is not None else ""
+        others = sum(1 for t in taken if t.get("cell") != own)
+        ran = [c for c in ran if not c.get("shared")]
         host = sum(1 for c in ran if c.get("where") == "host")
         cell_why = self.check_place(spec)
         whys = Counter(c.get("why") or cell_why or "not said" for c in ran if c.get("where") != "host")
@@ -183,7 +198,12 @@ class AppCheck(CrashStates):
         if lab:
             text += f"{lab} in the lab (" + "; ".join(f"{n}: {w}" if len(whys) > 1 or host else w
                                                       for w, n in whys.most_common(3)) + ")"
-        return text, {"host": host, "lab": lab, "why": dict(whys.most_common(5))}
+        key = self.verdict_key(spec) if spec is not None and (host or taken) else ""
+        if taken:
+            text += f"; {len(taken)} taken from kept verdicts ({others} of other cells, {key.split(':')[0]})"
+        return text, {"host": host, "lab": lab, "why": dict(whys.most_common(5)),
+                      **({"shared": len(taken), "shared_other_cells": others} if taken else {}),
+                      **({"key": key} if key else {})}
 
     def _record(self, s: StateFacts, fstype: str) -> dict:
         r = super()._record(s, fstype)
@@ -206,6 +226,13 @@ class AppCheck(CrashStates):
         check = verify.get("check")
         r["check"] = {**check, "out": printable(str(check.get("out", "")))} if isinstance(check, dict) else check
         return r
+
+
+def _own_checks(records: list[dict]) -> list[dict]:
+    """The check records of the states whose check was asked for (not those that took a tree's or a
+    distinct state's verdict in the lab): its runs, and the verdicts the host took from kept ones."""
+    return [r["check"] for r in records if isinstance(r.get("check"), dict)
+            and (not r.get("tree_same") or r.get("tree_rerun")) and "same" not in r]
 
 
 def _has_verify(job: str) -> bool:

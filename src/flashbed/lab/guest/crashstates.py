@@ -235,10 +235,12 @@ HOST_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TERM", "USER", "LOGNAME", "
 _USER_CHECKS = [0]
 
 
-def host_user_check(w: CrashWorkSpec, d: str) -> tuple[dict | None, str]:
+def host_user_check(w: CrashWorkSpec, d: str, fresh: bool = False) -> tuple[dict | None, str]:
     """The user's check run by the host on a copy of `d` (Call.USER_CHECK): (its record as run_shell's,
-    with the host's own time), or (None, why the lab runs it: what the copy cannot be, or the host's
-    refusal). Called after the tree's key was taken cleanly: the pack reads what the walk read."""
+    with the host's own time, and `shared` where the host took a verdict it kept for what the check would
+    see: crashhost/verdicts.py), or (None, why the lab runs it: what the copy cannot be, or the host's
+    refusal). `fresh`: the check runs whatever the host kept. Called after the tree's key was taken
+    cleanly: the pack reads what the walk read."""
     path = os.path.join(run_dir(), PACK)
     try:
         trees.pack(d, path)
@@ -253,7 +255,7 @@ def host_user_check(w: CrashWorkSpec, d: str) -> tuple[dict | None, str]:
         return None, f"its copy could not be made ({e.strerror})"
     env = {k: v for k, v in os.environ.items() if k.startswith("FLASHBED_") or k in HOST_ENV}
     args = {"cmd": w.check, "timeout": w.check_timeout, "dir": d, "pack": PACK, "acked": ACKED,
-            "ro": trees._read_only(d) is True, "env": env}
+            "ro": trees._read_only(d) is True, "env": env, **({"fresh": True} if fresh else {})}
     _USER_CHECKS[0] += 1
     t = now()
     a = call_host(run_dir(), f"uc{_USER_CHECKS[0]:06d}", HostCall(Call.USER_CHECK, args),
@@ -285,12 +287,13 @@ def user_check(w: CrashWorkSpec, d: str, recs: list[dict], shared: "trees.Shared
     with open(acked, "w") as f:
         f.write(labels)
 
-    def run_check() -> dict:
+    def run_check(fresh: bool = False) -> dict:
         # on the host only after a clean walk of the tree (shared): its copy is what the key covers
-        ran, why = host_user_check(w, d) if shared is not None and not w.check_in_lab else (None, "")
+        ran, why = host_user_check(w, d, fresh) if shared is not None and not w.check_in_lab else (None, "")
         if ran is not None:
             status, rc, text, secs = ran["status"], ran["rc"], ran["out"], ran["seconds"]
-            where = {"where": "host", "host_seconds": round(float(ran["host_seconds"]), 6)}
+            where = {"where": "host", "host_seconds": round(float(ran["host_seconds"]), 6),
+                     **({"shared": ran["shared"]} if ran.get("shared") else {})}
         else:
             with wall_limit(run_dir(), "ucheck", "your check", w.check_timeout):
                 status, rc, so, se, secs = run_shell(w.check, w.check_timeout, cwd=d,
@@ -308,7 +311,8 @@ def user_check(w: CrashWorkSpec, d: str, recs: list[dict], shared: "trees.Shared
                     "loss": [f"the check did not finish within {w.check_timeout:g} s"]}
         return {**v, "n_loss": 1, "loss": [f"the check failed (exit {rc}): {last}"]}
 
-    return shared.check(state, d, labels.encode(), run_check) if shared is not None else run_check()
+    return shared.check(state, d, labels.encode(), run_check, lambda: run_check(fresh=True)) \
+        if shared is not None else run_check()
 
 
 def verifier(w: CrashWorkSpec, shared: "trees.SharedChecks | None" = None, state=lambda: ""):
