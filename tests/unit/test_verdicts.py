@@ -62,7 +62,10 @@ def test_the_first_verdict_of_a_key_stays(tmp_path):
     assert not store.put("k", {"status": "failed", "rc": 1})
     assert store.get("k")["status"] == "ok"
     assert shared_from(store.get("k")) == "shared from the tree of c1 state 7 (content key)"
-    assert [p.name for p in (tmp_path / "verdicts").iterdir()] == ["k.json"]  # no half-written file left
+    assert not store.confirmed("k")
+    assert store.confirm("k", {"cell": "c2"}) and not store.confirm("k", {"cell": "c3"}) and store.confirmed("k")
+    # no half-written file left
+    assert sorted(p.name for p in (tmp_path / "verdicts").iterdir()) == ["k.confirmed", "k.json"]
 
 
 def _put_many(root: str, who: int) -> int:
@@ -107,10 +110,13 @@ def test_a_second_cell_takes_the_first_cell_s_verdict_for_the_same_content(tmp_p
     taken = usercheck.answer(a2, rd2, store, "vfat-cell", "40")
     assert taken["shared"]["cell"] == "ext4-cell" and taken["shared"]["state"] == "12"
     assert taken["shared"]["said"] == "shared from the tree of ext4-cell state 12 (content key)"
-    ran = usercheck.answer({**a2, "fresh": True}, rd2, store, "vfat-cell", "40")  # run afresh: the same verdict
+    # asked afresh (a lab's first recurrence of a tree): run, the same verdict, and the key confirmed
+    ran = usercheck.answer({**a2, "fresh": True}, rd2, store, "vfat-cell", "40")
     assert "shared" not in ran
     assert (taken["status"], taken["rc"], taken["out"]) == (ran["status"], ran["rc"], ran["out"]) == \
         (first["status"], first["rc"], first["out"])
+    again = usercheck.answer({**a1, "fresh": True}, rd1, store, "ext4-cell", "13")  # two runs agreed: taken
+    assert again["shared"]["state"] == "12" and again["status"] == first["status"]
     # other labels, or another log: not the same key
     rd3, a3 = _cell(tmp_path, "btrfs", 8_000_000_000, records + 1, acked, check)
     assert "shared" not in usercheck.answer(a3, rd3, store, "btrfs-cell", "3")

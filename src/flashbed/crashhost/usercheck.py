@@ -130,10 +130,12 @@ def answer(args: dict, run_dir: Path, store: verdicts.VerdictStore | None = None
             digest = seen.digest()
         except (OSError, ValueError, trees.NotPortable):
             digest = ""
-    if digest and not args.get("fresh"):
+    kept = None
+    if digest and store is not None:
         t = time.monotonic()
-        kept = store.get(digest) if store is not None else None
-        if kept is not None:
+        kept = store.get(digest)
+        # asked afresh (a lab's stability check): the kept verdict only once two runs of it agreed
+        if kept is not None and (not args.get("fresh") or store.confirmed(digest)):
             return {"status": kept["status"], "rc": kept["rc"], "seconds": round(time.monotonic() - t, 6),
                     "pids": kept.get("pids", ""), "out": kept.get("out", ""),
                     "shared": {**(kept.get("from") or {}), "said": verdicts.shared_from(kept)}}
@@ -143,5 +145,9 @@ def answer(args: dict, run_dir: Path, store: verdicts.VerdictStore | None = None
     out = {"status": ran.status, "rc": ran.rc, "seconds": round(ran.seconds, 6), "pids": ran.pids,
            "out": (ran.out + ran.err).decode("utf-8", "replace")[-OUT_KEPT:]}
     if digest and store is not None and choice is not None and ran.status in ("ok", "failed"):
-        store.put(digest, {**out, "from": {"cell": cell, "state": state, "key": str(choice.key)}})
+        who = {"cell": cell, "state": state, "key": str(choice.key)}
+        if kept is None:
+            store.put(digest, {**out, "from": who})
+        elif kept["status"] == ran.status:  # a second run agreed (a disagreement is the lab's to judge)
+            store.confirm(digest, who)
     return out

@@ -20,8 +20,14 @@ check and the labels, sandbox.Spec.view), so nothing of the cell it came from re
 The store is a directory of the run (`verdicts/`), one file per key, written whole under a name of
 its own and linked into place (the first verdict of a key stays; link(2) is atomic on one machine
 and on a shared filesystem): the cells' labs, their helpers and a resumed run read and add to it at
-once. Only a check that ended (passed or failed) is kept: a hang or a timeout runs again, and a
-lab's first recurrence of a tree runs the check afresh (trees.SharedChecks' stability check).
+once. Only a check that ended (passed or failed) is kept: a hang or a timeout runs again.
+
+A lab runs the check afresh on the first recurrence of a tree (trees.SharedChecks: a check that is not a
+function of its input gives that tree no verdict). Asked afresh, the host runs it unless the key's verdict
+was confirmed already: two runs of it on the same input agreed (pass or fail). The first such agreement
+is kept (`<key>.confirmed`); after it a lab's recurrence takes the kept verdict too. So a key's check
+runs twice in the whole run, not twice in every lab that meets it, and every recurrence still rests on
+two runs that agreed.
 """
 
 from __future__ import annotations
@@ -84,14 +90,26 @@ class VerdictStore:
 
     def put(self, digest: str, verdict: dict[str, Any]) -> bool:
         """Keeps `verdict` under `digest` unless one is kept already; True if this one was kept."""
+        return self._link(self._path(digest), {"format": FORMAT, **verdict})
+
+    def confirmed(self, digest: str) -> bool:
+        """Two runs of the check on this key agreed (confirm)."""
+        return (self.root / f"{digest}.confirmed").is_file()
+
+    def confirm(self, digest: str, who: dict[str, Any]) -> bool:
+        """A second run on this key agreed with the kept verdict (`who` ran it); True if it is the first to."""
+        return self._link(self.root / f"{digest}.confirmed", {"format": FORMAT, "by": who})
+
+    def _link(self, path: Path, what: dict[str, Any]) -> bool:
+        """`what` written whole under a name of its own, then linked to `path` unless it exists."""
         self.root.mkdir(parents=True, exist_ok=True)
         with _SEQ_LOCK:
             _SEQ[0] += 1
             seq = _SEQ[0]
-        tmp = self.root / f".{digest}.{os.getpid()}.{threading.get_ident()}.{seq}"
-        tmp.write_text(json.dumps({"format": FORMAT, **verdict}))
+        tmp = self.root / f".{path.name}.{os.getpid()}.{threading.get_ident()}.{seq}"
+        tmp.write_text(json.dumps(what))
         try:
-            os.link(tmp, self._path(digest))
+            os.link(tmp, path)
             return True
         except FileExistsError:
             return False
