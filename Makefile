@@ -25,10 +25,22 @@ demo: setup
 # spreads them (tests/conftest.py); the groups in collection order, the lab's slow ones first
 XDIST := -n auto --dist loadgroup --no-loadscope-reorder
 
+# ruff first (a second); then the emulator's Rust tests beside pytest, which starts at once: cargo's
+# build and tests (some 45 s, mostly one core) fill what the labs leave idle instead of coming first.
+# cargo's output goes to emulator/target/test.log and is printed whole after pytest's; make test
+# fails if either failed.
+CARGO_TEST := cargo test --release --locked --manifest-path emulator/Cargo.toml
+RUST_LOG := emulator/target/test.log
+
 test: setup-tests
 	$(PY) -m ruff check src tests
-	cargo test --release --locked --manifest-path emulator/Cargo.toml
-	$(PY) -m pytest -q $(XDIST)
+	@mkdir -p emulator/target; rust=; trap 'exit 130' INT TERM; trap '[ -z "$$rust" ] || kill $$rust 2>/dev/null' EXIT; \
+	echo "$(CARGO_TEST) >$(RUST_LOG) 2>&1 &"; $(CARGO_TEST) >$(RUST_LOG) 2>&1 & rust=$$!; \
+	echo "$(PY) -m pytest -q $(XDIST)"; $(PY) -m pytest -q $(XDIST); py=$$?; \
+	wait $$rust; rs=$$?; rust=; echo "--- $(CARGO_TEST) (beside pytest): its output"; cat $(RUST_LOG); \
+	[ $$rs -eq 0 ] || echo "make test: cargo test failed (exit $$rs): its output is above and in $(RUST_LOG)" >&2; \
+	[ $$py -eq 0 ] || echo "make test: pytest failed (exit $$py)" >&2; \
+	[ $$py -eq 0 ] && [ $$rs -eq 0 ]
 
 smoke: setup
 	$(FLASHBED) lab smoke
