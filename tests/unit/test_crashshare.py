@@ -84,7 +84,11 @@ def test_offered_work_runs_only_where_no_cell_waits(tmp_path):
         assert sp is not None
         if item == "long":
             offered = [sp.spawn(lambda k=k: ran.append(f"helper{k}"), f"h{k}") for k in range(sp.capacity())]
-            time.sleep(1.5)  # the other cells come and go meanwhile
+            # the other cells come and go meanwhile, then the helpers run: waited for, not a fixed time,
+            # which a loaded host (make test beside lab boots) may not give the other cells
+            deadline = time.monotonic() + 60
+            while not all(f"helper{k}" in ran for k in range(len(offered))) and time.monotonic() < deadline:
+                time.sleep(0.01)
             for o in offered:
                 o.cancel()
         with lock:

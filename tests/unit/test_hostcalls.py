@@ -68,7 +68,9 @@ def test_no_answer_in_time_is_none(tmp_path):
     (tmp_path / "host-calls").mkdir()
     t = time.monotonic()
     assert guestlib.call_host(str(tmp_path), "0001", HostCall("x"), 0.2) is None
-    assert 0.2 <= time.monotonic() - t < 2
+    # not before its limit, and not far past it: the upper bound is generous, since a loaded host (make
+    # test beside lab boots) may run the caller seconds late; a limit ignored or read in ms still fails
+    assert 0.2 <= time.monotonic() - t < 30
 
 
 def test_the_watch_reports_renamed_names(tmp_path):

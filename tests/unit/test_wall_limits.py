@@ -17,6 +17,17 @@ from flashbed.studies.crashstates import STATES_FILE
 from tests.unit.test_crashstates import STUDY, boot, cell, lay_out, state
 from tests.unit.test_powercut_classify import facts
 
+# how long a test waits for what a limit's timer does: the timer fires at its limit, but a loaded host
+# (make test beside lab boots) may run its thread much later; a test waits for the effect, not a time
+PATIENCE_S = 60.0
+
+
+def _until(done) -> bool:
+    deadline = time.monotonic() + PATIENCE_S
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return done()
+
 
 def _served(tmp_path, limits):
     stop = threading.Event()
@@ -38,7 +49,8 @@ def test_the_lab_takes_a_wall_limit_itself_and_notes_the_one_that_ran_out(tmp_pa
         guestlib.post_call(str(tmp_path), "x2", HostCall(Call.WALL_LIMIT, {"key": "w", "what": "step 'work'",
                                                                           "seconds": 30, "seq": 1}))
         guestlib.post_call(str(tmp_path), "x3", HostCall(Call.WALL_LIMIT, {"key": "w", "seconds": 0, "seq": 1}))
-        time.sleep(0.5)
+        # the three calls taken and the 0.2 s one run out (the 30 s one is lifted before it could)
+        assert _until(lambda: limits.hit is not None and not list((tmp_path / "host-calls").iterdir()))
     finally:
         stop.set()
         t.join()
@@ -59,7 +71,7 @@ def test_an_arm_read_after_its_own_lift_stays_lifted(tmp_path, monkeypatch):
     time.sleep(0.3)
     assert limits.hit is None and not (tmp_path / guestlib.WALL_FILE).exists()
     limits.handle({"key": "k", "what": "the next one", "seconds": 0.1, "seq": 5})  # a later arm still arms
-    time.sleep(0.3)
+    assert _until(lambda: limits.hit is not None)
     limits.close()
     assert limits.hit["what"] == "the next one"
 
