@@ -140,6 +140,42 @@ def test_after_a_cut_the_mount_scans_and_finds_what_was_fsynced(daemon, tmp_path
     m.unmount()
 
 
+def _copy_of_the_mounts() -> subprocess.Popen:
+    """A process in a mount namespace of its own, made now: it holds a copy of every mount there is
+    (as a check sandbox's long-lived namespace does, or a container's) until it is killed."""
+    try:
+        p = subprocess.Popen(["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private",
+                              "sh", "-c", "echo made; exec sleep 600"], stdout=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        pytest.skip("no unshare here")
+    if p.stdout.readline().strip() != "made":
+        p.wait()
+        pytest.skip("no mount namespace can be made here (user namespaces off)")
+    return p
+
+
+def test_the_daemon_ends_at_its_unmount_while_another_namespace_holds_a_copy(daemon, tmp_path):
+    """The kernel ends a FUSE connection only with the last copy of its mount, and a mount namespace
+    made while the mount was there keeps one: under make test another worker's check sandbox (it lives
+    as long as its worker) held a daemon's mount, which outlived its unmount and failed the test
+    ('the daemon did not exit'). The daemon ends at the unmount in its own namespace, checkpoint
+    written."""
+    nand = tmp_path / "nand.img"
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    (m.mnt / "f").write_bytes(b"kept\n")
+    holder = _copy_of_the_mounts()
+    try:
+        m.unmount()  # waits for the daemon's exit
+        assert m.events()[-1]["event"] == "unmount"
+    finally:
+        holder.kill()
+        holder.wait()
+    m = Mounted(daemon, nand, tmp_path / "mnt", 78)
+    assert m.events()[-1]["checkpoint_restored"] is True
+    assert (m.mnt / "f").read_bytes() == b"kept\n"
+    m.unmount()
+
+
 def test_without_the_checkpoint_a_clean_mount_scans(daemon, tmp_path):
     nand = tmp_path / "nand.img"
     m = Mounted(daemon, nand, tmp_path / "mnt", 78)

@@ -9,8 +9,9 @@
  * yaffs_mount runs before FUSE starts and is timed on its own; stdout and --stats
  * get one JSON line then (mount time, checkpoint restored or scan) and one at exit
  * (yaffs_unmount time, which writes the checkpoint, and NAND counters). The
- * daemon exits when the FUSE mount goes away (umount); YAFFS2 is unmounted then,
- * so whoever unmounts waits for the --pidfile process to end. A background
+ * daemon exits when the FUSE mount goes away (umount) from its own mount
+ * namespace; YAFFS2 is unmounted then, so whoever unmounts waits for the
+ * --pidfile process to end. A background
  * thread runs YAFFS2's garbage collector (yaffs_bg_gc) between requests.
  * YAFFS2's trace lines and the driver's fault lines ("yaffs: ...") go to --log
  * (appended; also once the daemon has detached), else to stdout until then.
@@ -20,6 +21,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <fuse_lowlevel.h>
+#include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,6 +331,145 @@ static void *gc_main(void *arg)
 	return NULL;
 }
 
+/* --- the mount as this process's mount namespace sees it ------------------------
+ * The kernel ends a FUSE connection (and with it fuse_loop) only when the last copy
+ * of its mount goes, and a mount namespace made while the mount was there keeps a
+ * copy for as long as it lives: a sandbox's or a container's, started by anyone on
+ * the host. The unmount that whoever mounted us waits on is in our namespace, so
+ * that is the one the daemon ends at: a thread watches the namespace's mount table
+ * (poll on mountinfo, woken by a change only) and, once no mount of our superblock
+ * is left in it, ends the session and interrupts the loop's read (SIGUSR2, which
+ * only the loop's thread takes, and only while it loops). The requests' own path
+ * is fuse_loop's, not one system call more (the lab charges each to the guest). */
+
+static char mnt_dev[32];	/* the superblock's "major:minor" in mountinfo ("": not found, no watch) */
+static pthread_t loop_thread, watch_thread;
+static int watch_stop[2] = { -1, -1 };	/* a pipe: the watcher ends when it is written */
+static volatile sig_atomic_t loop_over;
+static volatile int gone;	/* the mount left this namespace (the connection may live on elsewhere) */
+
+/* a mountinfo path with its octal escapes (\040 for a space...) undone, in place */
+static void unescape(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++, out++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*out = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* with `path`: the "major:minor" of the topmost YAFFS2 FUSE mount there into `dev`;
+ * without: whether a mount of superblock `dev` is still in the table. 1 if found. */
+static int mountinfo(const char *path, char *dev, size_t len)
+{
+	char line[8192];
+	int found = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+
+	if (!f)
+		return path ? 0 : 1;	/* unreadable now: still there, as far as we know */
+	while (fgets(line, sizeof(line), f)) {
+		char *save = NULL, *field, *majmin = NULL, *point = NULL, *type = NULL;
+		int i, dash = 0;
+
+		/* ID PARENT MAJOR:MINOR ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - TYPE SOURCE SUPEROPTIONS */
+		for (i = 0, field = strtok_r(line, " \n", &save); field; i++, field = strtok_r(NULL, " \n", &save)) {
+			if (i == 2)
+				majmin = field;
+			else if (i == 4)
+				point = field;
+			else if (i > 5 && !dash && !strcmp(field, "-"))
+				dash = 1;
+			else if (dash) {
+				type = field;
+				break;
+			}
+		}
+		if (!majmin || !point || !type)
+			continue;
+		if (!path) {
+			if (!strcmp(majmin, dev)) {
+				found = 1;
+				break;
+			}
+			continue;
+		}
+		unescape(point);
+		if (!strcmp(point, path) && !strcmp(type, "fuse.yaffs2")) {
+			snprintf(dev, len, "%s", majmin);
+			found = 1;	/* the last one is on top */
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+static void wake(int sig)
+{
+	(void)sig;	/* only to interrupt the loop's read (no SA_RESTART) */
+}
+
+static void *watch_main(void *arg)
+{
+	struct fuse_session *se = arg;
+	struct pollfd p[2] = { { .fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC), .events = POLLPRI },
+			       { .fd = watch_stop[0], .events = POLLIN } };
+	int changed = 1;	/* an unmount before the watch began counts too */
+
+	while (p[0].fd >= 0) {
+		if (changed && !mountinfo(NULL, mnt_dev, sizeof(mnt_dev))) {
+			gone = 1;
+			fuse_session_exit(se);
+			/* again until the loop is over: a signal just before its read() is lost */
+			while (!loop_over) {
+				pthread_kill(loop_thread, SIGUSR2);
+				poll(&p[1], 1, 10);
+			}
+			break;
+		}
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;	/* the daemon is ending of itself */
+		changed = (p[0].revents & (POLLPRI | POLLERR)) != 0;
+	}
+	if (p[0].fd >= 0)
+		close(p[0].fd);
+	return NULL;
+}
+
+/* fuse_loop, ended also when our mount leaves this namespace */
+static int serve(struct fuse *fuse)
+{
+	struct sigaction sa = { .sa_handler = wake };
+	sigset_t usr2;
+	int r, watching;
+
+	sigemptyset(&usr2);
+	sigaddset(&usr2, SIGUSR2);
+	sigemptyset(&sa.sa_mask);
+	loop_thread = pthread_self();
+	watching = mnt_dev[0] && pipe(watch_stop) == 0 && sigaction(SIGUSR2, &sa, NULL) == 0 &&
+		   pthread_create(&watch_thread, NULL, watch_main, fuse_get_session(fuse)) == 0;
+	pthread_sigmask(SIG_UNBLOCK, &usr2, NULL);
+	r = fuse_loop(fuse);
+	pthread_sigmask(SIG_BLOCK, &usr2, NULL);	/* from here a late one stays pending, harmless */
+	loop_over = 1;
+	if (watching) {
+		if (write(watch_stop[1], "", 1) < 0)
+			pthread_cancel(watch_thread);
+		pthread_join(watch_thread, NULL);
+	}
+	return r;
+}
+
 static const struct fuse_operations ops = {
 	.getattr = y_getattr,
 	.readdir = y_readdir,
@@ -398,6 +541,7 @@ int main(int argc, char **argv)
 {
 	const char *mtd = NULL, *file = NULL, *geometry = NULL, *stats = NULL, *pidfile = NULL, *mnt = NULL;
 	const char *log = NULL, *faults = NULL;
+	char *real_mnt;
 	int no_checkpoint = 0, foreground = 0, log_fd = -1, i, r;
 	unsigned page = 0, oob = 0, pages = 0, blocks = 0;
 	char err[512], line[1024];
@@ -493,6 +637,7 @@ int main(int argc, char **argv)
 		 nand->blocks, nand->oob_avail, c.bad_blocks);
 	stats_line(stats, line, 1);
 
+	real_mnt = realpath(mnt, NULL);	/* as the mount table will name it (resolved before the mount covers it) */
 	fuse_opt_add_arg(&args, argv[0]);
 	fuse_opt_add_arg(&args, "-o");
 	fuse_opt_add_arg(&args, "fsname=yaffs2,subtype=yaffs2,default_permissions");
@@ -502,6 +647,9 @@ int main(int argc, char **argv)
 		yaffs_unmount(YFB_MOUNT);
 		return 1;
 	}
+	/* ours in the mount table (read there: a stat of the mount would wait for the loop) */
+	if (!real_mnt || !mountinfo(real_mnt, mnt_dev, sizeof(mnt_dev)))
+		mnt_dev[0] = '\0';	/* no /proc here: the kernel's end of the connection alone */
 	fuse_set_signal_handlers(fuse_get_session(fuse));
 	/* the parent returns once the mount is there; threads start after the fork */
 	if (fuse_daemonize(foreground) != 0)
@@ -522,8 +670,15 @@ int main(int argc, char **argv)
 			fclose(f);
 		}
 	}
+	{
+		sigset_t usr2;	/* SIGUSR2 is the loop's alone: the threads made from here block it */
+
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		pthread_sigmask(SIG_BLOCK, &usr2, NULL);
+	}
 	pthread_create(&gc_thread, NULL, gc_main, NULL);
-	r = fuse_loop(fuse);
+	r = serve(fuse);
 
 	pthread_mutex_lock(&gc_mutex);
 	gc_stop = 1;
@@ -531,7 +686,10 @@ int main(int argc, char **argv)
 	pthread_mutex_unlock(&gc_mutex);
 	pthread_join(gc_thread, NULL);
 	fuse_remove_signal_handlers(fuse_get_session(fuse));
-	fuse_unmount(fuse);
+	/* gone: nothing of ours is mounted here (libfuse would detach whatever is at the
+	 * path now); closing the connection (fuse_destroy) leaves any copy elsewhere dead */
+	if (!gone)
+		fuse_unmount(fuse);
 	fuse_destroy(fuse);
 
 	yfb_yaffs_counters(dev, &c);
