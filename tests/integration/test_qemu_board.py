@@ -92,8 +92,11 @@ def _cells(run: Path) -> list[dict]:
 
 def test_the_studies_run_on_the_emulated_boards_own_kernel_and_sd_card(debian_board, tmp_path):
     b = debian_board
-    # sqlite with the board's own sqlite3 (its image has it), a few transactions: the suite's time
-    r = _on_board(b, tmp_path / "run", "--study", "mkfs,sqlite", "--fs", "ext4,f2fs", "--set", "sqlite.transactions=20",
+    # sqlite with the board's own sqlite3 (its image has it), a few transactions: the suite's time.
+    # f2fs: a module of Debian's kernel that the board loads at the cell's first mount (ext4's is
+    # loaded already, for the board's root); ext4 runs on the board in the power cut below. Both
+    # filesystems here cost the suite a second pair of cells under TCG
+    r = _on_board(b, tmp_path / "run", "--study", "mkfs,sqlite", "--fs", "f2fs", "--set", "sqlite.transactions=20",
                   "--set", "sqlite.journals=wal")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     man = json.loads((tmp_path / "run" / "manifest.json").read_text())
@@ -104,10 +107,10 @@ def test_the_studies_run_on_the_emulated_boards_own_kernel_and_sd_card(debian_bo
     assert ident["board"]["release"] != os.uname().release and man["kernel"]["release"] == ident["board"]["release"]
     assert ident["transport"] == "mmc" and ident["mmc_type"] == "SD" and len(ident["mmc_cid"]) == 32
     cells = _cells(tmp_path / "run")
-    assert len(cells) == 4 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
+    assert len(cells) == 2 and all(c["status"] == "ok" for c in cells), [c["headline"] for c in cells]
     assert all(c["provenance"]["kernel"] == ident["board"]["release"] for c in cells)
     sqlite = [c for c in cells if c["key"]["study"] == "sqlite"]
-    assert len(sqlite) == 2 and all(any(x["metric"] == "tps" and x["value"] > 0 for x in c["measurements"])
+    assert len(sqlite) == 1 and all(any(x["metric"] == "tps" and x["value"] > 0 for x in c["measurements"])
                                     for c in sqlite), [c["headline"] for c in sqlite]
 
 
