@@ -126,19 +126,25 @@ JOBS_DIR=""
 start_job() {  # NAME WHAT: the job NAME in the background, in a session of its own
     [ -n "$JOBS_DIR" ] || JOBS_DIR=$(mktemp -d)
     say "$2"
-    # the session's leader is the sh that waits for the job: it writes the job's pid file (the
-    # process group to stop) and, when the job ends, its exit status and end time. Its stderr is
-    # /dev/null, where it says "Terminated" when setup stops the job; the job's is setup's (fd 3)
-    setsid sh -c 'echo $$ >"$2.pid"; trap : TERM; sh "$0" --job "$1"; echo "$? $(date +%s)" >"$2.rc"' \
-        "$SELF" "$1" "$JOBS_DIR/$1" </dev/null 3>&2 2>/dev/null &
+    # counted as running before it starts: Ctrl-C's trap may run between any two commands, and a job
+    # started but not yet counted was never stopped (setup then waited for the whole build)
     JOBS="$JOBS $1:$(date +%s)"
     RUNNING="$RUNNING $1"
+    # the session's leader is the sh that waits for the job: it writes the job's pid file (the
+    # process group to stop), then starts the job unless setup is stopping its jobs already (a
+    # leader that wrote its pid too late for stop_jobs sees its mark), and when the job ends
+    # writes its exit status and end time. Its stderr is /dev/null, where it says "Terminated"
+    # when setup stops the job; the job's is setup's (fd 3)
+    setsid sh -c 'echo $$ >"$2.pid"; [ ! -e "$3" ] || exit 143; trap : TERM; sh "$0" --job "$1"; echo "$? $(date +%s)" >"$2.rc"' \
+        "$SELF" "$1" "$JOBS_DIR/$1" "$JOBS_DIR/stopping" </dev/null 3>&2 2>/dev/null &
 }
 
 stop_jobs() {  # every job still running, stopped and waited for, every process of it gone
     groups=""
+    # first the mark, then the pid files: a leader either wrote its pid before (stopped here) or sees
+    # the mark and never starts its job
+    [ -z "$JOBS_DIR" ] || : >"$JOBS_DIR/stopping"
     for name in $RUNNING; do
-        [ -s "$JOBS_DIR/$name.pid" ] || sleep 1
         pid=$(cat "$JOBS_DIR/$name.pid" 2>/dev/null || true)
         [ -n "$pid" ] || continue
         kill -TERM "-$pid" 2>/dev/null || true  # its process group (dash takes no --)

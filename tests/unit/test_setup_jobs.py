@@ -171,6 +171,45 @@ def test_ctrl_c_stops_every_build_in_one_line(checkout):
         assert (pids / f"{name}.stopped").exists() and gone(pids / name), name
 
 
+# setsid that marks which job it starts ($PIDS/NAME-started); and setup's `date +%s` made slow just after
+# the kernel job started, which is where the parent notes its start time: the first call once the YAFFS2
+# job is started waits up to 5 s for the kernel job's start, and if it came, returns 3 s later (once)
+MARKING_SETSID = """#!/bin/sh
+touch "$PIDS/$5-started"
+exec /usr/bin/setsid "$@"
+"""
+SLOW_DATE = """#!/bin/sh
+if [ "$*" = +%s ] && [ -e "$PIDS/yaffs2-started" ] && [ ! -e "$PIDS/slowed" ]; then
+    n=0
+    while [ ! -e "$PIDS/kernel-started" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+    if [ -e "$PIDS/kernel-started" ] && mkdir "$PIDS/slowed" 2>/dev/null; then sleep 3; fi
+fi
+exec /bin/date "$@"
+"""
+
+
+def test_ctrl_c_just_as_a_build_starts_stops_it_too(checkout):
+    """Ctrl-C's trap may run between any two of setup's commands. Setup started a job and then counted it
+    as running, so a Ctrl-C in between (here while it noted the kernel job's start time, with a `date`
+    made slow there) never stopped the kernel build and waited for its end: a Ctrl-C test failed at its
+    60 s limit under pytest -n 6 at a load of 10. A job is counted before it starts, and one whose pid
+    stop_jobs could not read yet never starts its build."""
+    _, env, pids = checkout
+    bindir = Path(env["PATH"].split(":")[0])
+    tool(bindir / "setsid", MARKING_SETSID)
+    tool(bindir / "date", SLOW_DATE)
+    r = start(checkout, FAKE_KERNEL="run", FAKE_CARGO="run", FAKE_YAFFS2="run")
+    deadline = time.monotonic() + 30
+    while not all((pids / n).exists() for n in ("emulator", "yaffs2", "kernel")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r.send_signal(signal.SIGINT)
+    out, err = r.communicate(timeout=60)
+    assert r.returncode == 130, out + err
+    assert err.count("\n") == 1 and "setup: interrupted" in err, err
+    for name in ("emulator", "yaffs2", "kernel"):
+        assert not (pids / name).exists() or ((pids / f"{name}.stopped").exists() and gone(pids / name)), name
+
+
 def kernel_job() -> str:
     text = (REPO / "scripts" / "setup.sh").read_text()
     return re.search(r"^KERNEL_JOB='(.*?)'$", text, re.M | re.S).group(1)
