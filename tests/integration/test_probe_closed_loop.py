@@ -38,10 +38,6 @@ from flashbed.targets import LabTarget
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 
 RATE_TOLERANCE = 0.10
-# requests per random job: a quarter of flashbed probe's (lab.VIRTUAL_IOS), the model given the same
-# requests; a log-block card's spread writes are each a merge of an AU in the emulator, and at the
-# probe's 1000 the random phases were most of a probe's time
-IOS = 250
 
 
 def _size(name: str) -> str:
@@ -80,7 +76,7 @@ def probed(tmp_path_factory, lab_latency):
         if name not in done:
             dev = presets.load_spec(f"{name}@{_size(name)}")
             site = lab_latency(LabTarget().probe_site(dev, Clock.VIRTUAL))
-            done[name] = dev, lab.probe(dev, tmp_path_factory.mktemp(name), site, runtime=5, ios=IOS)
+            done[name] = dev, lab.probe(dev, tmp_path_factory.mktemp(name), site, runtime=5)
         return done[name]
     return get
 

@@ -273,20 +273,18 @@ class Phases:
 
 
 def probe(device: Device, work: Path, site: ProbeSite, *, max_open: int = MAX_OPEN_AU_NR, runtime: float = 10.0,
-          say: Callable[[str], None] | None = None, ios: int = VIRTUAL_IOS) -> ProbeResult:
+          say: Callable[[str], None] | None = None) -> ProbeResult:
     """Probe a block device where `site` (its target's: targets/) says: in the UML lab, an
     emulated device, a plain file or a real one (which it overwrites); on a board, its own
     device, natively.
 
     In virtual time (an emulated device) every request's time is the model's, whatever the
     host's load, and the random jobs run VIRTUAL_IOS requests each (flashbench and fio
-    read clock_gettime, which time travel drives: fio through the agent's wrapper); `ios`
-    sets that count (the test suite's probes run fewer: the model is given the same requests, so
-    its figures and the probe's still describe one job)."""
+    read clock_gettime, which time travel drives: fio through the agent's wrapper)."""
     if device.kind != "block":
         raise FlashbedError(f"{device.label} is raw NAND: flashbench and fio probe block devices")
     tools, lab, flashbench, clock = site.tools, site.lab, site.flashbench, site.clock
-    ios = ios if clock.time_travel else 0
+    ios = VIRTUAL_IOS if clock.time_travel else 0
     when = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
     cap = device.capacity
     nr_fit = max(1, (cap - FB_OFFSET) // (12 * DEFAULT_EU))
