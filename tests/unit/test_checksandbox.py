@@ -81,6 +81,26 @@ def test_the_check_reads_the_copy_where_the_lab_had_it(tmp_path):
     assert ran.out.decode().split("\n")[4].strip() == str(8 * 512)
 
 
+def test_permission_bits_decide_none_of_the_checks_reads_writes_or_searches(tmp_path):
+    """Why the content key may leave them out (trees.METADATA_FIELDS): the check is root of its namespace
+    over a copy it owns, so a file and a directory of mode 000 read, write and search as any other."""
+    src = tmp_path / "src"
+    (src / "d").mkdir(parents=True)
+    (src / "f").write_text("secret\n")
+    (src / "d" / "g").write_text("inside\n")
+    (src / "f").chmod(0)
+    (src / "d").chmod(0)
+    pack = tmp_path / "tree.pack"
+    try:
+        trees.pack(str(src), str(pack))
+    finally:
+        (src / "d").chmod(0o755)
+    ran = sandbox.run("cat f d/g; [ -r f ] && [ -w f ] && echo rw; echo more >> f && cat f", WORKDIR,
+                      env(tmp_path), 30, pack=str(pack))
+    assert ran.status == "ok", ran.err
+    assert ran.out.decode().split("\n")[:5] == ["secret", "inside", "rw", "secret", "more"]
+
+
 def test_a_write_outside_its_scratch_fails_and_changes_nothing(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()

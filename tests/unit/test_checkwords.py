@@ -53,6 +53,8 @@ def test_content_only_checks_take_the_content_key(body):
     ("x=${y:-$(find . -newer a)}", "find"),
     ("cat <(du -s .)", "du"),
     ("[ a -nt b ] && echo newer", "-nt"),
+    ("[ -x wal.log ] && echo runnable", "-x"),  # permission bits: not in the content key
+    ("test -k d || exit 1", "-k"),
     ("test a -ot b", "-ot"),
     ("[ a -ef b ]", "-ef"),
     ("[ -O a ]", "-O"),
@@ -107,4 +109,4 @@ def test_other_programs_and_interpreters_keep_the_tree_key():
 def test_words_that_only_look_like_commands_are_not_judged():
     assert key("echo stat ls find; grep -c 'stat' x  # ls -l in a comment")[0] is VerdictKey.CONTENT
     assert key("for ls in a b; do echo \"$ls\"; done")[0] is VerdictKey.CONTENT
-    assert key("[ \"$x\" ]; [ -n \"$x\" ] && [ \"$x\" = -x ]")[0] is VerdictKey.CONTENT
+    assert key("[ \"$x\" ]; [ -n \"$x\" ] && [ \"$x\" = -y ]")[0] is VerdictKey.CONTENT

@@ -2,9 +2,9 @@
 the check's words, so that its verdict may be shared by every tree with the same contents (the
 CONTENT key, verdicts.py) and not only by trees equal in every attribute the tree key covers.
 
-Two recovered trees with the same names, types, modes, sizes, bytes and symlink targets still differ
-in what only metadata calls show: modification times (each filesystem stamps its own), owners (vfat
-has none of its own), link counts, extended attributes, inode numbers. A check that never makes such
+Two recovered trees with the same names, types, sizes, bytes and symlink targets still differ
+in what only metadata calls show: modification times (each filesystem stamps its own), owners and
+permission bits (vfat has none of its own), link counts, extended attributes, inode numbers. A check that never makes such
 a call gives both trees one verdict. That is proved here conservatively, from the shell words of a
 `sh` script: every command word, those inside `$(...)`, backquotes and `<(...)` included, must be
 
@@ -13,7 +13,7 @@ a call gives both trees one verdict. That is proved here conservatively, from th
 - a function the script defined before, at its top level; or
 - a program of PROGRAMS (by name, or as /bin/NAME or /usr/bin/NAME): programs whose output is a
   function of the contents, names and types of the files they are given. `test`/`[`/`[[` without
-  the comparisons that read metadata (-nt, -ot, -ef, -O, -G, -N), with any word that could turn
+  the comparisons that read metadata (-nt, -ot, -ef, -O, -G, -N, and -x, -u, -g, -k: permission bits), with any word that could turn
   into an operator after expansion ruled out; `sort` without a program of its own to run.
 
 Anything else keeps the full tree key, with the first reason found: a program not on the list (ls,
@@ -51,7 +51,9 @@ REFUSED = {
 KEYWORDS_OPEN = frozenset({"if", "while", "until", "{", "("})
 KEYWORDS_CMD = frozenset({"then", "do", "else", "elif", "!"})
 KEYWORDS_CLOSE = frozenset({"fi", "done", "}", "esac"})
-METADATA_TESTS = frozenset({"-nt", "-ot", "-ef", "-O", "-G", "-N"})
+# -x, -u, -g and -k read permission bits, which the content key leaves out (trees.pack_keys); -r and -w
+# do not: the check is root of its namespace over a copy it owns, and may read and write whatever the modes
+METADATA_TESTS = frozenset({"-nt", "-ot", "-ef", "-O", "-G", "-N", "-x", "-u", "-g", "-k"})
 SAFE_BINARY = frozenset({"=", "==", "!=", "-eq", "-ne", "-lt", "-le", "-gt", "-ge", "<", ">"})
 SHELLS = frozenset({"sh", "dash", "bash"})
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -64,7 +66,7 @@ _OPS = ("&&", "||", ";;&", ";;", ";&", "|&", "|", "&", ";", "(", ")")
 class VerdictKey(StrEnum):
     """What a shared verdict is keyed by (verdicts.py)."""
 
-    CONTENT = "content"  # paths, types, modes, sizes, bytes, symlink targets, read-only
+    CONTENT = "content"  # paths, types, sizes, bytes, symlink targets, read-only
     TREE = "tree"  # everything the tree key covers (owners, times, link structure, xattrs too)
 
 

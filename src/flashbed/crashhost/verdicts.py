@@ -4,7 +4,7 @@ from it.
 
 A lab shares a verdict between the states of its own cell whose recovered trees have one tree key
 (lab/guest/trees.py). The four filesystems of a run recover the same logs too, but never to one tree
-key: each stamps its own times and owners, and vfat keeps neither modes nor owners of its own. On
+key: each stamps its own times and owners, and vfat keeps neither permission bits nor owners of its own. On
 the host, though, the check runs on a copy (sandbox.py) made from the tree's pack, and sees nothing
 but what the pack holds, the acknowledged labels, its own words and environment. So a verdict is
 keyed here by exactly those:
