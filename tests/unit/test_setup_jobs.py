@@ -87,8 +87,11 @@ def checkout(tmp_path):
 
 def start(checkout, **fakes) -> subprocess.Popen:
     root, env, _ = checkout
+    # SIGINT as from a terminal: a suite started as a background job inherits it ignored, and a
+    # non-interactive sh cannot trap a signal ignored at its start, so the Ctrl-C tests would fail there
     return subprocess.Popen(["sh", str(root / "scripts" / "setup.sh")], env={**env, **fakes},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def gone(pid_file: Path) -> bool:
