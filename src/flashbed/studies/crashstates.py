@@ -337,12 +337,14 @@ class CrashStates(Study):
             # characters, and a state without a verdict is what decides whether the cell counts
             head += f", {sum(lab_nv.values())} of {want} without a verdict (no evidence either way)"
         where, where_counts = self.check_where(spec, records)
-        if runs is not None:
-            head += f" (the check ran on {runs} distinct recovered trees{where})"
         head += ": " + ", ".join(f"{n} {c}" for c, n in counts.most_common())
         causes = Counter(r["cause"] for r in records if r.get("cause"))
         if causes:
             head += "; by cause: " + ", ".join(f"{n} {c}" for c, n in causes.most_common())
+        if runs is not None:
+            # after the classes: where the check ran is long (kept verdicts, the lab's reasons), and the
+            # headline is cut at 200 characters, which cut the classes themselves
+            head += f" (the check ran on {runs} distinct recovered trees{where})"
         if failures:
             head += f"; {len(failures)} to replay (write log kept: {(listing.get('log_bytes') or 0) / 1e6:.1f} MB)"
         extra = {
