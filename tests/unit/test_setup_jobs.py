@@ -94,6 +94,17 @@ def start(checkout, **fakes) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
+def ctrl_c_once_running(checkout, pids: Path) -> tuple[subprocess.Popen, str, str]:
+    """setup with its three builds started (each noted its pid), then the terminal's Ctrl-C."""
+    r = start(checkout, FAKE_KERNEL="run", FAKE_CARGO="run", FAKE_YAFFS2="run")
+    deadline = time.monotonic() + 30
+    while not all((pids / n).exists() for n in ("emulator", "yaffs2", "kernel")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    r.send_signal(signal.SIGINT)
+    out, err = r.communicate(timeout=60)
+    return r, out, err
+
+
 def gone(pid_file: Path) -> bool:
     try:
         os.kill(int(pid_file.read_text()), 0)
@@ -162,12 +173,7 @@ def test_ctrl_c_stops_every_build_in_one_line(checkout):
     """The terminal's Ctrl-C reaches setup only (each build runs in a session of its own): setup stops
     them all, waits for them, and says the kernel build resumes."""
     _, _, pids = checkout
-    r = start(checkout, FAKE_KERNEL="run", FAKE_CARGO="run", FAKE_YAFFS2="run")
-    deadline = time.monotonic() + 30
-    while not all((pids / n).exists() for n in ("emulator", "yaffs2", "kernel")) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    r.send_signal(signal.SIGINT)
-    out, err = r.communicate(timeout=60)
+    r, out, err = ctrl_c_once_running(checkout, pids)
     assert r.returncode == 130, out + err
     assert err.count("\n") == 1 and "setup: interrupted" in err and "resumes" in err, err
     for name in ("emulator", "yaffs2", "kernel"):
@@ -201,12 +207,7 @@ def test_ctrl_c_just_as_a_build_starts_stops_it_too(checkout):
     bindir = Path(env["PATH"].split(":")[0])
     tool(bindir / "setsid", MARKING_SETSID)
     tool(bindir / "date", SLOW_DATE)
-    r = start(checkout, FAKE_KERNEL="run", FAKE_CARGO="run", FAKE_YAFFS2="run")
-    deadline = time.monotonic() + 30
-    while not all((pids / n).exists() for n in ("emulator", "yaffs2", "kernel")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    r.send_signal(signal.SIGINT)
-    out, err = r.communicate(timeout=60)
+    r, out, err = ctrl_c_once_running(checkout, pids)
     assert r.returncode == 130, out + err
     assert err.count("\n") == 1 and "setup: interrupted" in err, err
     for name in ("emulator", "yaffs2", "kernel"):
