@@ -31,6 +31,7 @@ from typing import Callable
 from ..crashhost import sandbox
 from ..errors import FlashbedError
 from ..lab.guest import trees
+from ..lab.labview import RUN
 
 WORKDIR = "/mnt/cs"  # the lab's directory of the workload (studies/appcheck.py)
 RECORD = 512
@@ -78,16 +79,19 @@ def bench(check: str | None, records: int, runs: int, out=sys.stdout) -> dict[st
     with tempfile.TemporaryDirectory(prefix="flashbed-bench-uc-") as tmp:
         root = Path(tmp)
         tree, pack, acked = lay_out(root, records)
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp", "FLASHBED_RUN": str(root),
-               "FLASHBED_MNT": WORKDIR, "FLASHBED_ACKED": str(acked)}
+        # the run directory as the lab names it, holding a copy of the labels (crashhost/usercheck.py)
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/tmp", "FLASHBED_RUN": RUN,
+               "FLASHBED_MNT": WORKDIR, "FLASHBED_ACKED": f"{RUN}/{acked.name}"}
 
         def bare() -> None:
-            subprocess.run(["/bin/sh", "-c", cmd], cwd=tree, env={**env, "FLASHBED_MNT": str(tree)},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            subprocess.run(["/bin/sh", "-c", cmd], cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**env, "FLASHBED_RUN": str(root), "FLASHBED_MNT": str(tree),
+                                "FLASHBED_ACKED": str(acked)}, check=False)
 
         def boxed(what: str) -> Callable[[], None]:
             def go() -> None:
-                ran = sandbox.run(what, WORKDIR, env, 600.0, pack=str(pack), visible=(str(root),))
+                ran = sandbox.run(what, WORKDIR, env, 600.0, pack=str(pack), view={acked.name: str(acked)},
+                                  view_at=RUN)
                 if ran.refused or ran.status != "ok":
                     raise FlashbedError(f"the sandbox's run ended {ran.status}: "
                                         f"{ran.refused or (ran.out + ran.err).decode(errors='replace')[-200:]}")
