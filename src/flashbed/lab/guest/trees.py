@@ -282,10 +282,10 @@ def pack(d: str, out: str) -> int:
         return f.tell()
 
 
-# what a pack's entry holds that only metadata calls show (stat's owners and times, getxattr): left
-# out of the CONTENT key, for a check that provably makes no such call (crashhost/checkwords.py)
-# what only a metadata call shows a check on the host's copy: the check is root of its own namespace over
-# a copy its root owns, so permission bits decide none of its reads, writes or searches (sandbox.py)
+# what a pack's entry holds that only metadata calls show a check on the host's copy (stat's permission
+# bits, owners and times, getxattr): left out of the CONTENT key, for a check that provably makes no such
+# call (crashhost/checkwords.py). Permission bits too: the check is root of its own namespace over a copy
+# its root owns, so they decide none of its reads, writes or searches (sandbox.py)
 METADATA_FIELDS = ("m", "u", "g", "mt", "x")
 
 
@@ -293,8 +293,9 @@ def pack_keys(src: str) -> tuple[str, str]:
     """(content key, tree key) of the tree packed in `src`, as the host's copy of it shows it to a check.
     The tree key is the pack's own digest: every attribute the copy is made with (paths, types, modes,
     owners, times, xattrs, symlink targets, hard links, bytes). The content key leaves out
-    METADATA_FIELDS (permission bits, owners, times, xattrs) and keeps paths, types, sizes, bytes, symlink targets and which paths are
-    one file (a check that writes one reads it through the other). Standard library only."""
+    METADATA_FIELDS (permission bits, owners, times, xattrs) and keeps paths, types, sizes, bytes, symlink
+    targets and which paths are one file (a check that writes one reads it through the other). Standard
+    library only."""
     import json
     whole, content = hashlib.sha256(), hashlib.sha256()
     with open(src, "rb") as f:
