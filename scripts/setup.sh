@@ -33,8 +33,8 @@ APT_PACKAGES="linux-source-6.12 debian-archive-keyring build-essential ccache bc
 # systemd: its tmpfiles make /etc/mtab (-> /proc/self/mounts), which mkfs.nilfs2 reads to check that
 # its device is not mounted (the guest's root is this machine's /); a stock root or container
 # without systemd has none, and every nilfs2 cell failed there ('Error checking mount status of
-# /dev/ubda'). It came with chromium and openssh-server before they became the tests' only
-# only the test suite's: chromium renders the report (test_report_browser); qemu-system-arm ... cpio
+# /dev/ubda'). It came with chromium and openssh-server before those became the tests' own.
+# The test suite's only: chromium renders the report (test_report_browser); qemu-system-arm ... cpio
 # make and boot the emulated arm64 boards (scripts/qemu-board.sh); openssh-server is the board of
 # test_board_ssh. make demo never waits for them.
 TEST_PACKAGES="chromium openssh-server qemu-system-arm qemu-utils mmdebstrap genext2fs cpio"
