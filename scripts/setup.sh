@@ -6,7 +6,9 @@
 #   scripts/setup.sh [--tests]
 #
 # --tests (make test) adds the Debian packages only the test suite uses: a browser for the report's
-# rendering test, QEMU and what builds the emulated boards' images, an SSH server.
+# rendering test, QEMU and what builds the emulated boards' images, an SSH server; and the kernel
+# job then also builds 7.3 as configured (SMP), which the suite's tests of two vCPUs boot, so the
+# suite never builds a kernel while it runs.
 #
 # Runs as an ordinary user: sudo only for apt-get, nothing else; the system Python is never
 # written to (flashbed goes into .venv), the kernels and YAFFS2 into the user's cache.
@@ -93,7 +95,8 @@ sys.exit(0 if t(sys.argv[1]) >= t(sys.argv[2]) else 1)' "$1" "$2"
 # ever used: cargo puts the emulator in place once linked, the kernel and YAFFS2 are cached whole.
 
 # the kernel job: the default kernel's time-travel build (every cell of make demo runs on it:
-# virtual time, and the cpu study with time travel off; the SMP build is made on first use). A job
+# virtual time, and the cpu study with time travel off; the SMP build is made on first use, or
+# here after it with --tests, whose suite boots it). A job
 # starts with Ctrl-C ignored (a shell's background command), so setup stops it with SIGTERM, on
 # which the build stops as on Ctrl-C (make and its compilers with it); its failure is one line.
 KERNEL_JOB='import signal, sys
@@ -106,6 +109,8 @@ def stop(signum, frame):
 signal.signal(signal.SIGTERM, stop)
 try:
     kernel.ensure_kernel(time_travel=True)
+    if sys.argv[1:] == ["tests"]:
+        kernel.ensure_kernel()
 except KeyboardInterrupt:
     sys.exit(143)
 except (FlashbedError, OSError) as e:
@@ -115,7 +120,7 @@ run_job() {
     case $1 in
         emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml ;;
         yaffs2) "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null ;;
-        kernel) exec "$VENV/bin/python" -c "$KERNEL_JOB" ;;
+        kernel) exec "$VENV/bin/python" -c "$KERNEL_JOB" ${FLASHBED_SETUP_TESTS:+tests} ;;
         *) die "no job '$1'" ;;
     esac
 }
@@ -208,9 +213,10 @@ if [ "${1:-}" = --job ]; then
     exit 0
 fi
 
+unset FLASHBED_SETUP_TESTS  # set here only, for the jobs
 case "${1:-}" in
     '') ;;
-    --tests) APT_PACKAGES="$APT_PACKAGES $TEST_PACKAGES" ;;
+    --tests) APT_PACKAGES="$APT_PACKAGES $TEST_PACKAGES"; export FLASHBED_SETUP_TESTS=1 ;;
     *) die "unknown option '$1': scripts/setup.sh [--tests]" ;;
 esac
 [ $# -le 1 ] || die "too many arguments: scripts/setup.sh [--tests]"
@@ -334,8 +340,12 @@ timed environment "$env_start"
 # flashbed's cache, built with flashbed's MTD driver and FUSE front
 start_job yaffs2 "YAFFS2 daemon"
 # the default kernel's time-travel build: every cell of make demo runs on it (virtual time, and the
-# cpu study with time travel off); the kernel as configured (SMP, for --clock real and several
-# vCPUs) is built on first use. A build stopped midway (Ctrl-C) resumes here.
-start_job kernel "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
+# cpu study with time travel off); the kernel as configured (SMP, for several vCPUs) is built on
+# first use, or here after it with --tests. A build stopped midway (Ctrl-C) resumes here.
+if [ -n "${FLASHBED_SETUP_TESTS:-}" ]; then
+    start_job kernel "lab kernels (the time-travel build, which make demo runs on, then the SMP one, which the tests of two vCPUs boot)"
+else
+    start_job kernel "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
+fi
 await_jobs
 say "done in $(fmt $(($(date +%s) - SETUP_START))) ($TIMES; the last three side by side): run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"
