@@ -21,9 +21,13 @@ setup-tests:
 demo: setup
 	$(FLASHBED) run --profile quick
 
-# the tests on every host CPU (pytest-xdist): a module's tests share a worker unless the module
-# spreads them (tests/conftest.py); the groups in collection order, the lab's slow ones first
-XDIST := -n auto --dist loadgroup --no-loadscope-reorder
+# the tests on one worker more than the host has CPUs (pytest-xdist): the labs wait (on the SSH
+# board, the emulated board's QEMU, a check's time limit, a probe's boots) and the extra worker
+# fills that idle CPU (measured against one per CPU: docs/architecture.md).
+# A module's tests share a worker unless the module spreads them (tests/conftest.py); the groups
+# in collection order, the lab's slow ones first. WORKERS=N make test sets the count.
+WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
+XDIST := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # ruff first (a second); then the emulator's Rust tests beside pytest, which starts at once: cargo's
 # build and tests (some 45 s, mostly one core) fill what the labs leave idle instead of coming first.
