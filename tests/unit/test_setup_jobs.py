@@ -219,21 +219,37 @@ def kernel_job() -> str:
     return re.search(r"^KERNEL_JOB='(.*?)'$", text, re.M | re.S).group(1)
 
 
-def run_kernel_job(behaviour: str) -> subprocess.Popen:
-    """setup's kernel job with ensure_kernel replaced: `sleep` (a long build) or `fail`."""
+def run_kernel_job(behaviour: str, *args: str) -> subprocess.Popen:
+    """setup's kernel job with ensure_kernel replaced: `sleep` (a long build), `fail`, or `say` (prints
+    the build asked for: its keyword arguments)."""
     fake = ("import time\n"
             "from flashbed.errors import FlashbedError\n"
             "from flashbed.lab import kernel\n"
             "def fake(**kw):\n"
             "    if BEHAVIOUR == 'fail':\n"
             "        raise FlashbedError('kernel build: make failed (exit 2); see build.log: oops')\n"
+            "    if BEHAVIOUR == 'say':\n"
+            "        print(sorted(kw.items()), flush=True)\n"
+            "        return\n"
             "    print('started', flush=True)\n"
             "    time.sleep(60)\n"
             "kernel.ensure_kernel = fake\n")
     code = f"BEHAVIOUR = {behaviour!r}\n" + fake + kernel_job()
     # started as setup starts it: in the background of a shell, Ctrl-C ignored
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+
+
+def test_the_kernel_job_builds_the_smp_kernel_after_the_time_travel_one_only_for_the_tests():
+    """make demo's setup builds one kernel; make test's (--tests) also 7.3 as configured, which the
+    suite's tests of two vCPUs boot, so that no test builds one while the suite runs."""
+    out, err = run_kernel_job("say").communicate(timeout=30)
+    assert out == "[('time_travel', True)]\n", err
+    out, err = run_kernel_job("say", "tests").communicate(timeout=30)
+    assert out == "[('time_travel', True)]\n[]\n", err
+    text = (REPO / "scripts" / "setup.sh").read_text()
+    assert '--tests) APT_PACKAGES="$APT_PACKAGES $TEST_PACKAGES"; export FLASHBED_SETUP_TESTS=1' in text
+    assert '-c "$KERNEL_JOB" ${FLASHBED_SETUP_TESTS:+tests}' in text
 
 
 def test_the_kernel_job_stops_quietly_on_sigterm_and_fails_in_one_line():
