@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from flashbed.lab import labview
+from flashbed.lab import guestcode, labview
 from flashbed.lab.boundary import GUEST_DIR, BlockDevice, BootSpec, Nandsim, Step
 from flashbed.lab.uml import kernel_cmdline
 
@@ -27,13 +27,14 @@ def test_the_cmdline_names_no_path_of_this_machine(tmp_path):
     assert not any(str(tmp_path) in a or str(GUEST_DIR) in a for a in kernel_cmdline(spec(long)))
     lab = labview.view(spec(long).run_dir, spec(long).disks)
     assert lab.disks == ("disk0/device", "cow1/disk1.cow,disk1")
-    assert lab.links == {"run": (long / "logs" / "cell").resolve(), "guest": GUEST_DIR,
+    tools = guestcode.tools_dir(labview.TOOLS)  # lab/guest's files, compiled for the guest (guestcode.py)
+    assert lab.links == {"run": (long / "logs" / "cell").resolve(), "guest": tools,
                          "disk0": (long / "scratch").resolve(), "cow1": (long / "logs" / "cell").resolve(),
                          "disk1": (long / "disk.img").resolve()}
     lab_dir = tmp_path / "lab"
     lab_dir.mkdir()
     lab.make(lab_dir)
-    assert os.readlink(lab_dir / "guest") == str(GUEST_DIR) and (lab_dir / "guest" / "init.sh").is_file()
+    assert os.readlink(lab_dir / "guest") == str(tools) and (lab_dir / "guest" / "init.sh").is_file()
 
 
 def test_ubd_flags_for_shared_and_no_trim(tmp_path):

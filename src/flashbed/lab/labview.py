@@ -18,7 +18,8 @@ directory) gave the nominal's figure but for that. So the guest never sees one:
   directory, resolved on the host by the process that makes hostfs's host calls (and, before the
   guest mounts its own /proc, by the guest's path walk through the host's: the init script is
   found that way);
-- in the guest, the run directory is mounted at RUN and the programs at TOOLS (init.sh).
+- in the guest, the run directory is mounted at RUN and the programs at TOOLS (init.sh): lab/guest's
+  files with their bytecode compiled for the guest, under TOOLS's names (guestcode.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .boundary import GUEST_DIR, BlockDevice
+from . import guestcode
+from .boundary import BlockDevice
 
 HERE = "/proc/self/cwd"  # the lab kernel's directory as a host path it resolves itself
 RUN = "/run/flashbed"  # where the guest mounts the run directory
@@ -69,6 +71,6 @@ def _disk(i: int, d: BlockDevice, links: dict[str, Path]) -> str:
 
 
 def view(run_dir: Path, disks: tuple[BlockDevice, ...]) -> LabView:
-    links = {RUN_LINK: run_dir.resolve(), TOOLS_LINK: GUEST_DIR}
+    links = {RUN_LINK: run_dir.resolve(), TOOLS_LINK: guestcode.tools_dir(TOOLS)}
     args = tuple(_disk(i, d, links) for i, d in enumerate(disks))
     return LabView(links, args)
