@@ -24,15 +24,20 @@ def pytest_collection_modifyitems(config, items):
 
     The emulated board's tests go first: their group (a board booted under TCG, its studies and a
     real restart: minutes on one worker) then starts at once beside the rest, never last and alone
-    at the end. `--no-loadscope-reorder` hands the groups out in collection order, which every
-    worker makes alike by this stable sort.
+    at the end. The unit modules marked `long` (half a minute or more, mostly waiting on processes
+    they start) come next after the lab's, before the quick ones: last, one of them ran alone on a
+    worker while the others had finished. `--no-loadscope-reorder` hands the groups out in
+    collection order, which every worker makes alike by this stable sort.
 
     xdist 3.8 names a test's group by appending `@group` to `item._nodeid`, which pytest 9 no
     longer reads (its node ids are `item._id`): without this every test was its own group. Done
     here only where xdist's own renaming did not take."""
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
         return
-    items.sort(key=lambda item: item.get_closest_marker("qemu_board") is None)
+    def order(item) -> tuple[bool, bool]:
+        quick_unit = item.nodeid.startswith("tests/unit/") and item.get_closest_marker("long") is None
+        return item.get_closest_marker("qemu_board") is None, quick_unit
+    items.sort(key=order)
     try:
         from _pytest.nodeid import coerce_node_id
     except ImportError:  # pytest before 9: xdist's renaming works

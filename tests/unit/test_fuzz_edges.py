@@ -30,6 +30,8 @@ from flashbed.paths import repo_root
 from flashbed.studies import STUDIES
 from flashbed.studies import params as P
 
+pytestmark = pytest.mark.long
+
 MORE = int(os.environ.get("FLASHBED_FUZZ_EXAMPLES", "0"))
 COUNTS: dict[str, int] = {}
 # the cases each edge's test asks for (each edge is one test's)

@@ -39,7 +39,7 @@ TIMES: list[float] = []
 STARTED: list[float] = []
 
 why_not = sandbox.available()
-pytestmark = pytest.mark.skipif(bool(why_not), reason=why_not or "sandbox")
+pytestmark = [pytest.mark.skipif(bool(why_not), reason=why_not or "sandbox"), pytest.mark.long]
 
 
 

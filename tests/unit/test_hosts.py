@@ -14,6 +14,8 @@ import pytest
 from flashbed.cli import main
 from flashbed.devices import emulator
 
+pytestmark = pytest.mark.long
+
 REPO = Path(__file__).resolve().parents[2]
 
 

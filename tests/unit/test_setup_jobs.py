@@ -18,7 +18,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.skipif(not shutil.which("setsid"), reason="setup's jobs need setsid (util-linux)")
+pytestmark = [pytest.mark.skipif(not shutil.which("setsid"), reason="setup's jobs need setsid (util-linux)"),
+              pytest.mark.long]
 
 # a build that runs until it is told to end ($FAKE_<NAME>: ok, fail or run), its pid in $PIDS/NAME and,
 # once stopped by a signal, a file $PIDS/NAME.stopped

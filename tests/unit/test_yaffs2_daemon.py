@@ -15,6 +15,8 @@ import pytest
 
 from flashbed.yaffs2 import build
 
+pytestmark = pytest.mark.long
+
 # a deadline on the wall clock, not a count of polls: under make test beside lab boots a poll
 # of 10 ms takes far longer, and 1 000 of them ended a daemon's wait before it had exited
 PATIENCE_S = 60.0
