@@ -70,10 +70,12 @@ CARD_BYTES = 512 << 20  # QEMU's SD card model takes only a power-of-two size
 SSH_WAIT = 600.0  # seconds a TCG boot may take to answer SSH
 STAGE2_WAIT = 4 * 3600.0  # the first boot that configures every package
 ADD_WAIT = 1800.0  # the boot that installs a recipe's added packages onto its built image
-# modules the stage-2 initramfs and the busybox board load, in order (their dependencies first)
+# modules the stage-2 initramfs and the busybox board load, in order (their dependencies first);
+# ext4 asks the crypto API for crc32c at mount, which no insmod'ed module provides unless
+# crc32c_generic is in (bookworm's 6.1.0-50 arm64: "EXT4-fs (vda): Cannot load crc32c driver")
 INITRAMFS_MODULES = ("virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci", "failover", "net_failover",
                      "virtio_net", "virtio_blk", "sdhci", "cqhci", "sdhci-pci", "mmc_block", "jbd2", "mbcache",
-                     "crc16", "ext4")
+                     "crc16", "crc32c_generic", "ext4")
 # what a tool missing here is packaged in (Debian)
 HOST_TOOLS = {"mmdebstrap": "mmdebstrap", "genext2fs": "genext2fs", "tune2fs": "e2fsprogs", "debugfs": "e2fsprogs",
               "ssh-keygen": "openssh-client", "ssh": "openssh-client", QEMU: "qemu-system-arm",
@@ -120,6 +122,15 @@ RECIPES = {
     # a poor userland: busybox's tools and dropbear, no python3, no fio, no mkfs.f2fs
     "busybox": Recipe("busybox", "bookworm", "arm64", ("busybox-static", "dropbear-bin", "linux-image-arm64")),
 }
+
+
+BUILD_TOOLS = ("mmdebstrap", "genext2fs", "tune2fs", "debugfs", "ssh-keygen", QEMU, "cpio", "qemu-img")
+
+
+def missing_tools() -> list[str]:
+    """The host tools a board's build and boot need that this machine lacks, each with its package."""
+    return [f"{t} ({HOST_TOOLS.get(t, t)})" for t in BUILD_TOOLS
+            if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
 
 
 def _need(*tools: str) -> None:
