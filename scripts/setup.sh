@@ -6,9 +6,9 @@
 #   scripts/setup.sh [--tests]
 #
 # --tests (make test) adds the Debian packages only the test suite uses: a browser for the report's
-# rendering test, QEMU and what builds the emulated boards' images, an SSH server; and the kernel
-# job then also builds 7.3 as configured (SMP), which the suite's tests of two vCPUs boot, so the
-# suite never builds a kernel while it runs.
+# rendering test, QEMU and what builds the emulated boards' images, an SSH server; the kernel job
+# then also builds 7.3 as configured (SMP), which the suite's tests of two vCPUs boot, and a job
+# builds the emulated boards' images: the suite never builds a kernel or a board while it runs.
 #
 # Runs as an ordinary user: sudo only for apt-get, nothing else; the system Python is never
 # written to (flashbed goes into .venv), the kernels and YAFFS2 into the user's cache.
@@ -116,11 +116,32 @@ except KeyboardInterrupt:
 except (FlashbedError, OSError) as e:
     sys.exit(f"setup: lab kernel: {e}")'
 
+# the boards job (--tests only): the emulated boards' images the suite boots (tests/integration/
+# test_qemu_board.py), built once into flashbed's cache under QEMU (the Debian board's first boot
+# configures every package under TCG: tens of minutes), so that the suite never builds one while it
+# runs; stopped and failing as the kernel job
+BOARDS_JOB='import signal, sys
+from flashbed.errors import FlashbedError
+from flashbed.boards import qemu
+
+def stop(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, stop)
+try:
+    for name in ("busybox", "debian"):
+        qemu.build(qemu.RECIPES[name], say=lambda *_: None)
+except KeyboardInterrupt:
+    sys.exit(143)
+except (FlashbedError, OSError) as e:
+    sys.exit(f"setup: emulated boards: {e}")'
+
 run_job() {
     case $1 in
         emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml ;;
         yaffs2) "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null ;;
         kernel) exec "$VENV/bin/python" -c "$KERNEL_JOB" ${FLASHBED_SETUP_TESTS:+tests} ;;
+        boards) exec "$VENV/bin/python" -c "$BOARDS_JOB" ;;
         *) die "no job '$1'" ;;
     esac
 }
@@ -344,8 +365,9 @@ start_job yaffs2 "YAFFS2 daemon"
 # first use, or here after it with --tests. A build stopped midway (Ctrl-C) resumes here.
 if [ -n "${FLASHBED_SETUP_TESTS:-}" ]; then
     start_job kernel "lab kernels (the time-travel build, which make demo runs on, then the SMP one, which the tests of two vCPUs boot)"
+    start_job boards "emulated boards' images (once, under QEMU: tens of minutes the first time; log in flashbed's cache, board/)"
 else
     start_job kernel "lab kernel (its time-travel build, which make demo runs on; the SMP one is built on first use)"
 fi
 await_jobs
-say "done in $(fmt $(($(date +%s) - SETUP_START))) ($TIMES; the last three side by side): run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"
+say "done in $(fmt $(($(date +%s) - SETUP_START))) ($TIMES; the builds side by side): run flashbed as .venv/bin/flashbed, or after . .venv/bin/activate"

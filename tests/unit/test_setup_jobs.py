@@ -263,3 +263,24 @@ def test_the_kernel_job_stops_quietly_on_sigterm_and_fails_in_one_line():
     out, err = p.communicate(timeout=30)
     assert p.returncode == 1
     assert err == "setup: lab kernel: kernel build: make failed (exit 2); see build.log: oops\n", err
+
+
+def test_the_boards_job_builds_the_suites_boards_and_fails_in_one_line():
+    """make test's setup builds the emulated boards the suite boots (busybox, then Debian), once."""
+    text = (REPO / "scripts" / "setup.sh").read_text()
+    job = re.search(r"^BOARDS_JOB='(.*?)'$", text, re.M | re.S).group(1)
+    fake = ("from flashbed.errors import FlashbedError\n"
+            "from flashbed.boards import qemu\n"
+            "def fake(recipe, say=print):\n"
+            "    print(recipe.name, flush=True)\n"
+            "    if FAIL and recipe.name == 'debian':\n"
+            "        raise FlashbedError('building the emulated board: stage 2 failed')\n"
+            "qemu.build = fake\n")
+    for fail in (False, True):
+        p = subprocess.run([sys.executable, "-c", f"FAIL = {fail}\n" + fake + job], capture_output=True, text=True,
+                           timeout=60)
+        assert p.stdout == "busybox\ndebian\n", p.stderr
+        assert (p.returncode, p.stderr) == ((1, "setup: emulated boards: building the emulated board: stage 2 failed\n")
+                                            if fail else (0, "")), p.stderr
+    assert 'boards) exec "$VENV/bin/python" -c "$BOARDS_JOB" ;;' in text
+    assert re.search(r'FLASHBED_SETUP_TESTS:-}" ]; then\n(    start_job .*\n){2}else', text)
