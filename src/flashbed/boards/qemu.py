@@ -434,6 +434,13 @@ def _build_full(recipe: Recipe, work: Path, tar: Path, log: _Log) -> None:
     log.run(_tool("genext2fs"), "-B", "4096", "-b", str(786432), "-N", "131072", "-m", "1", "-z", "-a", str(tar),
             str(root))
     log.run(_tool("tune2fs"), "-O", "has_journal,extent,dir_index,uninit_bg", "-L", "board-root", str(root))
+    # genext2fs (1.4.2 here) left /etc at 0644 from the files appended under it: no daemon that
+    # drops root could open its configuration (systemd-networkd: "Permission denied", so no address
+    # and no SSH); /etc's mode set as the tar's own is
+    log.run(_tool("debugfs"), "-w", "-R", "sif /etc mode 040755", str(root))
+    mode = subprocess.run([_tool("debugfs"), "-R", "stat /etc", str(root)], capture_output=True, text=True).stdout
+    if "Mode:  0755" not in mode:
+        raise FlashbedError(f"building the emulated board: its root's /etc is not mode 0755 ({log.f.name})")
     _, release = _kernel_of(tar)
     _write_initramfs(work / "stage2.initrd", tar, release, _STAGE2_INIT)
     _boot_once(work / "vmlinuz", work / "stage2.initrd", f"console={CONSOLE} panic=-1", root, log,
