@@ -10,7 +10,6 @@ One board at a time: each fixture's board is switched off when its tests end."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -33,10 +32,9 @@ def _board(tmp_path_factory, recipe: str, card_bytes: int):
     off on leaving; the test is skipped, with the reason, where QEMU or a tool the build needs is
     missing. A build that fails is the recipe's failure, and the test's: a skip hid one (the
     Debian board's stage 2 could not mount its root on bookworm's 6.1.0-50 kernel)."""
-    if shutil.which(qemu.QEMU) is None:
-        pytest.skip(f"no {qemu.QEMU} on this machine (apt-get install qemu-system-arm)")
-    if qemu.missing_tools():
-        pytest.skip(f"the {recipe} board needs {', '.join(qemu.missing_tools())}: apt-get install them")
+    missing = qemu.missing_tools()  # QEMU among them
+    if missing:
+        pytest.skip(f"the {recipe} board needs {', '.join(missing)}: apt-get install them")
     try:  # an image is built once into the cache (tens of minutes under TCG for Debian's), then reused
         b = qemu.create(tmp_path_factory.mktemp(recipe) / "board", qemu.RECIPES[recipe], card_bytes=card_bytes,
                         say=lambda *_: None)

@@ -127,15 +127,18 @@ RECIPES = {
 BUILD_TOOLS = ("mmdebstrap", "genext2fs", "tune2fs", "debugfs", "ssh-keygen", QEMU, "cpio", "qemu-img")
 
 
+def _have(t: str) -> bool:
+    return shutil.which(t) is not None or Path(f"/usr/sbin/{t}").exists()
+
+
 def missing_tools() -> list[str]:
     """The host tools a board's build and boot need that this machine lacks, each with its package."""
-    return [f"{t} ({HOST_TOOLS.get(t, t)})" for t in BUILD_TOOLS
-            if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
+    return [f"{t} ({HOST_TOOLS.get(t, t)})" for t in BUILD_TOOLS if not _have(t)]
 
 
 def _need(*tools: str) -> None:
     for t in tools:
-        if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists():
+        if not _have(t):
             raise FlashbedError(f"the emulated board needs {t}: apt-get install {HOST_TOOLS.get(t, t)}")
 
 
