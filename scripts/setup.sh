@@ -93,55 +93,15 @@ sys.exit(0 if t(sys.argv[1]) >= t(sys.argv[2]) else 1)' "$1" "$2"
 # build and its make). The first job to fail has said why in one line; setup stops the others and
 # exits 2. Ctrl-C stops them all (the kernel build resumes at the next setup). Nothing half-built is
 # ever used: cargo puts the emulator in place once linked, the kernel and YAFFS2 are cached whole.
-
-# the kernel job: the default kernel's time-travel build (every cell of make demo runs on it:
-# virtual time, and the cpu study with time travel off; the SMP build is made on first use, or
-# here after it with --tests, whose suite boots it). A job
-# starts with Ctrl-C ignored (a shell's background command), so setup stops it with SIGTERM, on
-# which the build stops as on Ctrl-C (make and its compilers with it); its failure is one line.
-KERNEL_JOB='import signal, sys
-from flashbed.errors import FlashbedError
-from flashbed.lab import kernel
-
-def stop(signum, frame):
-    raise KeyboardInterrupt
-
-signal.signal(signal.SIGTERM, stop)
-try:
-    kernel.ensure_kernel(time_travel=True)
-    if sys.argv[1:] == ["tests"]:
-        kernel.ensure_kernel()
-except KeyboardInterrupt:
-    sys.exit(143)
-except (FlashbedError, OSError) as e:
-    sys.exit(f"setup: lab kernel: {e}")'
-
-# the boards job (--tests only): the emulated boards' images the suite boots (tests/integration/
-# test_qemu_board.py), built once into flashbed's cache under QEMU (the Debian board's first boot
-# configures every package under TCG: tens of minutes), so that the suite never builds one while it
-# runs; stopped and failing as the kernel job
-BOARDS_JOB='import signal, sys
-from flashbed.errors import FlashbedError
-from flashbed.boards import qemu
-
-def stop(signum, frame):
-    raise KeyboardInterrupt
-
-signal.signal(signal.SIGTERM, stop)
-try:
-    for name in ("busybox", "debian"):
-        qemu.build(qemu.RECIPES[name], say=lambda *_: None)
-except KeyboardInterrupt:
-    sys.exit(143)
-except (FlashbedError, OSError) as e:
-    sys.exit(f"setup: emulated boards: {e}")'
+# The kernel and boards jobs are flashbed.setupjobs (what each builds, how it stops and fails); with
+# --tests, the kernel job also builds the SMP kernel, and the boards job runs.
 
 run_job() {
     case $1 in
         emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml ;;
         yaffs2) "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null ;;
-        kernel) exec "$VENV/bin/python" -c "$KERNEL_JOB" ${FLASHBED_SETUP_TESTS:+tests} ;;
-        boards) exec "$VENV/bin/python" -c "$BOARDS_JOB" ;;
+        kernel) exec "$VENV/bin/python" -m flashbed.setupjobs kernel ${FLASHBED_SETUP_TESTS:+tests} ;;
+        boards) exec "$VENV/bin/python" -m flashbed.setupjobs boards ;;
         *) die "no job '$1'" ;;
     esac
 }

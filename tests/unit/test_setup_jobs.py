@@ -44,7 +44,7 @@ FAKE_PYTHON = """#!/bin/sh
 case "$1 $2" in
     "-m pip") fake pip "$FAKE_PIP" ;;
     "-m flashbed.yaffs2") fake yaffs2 "$FAKE_YAFFS2" ;;
-    "-c import signal, sys"*) fake kernel "$FAKE_KERNEL" ;;
+    "-m flashbed.setupjobs") fake kernel "$FAKE_KERNEL" ;;
 esac
 """
 
@@ -215,9 +215,12 @@ def test_ctrl_c_just_as_a_build_starts_stops_it_too(checkout):
         assert not (pids / name).exists() or ((pids / f"{name}.stopped").exists() and gone(pids / name)), name
 
 
-def kernel_job() -> str:
-    text = (REPO / "scripts" / "setup.sh").read_text()
-    return re.search(r"^KERNEL_JOB='(.*?)'$", text, re.M | re.S).group(1)
+def run_job(fake: str, *args: str) -> subprocess.Popen:
+    """setup's job `args` (python -m flashbed.setupjobs ARGS), after the code `fake` has replaced its build;
+    started as setup starts it: in the background of a shell, Ctrl-C ignored."""
+    code = fake + "import sys\nfrom flashbed import setupjobs\nsys.exit(setupjobs.main(sys.argv[1:]))\n"
+    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
 
 
 def run_kernel_job(behaviour: str, *args: str) -> subprocess.Popen:
@@ -235,10 +238,7 @@ def run_kernel_job(behaviour: str, *args: str) -> subprocess.Popen:
             "    print('started', flush=True)\n"
             "    time.sleep(60)\n"
             "kernel.ensure_kernel = fake\n")
-    code = f"BEHAVIOUR = {behaviour!r}\n" + fake + kernel_job()
-    # started as setup starts it: in the background of a shell, Ctrl-C ignored
-    return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    return run_job(f"BEHAVIOUR = {behaviour!r}\n" + fake, "kernel", *args)
 
 
 def test_the_kernel_job_builds_the_smp_kernel_after_the_time_travel_one_only_for_the_tests():
@@ -250,7 +250,7 @@ def test_the_kernel_job_builds_the_smp_kernel_after_the_time_travel_one_only_for
     assert out == "[('time_travel', True)]\n[]\n", err
     text = (REPO / "scripts" / "setup.sh").read_text()
     assert '--tests) APT_PACKAGES="$APT_PACKAGES $TEST_PACKAGES"; export FLASHBED_SETUP_TESTS=1' in text
-    assert '-c "$KERNEL_JOB" ${FLASHBED_SETUP_TESTS:+tests}' in text
+    assert '-m flashbed.setupjobs kernel ${FLASHBED_SETUP_TESTS:+tests}' in text
 
 
 def test_the_kernel_job_stops_quietly_on_sigterm_and_fails_in_one_line():
@@ -268,7 +268,6 @@ def test_the_kernel_job_stops_quietly_on_sigterm_and_fails_in_one_line():
 def test_the_boards_job_builds_the_suites_boards_and_fails_in_one_line():
     """make test's setup builds the emulated boards the suite boots (busybox, then Debian), once."""
     text = (REPO / "scripts" / "setup.sh").read_text()
-    job = re.search(r"^BOARDS_JOB='(.*?)'$", text, re.M | re.S).group(1)
     fake = ("from flashbed.errors import FlashbedError\n"
             "from flashbed.boards import qemu\n"
             "def fake(recipe, say=print):\n"
@@ -277,10 +276,10 @@ def test_the_boards_job_builds_the_suites_boards_and_fails_in_one_line():
             "        raise FlashbedError('building the emulated board: stage 2 failed')\n"
             "qemu.build = fake\n")
     for fail in (False, True):
-        p = subprocess.run([sys.executable, "-c", f"FAIL = {fail}\n" + fake + job], capture_output=True, text=True,
-                           timeout=60)
-        assert p.stdout == "busybox\ndebian\n", p.stderr
-        assert (p.returncode, p.stderr) == ((1, "setup: emulated boards: building the emulated board: stage 2 failed\n")
-                                            if fail else (0, "")), p.stderr
-    assert 'boards) exec "$VENV/bin/python" -c "$BOARDS_JOB" ;;' in text
+        p = run_job(f"FAIL = {fail}\n" + fake, "boards")
+        out, err = p.communicate(timeout=60)
+        assert out == "busybox\ndebian\n", err
+        assert (p.returncode, err) == ((1, "setup: emulated boards: building the emulated board: stage 2 failed\n")
+                                       if fail else (0, "")), err
+    assert 'boards) exec "$VENV/bin/python" -m flashbed.setupjobs boards ;;' in text
     assert re.search(r'FLASHBED_SETUP_TESTS:-}" ]; then\n(    start_job .*\n){2}else', text)
