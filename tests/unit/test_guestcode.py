@@ -3,7 +3,9 @@ interpreter compiled under the guest's names, so whether the checkout's own __py
 host process writes it when it first imports a guest module) and where the checkout is change
 nothing the guest runs."""
 
+import os
 import shutil
+import time
 
 import pytest
 
@@ -58,6 +60,22 @@ def test_two_checkouts_give_the_same_copy_and_a_change_a_new_one(fresh, tmp_path
     second = fresh(b)
     assert second != first and (second / "guestlib.py").read_text().endswith("# changed\n")
     assert first.is_dir()  # the other copy stays for whoever mounts it
+
+
+def test_a_copy_unused_for_a_month_goes_when_a_new_one_is_made(fresh, tmp_path):
+    a, b = tmp_path / "a" / "guest", tmp_path / "b" / "guest"
+    for d in (a, b):
+        shutil.copytree(GUEST_DIR, d, ignore=shutil.ignore_patterns("__pycache__"))
+    (b / "guestlib.py").write_text((b / "guestlib.py").read_text() + "\n# changed\n")
+    old = fresh(a)
+    month = time.time() - (guestcode.UNUSED_DAYS + 1) * 86400
+    os.utime(old, (month, month))
+    assert fresh(a) == old and old.stat().st_mtime > month  # a process mounts it: marked used
+    os.utime(old, (month, month))
+    new = fresh(b)
+    assert new.is_dir() and not old.exists()
+    recent = fresh(a)  # made again, as new; the copy of b was used just now and stays
+    assert recent == old and new.is_dir()
 
 
 def test_the_lab_mounts_the_copy(fresh, tmp_path):

@@ -12,6 +12,8 @@ The host's bytecode also names the checkout's path, whose length the guest must 
 (labview.py). So a lab mounts this copy: the files of lab/guest, their bytecode compiled once by the
 guest's interpreter with the guest's names, hash-based and unchecked (the copy never changes: its
 directory is named by the hash of its contents and the interpreter), kept in flashbed's cache.
+Each process that mounts a copy marks it used (its time); making a new copy removes those no process
+has used for UNUSED_DAYS, so a change to lab/guest does not leave one more copy for good.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from ..errors import FlashbedError
@@ -29,6 +32,7 @@ from ..paths import cache_dir
 from .boundary import GUEST_DIR
 
 GUEST_PYTHON = "/usr/bin/python3"  # the interpreter init.sh runs the agent with
+UNUSED_DAYS = 30  # a copy no process has mounted for this long is removed when a new one is made
 
 
 def _key(files: list[Path], at: str) -> str:
@@ -54,6 +58,7 @@ def tools_dir(at: str) -> Path:
     files = sorted(p for p in GUEST_DIR.iterdir() if p.is_file())
     out = cache_dir() / "guest" / _key(files, at)
     if out.is_dir():
+        _used(out)
         return out
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -77,4 +82,23 @@ def tools_dir(at: str) -> Path:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    _prune(out)
     return out
+
+
+def _used(copy: Path) -> None:
+    try:
+        os.utime(copy)
+    except OSError:  # a cache someone else owns, read-only to us: its copies stay
+        pass
+
+
+def _prune(keep: Path) -> None:
+    """Remove the copies beside `keep` unused for UNUSED_DAYS (another checkout's, an older version's)."""
+    before = time.time() - UNUSED_DAYS * 86400
+    for old in keep.parent.iterdir():
+        try:
+            if old != keep and not old.name.startswith(".") and old.is_dir() and old.stat().st_mtime < before:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
