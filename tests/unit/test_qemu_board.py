@@ -1,6 +1,7 @@
 """The emulated board's driver (flashbed.boards.qemu) without QEMU: its command line, its
 power cut, its refusals."""
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -140,3 +141,51 @@ def test_an_action_on_a_board_never_made_says_how_to_make_it(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "start" in err
     assert not (tmp_path / "none").exists()
+
+
+def _tar(path: Path, files: dict[str, bytes], links: dict[str, str]) -> Path:
+    import io
+    import tarfile
+    with tarfile.open(path, "w") as t:
+        for name, data in files.items():
+            info = tarfile.TarInfo("./" + name)
+            info.size, info.mode = len(data), 0o755
+            t.addfile(info, io.BytesIO(data))
+        for name, target in links.items():
+            info = tarfile.TarInfo("./" + name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            t.addfile(info)
+    return path
+
+
+@pytest.mark.skipif(not qemu._have("cpio"), reason="the initramfs is made with cpio")
+def test_the_busybox_boards_dropbear_gets_its_loader_from_a_merged_or_a_split_usr_tar(tmp_path):
+    """bookworm's mmdebstrap (1.3) gives a merged-/usr tar; trixie's (1.5.7), for the same bookworm board,
+    keeps lib/ a directory of its own, libc.so.6 and the loader in it. The initramfs was missing both
+    then, and the board said "dropbear: not found" at boot and never answered SSH (make test in a stock
+    Debian 13 root). Either tar gives the initramfs the same dropbear, libraries and loader."""
+    gnu = "aarch64-linux-gnu"
+    common = {"bin/busybox": b"busybox", "usr/sbin/dropbear": b"dropbear", f"usr/lib/{gnu}/libz.so.1": b"z"}
+    layouts = {
+        "merged": ({**common, f"usr/lib/{gnu}/libc.so.6": b"libc", f"usr/lib/{gnu}/ld-linux-aarch64.so.1": b"ld"},
+                   {"lib": "usr/lib", "usr/lib/ld-linux-aarch64.so.1": f"{gnu}/ld-linux-aarch64.so.1"}),
+        "split": ({**common, f"lib/{gnu}/libc.so.6": b"libc", f"lib/{gnu}/ld-linux-aarch64.so.1": b"ld"},
+                  {"lib/ld-linux-aarch64.so.1": f"{gnu}/ld-linux-aarch64.so.1"}),
+    }
+    (tmp_path / "id_ed25519.pub").write_bytes(b"ssh-ed25519 AAAA test\n")
+    seen = {}
+    for name, (files, links) in layouts.items():
+        tar = _tar(tmp_path / f"{name}.tar", files, links)
+        got = dict(qemu._dropbear_files(tar, tmp_path))
+        assert got[f"usr/lib/{gnu}/libc.so.6"] == b"libc" and got["usr/lib/ld-linux-aarch64.so.1"] == b"ld", name
+        assert got["usr/sbin/dropbear"] == b"dropbear" and got[f"usr/lib/{gnu}/libz.so.1"] == b"z"
+        initrd = tmp_path / f"{name}.initrd"
+        qemu._write_initramfs(initrd, tar, "6.1.0-50-arm64", "#!/bin/sh\n", extra=list(got.items()))
+        listing = subprocess.run(["cpio", "-t", "-v", "--quiet"], input=gzip.decompress(initrd.read_bytes()),
+                                 capture_output=True, check=True).stdout.decode()
+        names = {line.split()[8]: line for line in listing.splitlines()}
+        # /lib/ld-linux-aarch64.so.1, dropbear's interpreter, through lib -> usr/lib
+        assert names["lib"].startswith("l") and names["lib"].endswith("-> usr/lib"), names.get("lib")
+        assert "usr/lib/ld-linux-aarch64.so.1" in names and f"usr/lib/{gnu}/libc.so.6" in names
+        seen[name] = sorted(n for n in names if n.startswith(("usr/", "lib")))
+    assert seen["merged"] == seen["split"]

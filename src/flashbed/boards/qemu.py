@@ -351,12 +351,19 @@ while true; do sleep 3600; done
 """
 
 
+def _merged(name: str) -> str:
+    """A path of the image's tar as the initramfs has it, whose /lib is /usr/lib: the tar is merged-/usr
+    (bookworm's mmdebstrap, 1.3) or not (trixie's, 1.5.7: lib/ a directory of its own, with libc.so.6
+    and the dynamic loader in it, so the board's dropbear had no loader: "dropbear: not found")."""
+    return "usr/" + name if name.startswith("lib/") else name
+
+
 def _dropbear_files(tar: Path, work: Path) -> list[tuple[str, bytes]]:
     """dropbear, its libraries, root's authorized key and a host key for the busybox board."""
     out: list[tuple[str, bytes]] = []
     with tarfile.open(tar) as t:
         for m in t.getmembers():
-            n = m.name.lstrip("./")
+            n = _merged(m.name.lstrip("./"))
             if m.isfile() and (n in ("usr/sbin/dropbear", "usr/bin/dropbearkey", "usr/bin/dropbearconvert")
                                or (n.startswith("usr/lib/aarch64-linux-gnu/") and ".so" in n)
                                or n.startswith("usr/lib/ld-linux")):
@@ -365,10 +372,10 @@ def _dropbear_files(tar: Path, work: Path) -> list[tuple[str, bytes]]:
                 out.append((n, f.read()))
         # symlinks of the libraries (libc.so.6 -> ...) as copies
         for m in t.getmembers():
-            n = m.name.lstrip("./")
-            if m.issym() and n.startswith(("usr/lib/aarch64-linux-gnu/", "usr/lib/ld-linux", "lib/ld-linux")):
-                target = (Path(n).parent / m.linkname).as_posix() if not m.linkname.startswith("/") \
-                    else m.linkname.lstrip("/")
+            n = _merged(m.name.lstrip("./"))
+            if m.issym() and n.startswith(("usr/lib/aarch64-linux-gnu/", "usr/lib/ld-linux")):
+                target = _merged((Path(n).parent / m.linkname).as_posix() if not m.linkname.startswith("/")
+                                 else m.linkname.lstrip("/"))
                 data = dict(out).get(target)
                 if data is not None:
                     out.append((n, data))
