@@ -17,6 +17,7 @@ import pytest
 
 from flashbed import variants
 from flashbed.cell import run_alone
+from flashbed.crashhost import usercheck
 from flashbed.devices import presets
 from flashbed.lab.labs import UmlLab
 from flashbed.results import CellKey
@@ -262,7 +263,17 @@ def state_verdicts(root: Path, res, fs: str = "ext4") -> dict[str, tuple[str, st
     return {r["state"]: (r["class"], r.get("why", "")) for r in with_shared(states, lab)}
 
 
-def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, tmp_path):
+@pytest.fixture
+def host_sandbox():
+    """A check on the host runs in the sandbox (crashhost/sandbox.py). Where the sandbox cannot run, as in
+    a chroot, where the kernel refuses unshare(CLONE_NEWUSER), every check runs in the lab and the result
+    says why (tests/unit/test_usercheck.py): these tests of checks on the host are skipped, saying so."""
+    why = usercheck.host_unavailable()
+    if why:
+        pytest.skip(f"{why}: every check runs in the lab, and these tests check on the host")
+
+
+def test_the_check_on_the_host_gives_every_state_the_lab_s_verdict(tt_kernel, host_sandbox, tmp_path):
     """Issue 43: the user's check run on the host, in a sandbox, on a copy of each recovered directory,
     gives every state the verdict the check run in the lab gives it (the unsafe tail's losses too), and
     the result says where it ran. On the USB-stick twin, whose states the device damages too (torn
@@ -309,7 +320,7 @@ done
 """
 
 
-def test_a_second_filesystem_of_a_run_takes_the_first_s_verdicts_and_they_are_its_own(tt_kernel, tmp_path):
+def test_a_second_filesystem_of_a_run_takes_the_first_s_verdicts_and_they_are_its_own(tt_kernel, host_sandbox, tmp_path):
     """Issue 43: the run's kept verdicts (crashhost/verdicts.py). The ext4 cell's host checks keep their
     verdicts; the f2fs cell of the same run (its trees' times differ, their contents not) takes them by
     the content key, says whose they were, and every state's verdict equals that of the f2fs cell that
