@@ -158,7 +158,8 @@ kernels=$(inside '/usr/bin/python3 /etc/fresh-host-kernels.py' | sed "s/^/fresh-
 $kernels"
 if [ "$demo_only" = no ]; then
     timed_cmd "make test" "cd /srv/flashbed && make test"
-    tail_line=$(grep -E '[0-9]+ (passed|failed)' "$logs/make-test.log" | tail -n 1 || true)
+    # pytest's closing line, not cargo's "test result" lines, which make test prints after it
+    tail_line=$(grep -E '[0-9]+ (passed|failed)' "$logs/make-test.log" | grep -v '^test result' | tail -n 1 || true)
     [ -z "$tail_line" ] || summary="$summary ($tail_line)"
 fi
 
