@@ -163,7 +163,7 @@ fn same(state: &[Option<Option<Vec<u8>>>], dev: &[Result<Vec<u8>, IoError>], wha
     for (l, (s, d)) in state.iter().zip(dev).enumerate() {
         let ok = match (s, d) {
             (None, Err(IoError::Eio)) => true,
-            (Some(None), Ok(b)) => b.iter().all(|&x| x == 0),
+            (Some(None), Ok(b)) => zeroes(b),
             (Some(Some(a)), Ok(b)) => a == b,
             _ => false,
         };
@@ -256,23 +256,36 @@ fn check(text: &str, ops: &[Op], seed: u64, cuts: &[usize]) -> Result<(), TestCa
     let states = enumerate(ix, &Bounds { after: None, seed, subsets: 6, tears: 3, at_marks: false });
     // (d) two states share an image class exactly when they hold the same image.
     let classes = Images::new(ix).classes(&states).map_err(TestCaseError::fail)?;
-    let images: Vec<_> = states.iter().map(|s| state_image(ix, &Cut::new(ix, s.id).unwrap())).collect();
+    // Each distinct image numbered once (by hash, then compared in full), so the pairs compare
+    // numbers: comparing the images pair by pair was most of this test's time.
+    let mut seen: std::collections::HashMap<Vec<Option<Option<Vec<u8>>>>, usize> = Default::default();
+    let image_ids: Vec<usize> = states
+        .iter()
+        .map(|s| {
+            let next = seen.len();
+            *seen.entry(state_image(ix, &Cut::new(ix, s.id).unwrap())).or_insert(next)
+        })
+        .collect();
     for i in 0..states.len() {
         for j in i + 1..states.len() {
-            prop_assert_eq!(classes[i] == classes[j], images[i] == images[j], "states {} and {}", states[i].id, states[j].id);
+            prop_assert_eq!(classes[i] == classes[j], image_ids[i] == image_ids[j], "states {} and {}", states[i].id, states[j].id);
         }
     }
+    drop(seen);
     let mut by_unit: std::collections::HashMap<u32, Vec<(u32, Option<&[u8]>)>> = Default::default();
     for (i, v) in ix.versions.iter().enumerate() {
         by_unit.entry(v.lpn).or_default().push((v.rec, ix.version_data(i as u32)));
     }
+    let mut durables: std::collections::HashMap<Option<u32>, Vec<u8>> = Default::default();
     for s in &states {
         let cut = Cut::new(ix, s.id).map_err(TestCaseError::fail)?;
         prop_assert_eq!(&cut.info(ix), s);
         if ix.cfg.rel.protect_paired_pages || s.kind == "subset" {
             prop_assert!(cut.damaged.is_empty(), "{}: damage on a protected device or in a subset state", s.id);
         }
-        let durable = cut.last_flush.map(|f| reference_replay(ix, f)).unwrap_or_else(|| vec![0u8; (ix.units * ix.unit) as usize]);
+        let durable = durables.entry(cut.last_flush).or_insert_with(|| {
+            cut.last_flush.map(|f| reference_replay(ix, f)).unwrap_or_else(|| vec![0u8; (ix.units * ix.unit) as usize])
+        });
         for l in 0..ix.units as u32 {
             let held: Option<Vec<u8>> = match unit_content(ix, &cut, l) {
                 UnitContent::Damaged => {
@@ -284,7 +297,7 @@ fn check(text: &str, ops: &[Op], seed: u64, cuts: &[usize]) -> Result<(), TestCa
             };
             let flushed = &durable[l as usize * u..(l as usize + 1) * u];
             let is_flushed = match &held {
-                None => flushed.iter().all(|&x| x == 0),
+                None => zeroes(flushed),
                 Some(h) => h == flushed,
             };
             if is_flushed {
