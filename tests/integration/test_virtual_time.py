@@ -13,13 +13,14 @@ MiB = 1 << 20
 
 
 def test_virtual_figures_match_the_model_and_repeat_exactly_under_load(tmp_path):
-    # the first run quiet, the second while busy loops load every host CPU (as the module's other
-    # tests do): the same figures both times is what load cannot change. Both runs used to be loaded,
-    # which proved no more and kept two busy loops on the suite's two CPUs for twice as long
+    # the first run quiet, the second while every host CPU is busy (as in the module's other tests:
+    # busy loops on the CPUs the suite's other work leaves free, clock_bench.every_cpu_busy): the
+    # same figures both times is what load cannot change. Both runs used to be loaded, which proved
+    # no more and kept two busy loops on the suite's two CPUs for twice as long
     def measure(i: int):
         return clock_bench.measure("emmc-8g@128M", Clock.VIRTUAL, tmp_path / f"v{i}", runtime=0.5, seq_bytes=32 * MiB)
     a = measure(0)
-    with clock_bench.cpu_hog(2):
+    with clock_bench.every_cpu_busy():
         b = measure(1)
     for job, fig in a.figures.items():
         assert fig > 0, f"{job}: no figure"
@@ -77,7 +78,7 @@ def test_a_virtual_time_power_cut_replays_exactly(tmp_path):
     load) gives the same iterations: the same outcome, the same log of what the
     workload did up to the cut, the same recovery, to the nanosecond of its timing."""
     first = _replayed(tmp_path / "a")
-    with clock_bench.cpu_hog(2):
+    with clock_bench.every_cpu_busy():
         second = _replayed(tmp_path / "b")
     records, cuts, files = first
     assert all(r["class"] != "error" for r in records), records
@@ -114,12 +115,12 @@ def _quick_cell_figures(study, fs, out):
 
 @pytest.mark.parametrize("study", ["smallfiles"])
 def test_a_quick_profile_cell_gives_the_same_timed_figures_twice_under_load(study, tmp_path):
-    """The quick profile's cell on its device, run twice, the second time while busy loops
-    load every host CPU: every timed figure the same, to the microsecond the guest times
+    """The quick profile's cell on its device, run twice, the second time while every host
+    CPU is busy: every timed figure the same, to the microsecond the guest times
     it in (the same requests at the same guest instants: nothing in the guest runs at a
     random instant, variants.seeded), and the device's busy time in guest time."""
     quiet, stats = _quick_cell_figures(study, "ext4", tmp_path / "quiet")
-    with clock_bench.cpu_hog(2):
+    with clock_bench.every_cpu_busy():
         loaded, _ = _quick_cell_figures(study, "ext4", tmp_path / "loaded")
     assert quiet and quiet.keys() == loaded.keys()
     for key, v in quiet.items():

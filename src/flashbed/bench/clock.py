@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
@@ -90,6 +91,29 @@ def cpu_hog(n: int):
         for p in procs:
             p.kill()
             p.join()
+
+
+def runnable_others(samples: int = 5, gap: float = 0.02) -> int:
+    """Tasks runnable on the host now besides the caller: the kernel's count in /proc/loadavg,
+    the median of a few samples (other work already keeping CPUs busy)."""
+    counts = []
+    for i in range(samples):
+        with open("/proc/loadavg") as f:
+            counts.append(int(f.read().split()[3].split("/")[0]))
+        if i + 1 < samples:
+            time.sleep(gap)
+    return max(0, int(statistics.median(counts)) - 1)
+
+
+@contextlib.contextmanager
+def every_cpu_busy():
+    """Every CPU this process may run on busy for the duration: a busy loop on each one that
+    the host's other runnable work leaves free (under the test suite its other workers keep
+    most of them busy already, and loops beside them proved nothing more: they only took
+    the suite's CPU). Gives the number of loops started."""
+    n = max(0, len(os.sched_getaffinity(0)) - runnable_others())
+    with cpu_hog(n):
+        yield n
 
 
 def bench(preset: str = DEFAULT_PRESET, runs: int = 3, runtime: float = 5.0, hog: bool = False,
