@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -47,3 +48,17 @@ def pytest_collection_modifyitems(config, items):
                         for m in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
             item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    """The report tests' generated runs (tests/report_fixtures.py) are made once per test run and
+    shared by pytest-xdist's workers, in the run's base temporary directory (a worker's is a
+    directory of it), which pytest removes with its old ones: each worker made its own, several
+    seconds of figures each."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    base = factory.getbasetemp()
+    shared = base.parent if hasattr(config, "workerinput") else base
+    os.environ["FLASHBED_REPORT_FIXTURES"] = str(shared / "report-fixtures")  # a nested run: its own

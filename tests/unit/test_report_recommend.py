@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -248,15 +247,9 @@ DURABILITY_USE_CASES = ("rootfs", "logging", "database")
 
 
 @pytest.fixture(scope="module")
-def no_crashstates(tmp_path_factory):
-    """The fixture run without its crash-state cells, reported."""
-    from flashbed.report import write_report
-    run = tmp_path_factory.mktemp("nocs") / "run"
-    shutil.copytree(gen.reported_run(), run)
-    for p in (run / "cells").glob("*__crashstates__*"):
-        p.unlink()
-    write_report(run)
-    return run
+def no_crashstates():
+    """The fixture run without its crash-state cells, reported (shared: do not modify)."""
+    return gen.reported_run(crash_states=False)
 
 
 NO_CS_COMMAND = (
