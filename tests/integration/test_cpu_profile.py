@@ -46,9 +46,10 @@ def test_none_leaves_a_device_bound_figure_as_without_a_profile_and_a_cost_lower
 def test_the_default_profile_gives_the_same_figure_twice_under_load(tmp_path):
     """A CPU cost keeps virtual time deterministic: the default profile charges every
     syscall, page fault and switch, and its fio figure is the same to the last digit on
-    a second run while every host CPU is busy (busy loops where other work leaves one free). (With a random hash seed in the
-    guest agent, the faults it took before the job varied, and with them the job's
-    start by a microsecond: about one run in three read 0.1 % apart.)"""
+    a second run while every host CPU is busy (busy loops where other work leaves one
+    free). (With a random hash seed in the guest agent, the faults it took before the job
+    varied, and with them the job's start by a microsecond: about one run in three read
+    0.1 % apart.)"""
     prof = cpuprofile.default()
     # run directories of one length: their paths are on the guest's command line, and a
     # path a byte longer can move a charged fault (as any other input to the guest can)

@@ -1,6 +1,8 @@
 """The integration tests' "under load": every CPU busy, with busy loops only on the CPUs the
 host's other runnable work leaves free (under the test suite its other workers)."""
 
+import contextlib
+import io
 import os
 
 from flashbed.bench import clock
@@ -9,21 +11,10 @@ from flashbed.bench import clock
 def _loops(monkeypatch, others: int) -> tuple[int, int]:
     started = []
     monkeypatch.setattr(clock, "runnable_others", lambda: others)
-    monkeypatch.setattr(clock, "cpu_hog", lambda n: _record(started, n))
+    monkeypatch.setattr(clock, "cpu_hog", lambda n: started.append(n) or contextlib.nullcontext())
     with clock.every_cpu_busy() as n:
         pass
     return n, started[0]
-
-
-class _record:
-    def __init__(self, started: list, n: int):
-        started.append(n)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_a_loop_on_every_cpu_when_nothing_else_runs_and_none_where_others_fill_them(monkeypatch):
@@ -37,19 +28,5 @@ def test_a_loop_on_every_cpu_when_nothing_else_runs_and_none_where_others_fill_t
 
 def test_the_runnable_count_leaves_out_the_caller_and_reads_the_kernels(monkeypatch):
     reads = iter(["0.5 0.4 0.3 3/200 99\n"] * 2 + ["0.5 0.4 0.3 1/200 99\n"] * 3)
-
-    class _f:
-        def __init__(self, *_):
-            self.text = next(reads)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def read(self):
-            return self.text
-
-    monkeypatch.setattr(clock, "open", _f, raising=False)
+    monkeypatch.setattr(clock, "open", lambda *_: io.StringIO(next(reads)), raising=False)
     assert clock.runnable_others(gap=0) == 0  # median of 3,3,1,1,1 is 1: the caller alone
