@@ -175,7 +175,7 @@ fn same(state: &[Option<Option<Vec<u8>>>], dev: &[Result<Vec<u8>, IoError>], wha
             };
             let dd = match d {
                 Err(e) => format!("{e:?}"),
-                Ok(b) if b.iter().all(|&x| x == 0) => "zeroes".into(),
+                Ok(b) if zeroes(b) => "zeroes".into(),
                 Ok(b) => format!("data ver {}", u64::from_le_bytes(b[16..24].try_into().unwrap())),
             };
             return Err(TestCaseError::fail(format!("{what}: unit {l}: state has {}, the device {dd}", desc(s))));
@@ -540,7 +540,7 @@ fn image_files_served_states_and_offline_rebuild_agree() {
                 Ok(()) => assert!(b[..] == img[l * u..(l + 1) * u], "{}: unit {l} differs between served state and image", s.id),
                 Err(()) => {
                     assert!(cut_off.damaged.binary_search(&(l as u32)).is_ok(), "{}: unit {l} unreadable but not damaged", s.id);
-                    assert!(img[l * u..(l + 1) * u].iter().all(|&x| x == 0));
+                    assert!(zeroes(&img[l * u..(l + 1) * u]));
                 }
             }
         }
@@ -558,7 +558,7 @@ fn image_files_served_states_and_offline_rebuild_agree() {
     assert_eq!(&after[5100..], &before[5100..]);
     view.discard(0, 3 * 4096 + 10).unwrap();
     view.read(0, &mut after).unwrap();
-    assert!(after.iter().all(|&x| x == 0));
+    assert!(zeroes(&after));
     view.switch(id).unwrap();
     view.read(4096, &mut after).unwrap();
     assert_eq!(after, before, "a switch drops what was written to the state");
