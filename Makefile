@@ -29,8 +29,9 @@ demo: setup
 WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 XDIST := -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
-# ruff first (a second); then the emulator's Rust tests beside pytest, which starts at once: cargo's
-# build and tests (some 45 s, mostly one core) fill what the labs leave idle instead of coming first.
+# ruff first (a second); then the emulator's Rust tests beside pytest, which starts at once: the
+# tests (setup-tests built them; some 50 s, mostly one core) fill what the labs leave idle instead of
+# coming first.
 # cargo's output goes to emulator/target/test.log and is printed whole after pytest's; make test
 # fails if either failed.
 CARGO_TEST := cargo test --release --locked --manifest-path emulator/Cargo.toml

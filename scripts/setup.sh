@@ -98,7 +98,11 @@ sys.exit(0 if t(sys.argv[1]) >= t(sys.argv[2]) else 1)' "$1" "$2"
 
 run_job() {
     case $1 in
-        emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml ;;
+        emulator) stage "cargo build" "see the log" cargo build -q --release --locked --manifest-path emulator/Cargo.toml
+            # with --tests, its tests' build too (make test's cargo test then only runs them): built
+            # here, beside setup's other jobs, not under the labs' load beside pytest
+            [ -z "${FLASHBED_SETUP_TESTS:-}" ] || stage "cargo test --no-run" "see the log" \
+                cargo test -q --release --locked --no-run --manifest-path emulator/Cargo.toml ;;
         yaffs2) "$VENV/bin/python" -m flashbed.yaffs2 >/dev/null ;;
         kernel) exec "$VENV/bin/python" -m flashbed.setupjobs kernel ${FLASHBED_SETUP_TESTS:+tests} ;;
         boards) exec "$VENV/bin/python" -m flashbed.setupjobs boards ;;
@@ -289,7 +293,7 @@ fi
 timed packages "$SETUP_START"
 
 # the emulator needs only the packages: it builds while the project environment is made
-start_job emulator "building the emulator (cargo build --release, Rust $(${RUSTC:-rustc} --version | awk '{print $2}'))"
+start_job emulator "building the emulator${FLASHBED_SETUP_TESTS:+ and its tests} (cargo build --release${FLASHBED_SETUP_TESTS:+, cargo test --no-run}, Rust $(${RUSTC:-rustc} --version | awk '{print $2}'))"
 
 # --- the project environment ------------------------------------------------------------------
 env_start=$(date +%s)
