@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.shared import SHARED_ENV
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
@@ -52,13 +54,12 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    """The report tests' generated runs (tests/report_fixtures.py) are made once per test run and
-    shared by pytest-xdist's workers, in the run's base temporary directory (a worker's is a
-    directory of it), which pytest removes with its old ones: each worker made its own, several
-    seconds of figures each."""
+    """What the suite makes once per test run (tests/shared.py: the report tests' generated runs,
+    the probe's lab latency) is shared by pytest-xdist's workers in the run's base temporary
+    directory (a worker's is a directory of it), which pytest removes with its old ones."""
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is None:
         return
     base = factory.getbasetemp()
     shared = base.parent if hasattr(config, "workerinput") else base
-    os.environ["FLASHBED_REPORT_FIXTURES"] = str(shared / "report-fixtures")  # a nested run: its own
+    os.environ[SHARED_ENV] = str(shared / "shared")  # a nested run: its own

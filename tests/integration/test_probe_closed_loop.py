@@ -14,7 +14,7 @@ Each preset is probed once, in virtual time (issue 17): a log-block card at
 open), a page-mapped one at 256 MiB (it has no open-AU limit to find: five
 AUs tried, none collapses; at 512 MiB it tried eight, each try a lab boot, and
 filled and read twice the bytes); the lab's own latency, the same for every
-device (it is measured on a reference device of its own), once per worker. Every
+device (it is measured on a reference device of its own), once per test run. Every
 request's time is the model's whatever the host's load (flashbench and fio
 read clock_gettime, which time travel drives), and each random job runs
 lab.VIRTUAL_IOS requests, so a slow stick's one write a second is hundreds of
@@ -26,6 +26,7 @@ stick-1au-inorder's random write rate came from five requests.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -34,6 +35,7 @@ from flashbed.devices import presets
 from flashbed.devices.rates import figures_from
 from flashbed.probe import lab
 from flashbed.targets import LabTarget
+from tests.shared import made_once
 
 pytestmark = [pytest.mark.lab, pytest.mark.emulator]
 
@@ -55,15 +57,14 @@ def _block_presets() -> list:
 
 @pytest.fixture(scope="session")
 def lab_latency():
-    """The probe's measure of the lab's own time per request, taken once per worker: it runs on a
-    reference device of its own, not the probed one, in virtual time."""
-    taken: dict[float, dict[str, float]] = {}
-
+    """The probe's measure of the lab's own time per request, taken once per test run and shared by
+    the workers (tests/shared.py): it runs on a reference device of its own, not the probed one, in
+    virtual time (each worker's took 4 s of CPU and gave the same figures)."""
     def get(site: lab.ProbeSite) -> lab.ProbeSite:
         def once(work, runtime: float) -> dict[str, float]:
-            if runtime not in taken:
-                taken[runtime] = site.lab_latency(work, runtime)
-            return taken[runtime]
+            taken = made_once(f"probe-lab-latency-{runtime:g}s",
+                              lambda p: p.write_text(json.dumps(site.lab_latency(work, runtime))))
+            return json.loads(taken.read_text())
         return dataclasses.replace(site, lab_latency=once)
     return get
 
