@@ -4,6 +4,7 @@ power cut, its refusals."""
 import gzip
 import hashlib
 import json
+import os
 import subprocess
 import time
 from dataclasses import replace
@@ -15,11 +16,13 @@ from flashbed.boards import qemu
 from flashbed.errors import FlashbedError
 
 
-def _board(tmp_path: Path, full: bool = True) -> qemu.BoardDir:
-    b = qemu.BoardDir(tmp_path / "board")
+def _board(tmp_path: Path, full: bool = True, name: str = "board", port: int = 40022, card_bytes: int = 512 << 20,
+           pristine: bool = False) -> qemu.BoardDir:
+    b = qemu.BoardDir(tmp_path / name)
     b.dir.mkdir()
     b.config.write_text(json.dumps({"recipe": "debian" if full else "busybox", "image": str(tmp_path / "img"),
-                                    "port": 40022, "card_bytes": 512 << 20, "full": full}))
+                                    "port": port, "card_bytes": card_bytes, "full": full,
+                                    **({"pristine": True} if pristine else {})}))
     return b
 
 
@@ -189,3 +192,146 @@ def test_the_busybox_boards_dropbear_gets_its_loader_from_a_merged_or_a_split_us
         assert "usr/lib/ld-linux-aarch64.so.1" in names and f"usr/lib/{gnu}/libc.so.6" in names
         seen[name] = sorted(n for n in names if n.startswith(("usr/", "lib")))
     assert seen["merged"] == seen["split"]
+
+
+def _image(tmp_path: Path) -> Path:
+    img = tmp_path / "img"
+    img.mkdir()
+    for name in ("image.json", "root.img", "vmlinuz", "initrd"):
+        (img / name).write_text(name)
+    return img
+
+
+def test_a_saved_machine_states_key_is_what_the_state_depends_on_not_what_is_the_boards_own(tmp_path, monkeypatch):
+    """QEMU's version, the machine's command line, the card's size, the image's files; not the board's
+    directory or SSH port, which a board resumed from another's state has its own of."""
+    monkeypatch.setattr(qemu, "_qemu_version", lambda: "QEMU emulator version 7.2.22")
+    img = _image(tmp_path)
+    key = qemu.state_key(_board(tmp_path, name="a"))
+    assert key and key == qemu.state_key(_board(tmp_path, name="b", port=40023))
+    assert qemu.state_key(_board(tmp_path, name="c", card_bytes=1 << 30)) != key
+    monkeypatch.setattr(qemu, "MEM_MB", 1024)
+    assert qemu.state_key(_board(tmp_path, name="d")) != key
+    monkeypatch.undo()
+    monkeypatch.setattr(qemu, "_qemu_version", lambda: "QEMU emulator version 8.2.2")
+    assert qemu.state_key(_board(tmp_path, name="e")) != key
+    monkeypatch.setattr(qemu, "_qemu_version", lambda: "QEMU emulator version 7.2.22")
+    os.utime(img / "root.img", ns=(1, 1))  # the image's root changed since
+    assert qemu.state_key(_board(tmp_path, name="f")) != key
+    monkeypatch.setattr(qemu, "_qemu_version", lambda: "")  # no QEMU that says its version: no state
+    assert qemu.state_key(_board(tmp_path, name="g")) is None
+
+
+@pytest.fixture
+def fake_qemu(tmp_path, monkeypatch):
+    """QEMU's starts (cold, or resuming a state) as stand-in processes that name QEMU; what each got."""
+    monkeypatch.setattr(qemu, "_need", lambda *_: None)
+    monkeypatch.setattr(qemu, "_qemu_version", lambda: "QEMU emulator version 7.2.22")
+    _image(tmp_path)
+    seen: dict[str, list] = {"cold": [], "resumed": [], "blank": []}
+    procs = []
+
+    def stand_in(b):
+        procs.append(subprocess.Popen([qemu.QEMU, "60"], executable="sleep"))
+        b.pidfile.write_text(f"{procs[-1].pid}\n")
+        deadline = time.monotonic() + 5
+        while b.pid() is None and time.monotonic() < deadline:  # its command line QEMU's once it ran exec
+            time.sleep(0.01)
+
+    def start(b, cmd):
+        seen["cold"].append(cmd)
+        stand_in(b)
+
+    def resume(b, state):
+        seen["resumed"].append(state)
+        stand_in(b)
+        if getattr(resume, "fails", False):
+            raise FlashbedError("QEMU ended while reading it")
+
+    monkeypatch.setattr(qemu, "_start", start)
+    monkeypatch.setattr(qemu, "_resume", resume)
+    monkeypatch.setattr(qemu, "_blank", lambda b, card_bytes, root: seen["blank"].append((card_bytes, root)))
+    seen["resume"], seen["procs"] = [resume], procs
+    yield seen
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _saved(b: qemu.BoardDir) -> Path:
+    state = Path(b.load()["image"]) / "states" / qemu.state_key(b)
+    state.mkdir(parents=True)
+    (state / "ram").write_text("")
+    (state / "root.qcow2").write_text("")
+    return state
+
+
+def _on_lines(b: qemu.BoardDir) -> list[str]:
+    return [" ".join(x.split()[1:3]) for x in b.power_log.read_text().splitlines()]
+
+
+def test_only_a_pristine_boards_first_power_on_resumes_a_saved_state(tmp_path, fake_qemu):
+    """The first power-on of a board never powered on resumes its configuration's state; every later one,
+    after a cut above all, boots cold on what the cut left, though the state is there. One "on" line each."""
+    b = _board(tmp_path, pristine=True)
+    state = _saved(b)
+    qemu.power_on(b, say=pytest.fail)
+    assert fake_qemu["resumed"] == [state] and fake_qemu["cold"] == []
+    assert "pristine" not in b.load() and "save_state" not in b.load()
+    qemu.power_off(b)
+    qemu.power_on(b, say=pytest.fail)
+    assert fake_qemu["resumed"] == [state] and len(fake_qemu["cold"]) == 1
+    assert "-incoming" not in fake_qemu["cold"][0] and "save_state" not in b.load()
+    assert _on_lines(b) == ["on qemu", "off (SIGKILL)", "on qemu"]
+
+
+def test_a_pristine_boards_cold_boot_is_marked_to_be_saved_and_no_later_one_is(tmp_path, fake_qemu):
+    b = _board(tmp_path, pristine=True)
+    qemu.power_on(b, say=pytest.fail)
+    assert len(fake_qemu["cold"]) == 1 and fake_qemu["resumed"] == []
+    assert b.load()["save_state"] == {"key": qemu.state_key(b), "pid": b.pid()} and "pristine" not in b.load()
+    qemu.power_off(b)  # cut before SSH answered: the next boot is of what the cut left, never saved
+    qemu.power_on(b, say=pytest.fail)
+    assert len(fake_qemu["cold"]) == 2 and "save_state" not in b.load()
+
+
+def test_a_state_that_does_not_resume_is_removed_and_the_board_boots_cold_saying_so_in_one_line(tmp_path, fake_qemu):
+    b = _board(tmp_path, pristine=True, card_bytes=128 << 20)
+    state = _saved(b)
+    fake_qemu["resume"][0].fails = True
+    said = []
+    qemu.power_on(b, say=said.append)
+    assert len(said) == 1 and "did not resume" in said[0] and "booting cold" in said[0] and "\n" not in said[0]
+    assert not state.exists() and not list(state.parent.iterdir())
+    # the failed resume's QEMU gone (not a power action: one "on" line), the board's card and root made
+    # again as new, then a cold boot, whose state is saved in place of the broken one
+    assert fake_qemu["blank"] == [(128 << 20, Path(b.load()["image"]) / "root.img")]
+    assert len(fake_qemu["cold"]) == 1 and b.load()["save_state"]["pid"] == b.pid()
+    assert fake_qemu["procs"][0].wait(5) == -9 and b.pid() == fake_qemu["procs"][1].pid
+    assert _on_lines(b) == ["on qemu"]
+
+
+def test_a_new_debian_board_is_pristine_and_the_busybox_board_never_is(tmp_path, monkeypatch):
+    """Only the Debian board resumes a saved state: the busybox board's cold boot is short."""
+    monkeypatch.setattr(qemu, "_need", lambda *_: None)
+    monkeypatch.setattr(qemu, "_blank", lambda *_: None)
+    monkeypatch.setattr(qemu, "build", lambda recipe, say: qemu.Image(_image(tmp_path / recipe.name), recipe))
+    for name, pristine in (("debian", True), ("busybox", False)):
+        (tmp_path / name).mkdir()
+        b = qemu.create(tmp_path / name / "board", qemu.RECIPES[name], say=None)
+        assert b.load().get("pristine", False) is pristine, name
+
+
+def test_a_boards_state_is_saved_once_and_only_after_waiting_for_its_first_boot(tmp_path, fake_qemu):
+    """Saved where SSH answered after the wait of the cold boot its power-on marked: where it answered at
+    once the board was up before, and may have been used. The mark goes at the first answer either way."""
+    b = _board(tmp_path, pristine=True)
+    qemu.power_on(b, say=pytest.fail)
+    key = b.load()["save_state"]["key"]
+    assert qemu._pending_save(b, waited=True) == key
+    assert qemu._pending_save(b, waited=True) is None and "save_state" not in b.load()
+    c = b.load()
+    for mark, waited in (({"key": key, "pid": b.pid()}, False), ({"key": key, "pid": 1}, True)):
+        b.config.write_text(json.dumps({**c, "save_state": mark}))
+        assert qemu._pending_save(b, waited) is None and "save_state" not in b.load()
+

@@ -26,6 +26,17 @@ overlay on the built image (cache=writeback: a disk with a volatile cache, which
 flushes as it would on a real disk): the board's /var/tmp survives a cut as far as it was
 flushed, as on a board's eMMC.
 
+A new Debian board's first power-on resumes a saved machine state instead of booting: its RAM and
+devices (QEMU's migration stream) and its root overlay, saved once per configuration (QEMU's version,
+the machine's command line less the board's own paths and port, the card's size, the image's files)
+in the image's cache (states/KEY) when a new board of it first answered SSH; about 4 s of CPU, where a
+cold boot takes 50. Only then: the state's kernel has the new board's root mounted and cached as it
+was, so any later power-on, after a cut above all, is a real cold boot on what the card and root hold.
+The state's kernel holds nothing of the card: QEMU 7.2's sdhci-pci does not migrate its PCI
+configuration, so the board lets go of its SD controller before the save and finds it again after
+each resume (_SD_OUT). A state that does not resume is removed, said in one line, and the board boots
+cold.
+
 The image is built once per recipe into flashbed's cache (board/NAME-SUITE-ARCH-KEY): mmdebstrap
 extracts the packages (signature-checked by apt, the mirror taken from this machine's apt sources),
 genext2fs makes the root file system, and a first boot under a busybox initramfs unpacks and
@@ -43,6 +54,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -50,6 +62,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -67,7 +80,12 @@ CONSOLE = "ttyAMA0"
 MEM_MB = 512
 CPUS = 2
 CARD_BYTES = 512 << 20  # QEMU's SD card model takes only a power-of-two size
+QMP_SOCKET = "qmp.sock"  # in the board's directory
 SSH_WAIT = 600.0  # seconds a TCG boot may take to answer SSH
+# a board resumed from a saved machine state answered SSH 2 s after QEMU started here: one that has
+# not after this is counted broken, and the board boots cold instead
+RESUME_WAIT = 120.0
+SAVE_WAIT = 300.0  # seconds the machine state's migration into its file may take (2 s here)
 STAGE2_WAIT = 4 * 3600.0  # the first boot that configures every package
 ADD_WAIT = 1800.0  # the boot that installs a recipe's added packages onto its built image
 # modules the stage-2 initramfs and the busybox board load, in order (their dependencies first);
@@ -629,11 +647,7 @@ def create(where: Path, recipe: Recipe, card_bytes: int = CARD_BYTES, port: int 
     img = build(recipe, say)
     _need("qemu-img")
     where.mkdir(parents=True, exist_ok=True)
-    with open(b.card, "wb") as f:
-        f.truncate(card_bytes)
-    if recipe.full:
-        subprocess.run([_tool("qemu-img"), "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(img.root),
-                        str(where / "root.qcow2")], check=True)
+    _blank(b, card_bytes, img.root if recipe.full else None)
     port = port or _free_port()
     known = where / "known_hosts"
     if img.host_key.is_file():
@@ -644,16 +658,34 @@ def create(where: Path, recipe: Recipe, card_bytes: int = CARD_BYTES, port: int 
         check = "StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n"
     b.ssh_config.write_text(f"Host 127.0.0.1\n  User root\n  IdentityFile {img.key_file}\n  IdentitiesOnly yes\n"
                             f"  {check}")
+    # pristine: never powered on, so its root the overlay made here, which a saved machine state of
+    # this configuration's kernel has mounted (power_on). The busybox board keeps booting cold: its
+    # boot is short (20 s here), and a state of it would be its whole initramfs in RAM
     b.config.write_text(json.dumps({"recipe": recipe.name, "image": str(img.dir), "port": port,
-                                    "card_bytes": card_bytes, "full": recipe.full}, indent=1))
+                                    "card_bytes": card_bytes, "full": recipe.full,
+                                    **({"pristine": True} if recipe.full else {})}, indent=1))
     return b
+
+
+def _blank(b: BoardDir, card_bytes: int, root: Path | None) -> None:
+    """The board's card all zeros (sparse) and its root overlay over `root`, both as a new board has them."""
+    b.card.unlink(missing_ok=True)
+    with open(b.card, "wb") as f:
+        f.truncate(card_bytes)
+    if root is not None:
+        (b.dir / "root.qcow2").unlink(missing_ok=True)
+        subprocess.run([_tool("qemu-img"), "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(root),
+                        str(b.dir / "root.qcow2")], check=True)
 
 
 def qemu_command(b: BoardDir) -> list[str]:
     c = b.load()
     img = Path(c["image"])
-    cmd = [QEMU, *MACHINE, "-smp", str(CPUS), "-m", str(MEM_MB), "-display", "none", "-monitor", "none",
-           "-no-reboot", "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd")]
+    # QMP, for saving and resuming a machine state: relative to the board's directory, where QEMU
+    # starts, as a socket's address holds 107 bytes and the directory may be deeper
+    cmd = [QEMU, *MACHINE, "-smp", str(CPUS), "-m", str(MEM_MB), "-display", "none",
+           "-qmp", f"unix:{QMP_SOCKET},server=on,wait=off", "-no-reboot",
+           "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd")]
     if c["full"]:
         cmd += ["-append", f"root=/dev/vda rw console={CONSOLE} panic=-1",
                 "-drive", f"file={b.dir / 'root.qcow2'},if=none,id=root,format=qcow2,cache=writeback",
@@ -668,16 +700,263 @@ def qemu_command(b: BoardDir) -> list[str]:
     return cmd
 
 
-def power_on(b: BoardDir) -> None:
+def _say_err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def power_on(b: BoardDir, say=_say_err) -> None:
+    """QEMU started on the board. A pristine board's first power-on resumes the saved machine state of
+    its configuration where there is one (saved_state), waiting until SSH answers, a few seconds; else
+    it boots cold, and that boot's state is saved once SSH answers (wait_ssh). Every later power-on,
+    after a cut above all, is a cold boot on what the board's card and root hold."""
     if b.pid() is not None:
         return
     _need(QEMU)
+    c = b.load()
+    first = c.pop("pristine", False)
+    c.pop("save_state", None)
+    # no longer pristine from here, whatever this power-on does: a second one must boot what it left
+    b.config.write_text(json.dumps(c, indent=1))
+    key = state_key(b) if first else None
+    state = saved_state(b, key) if key else None
+    if state is not None:
+        try:
+            _resume(b, state)
+            b.log_power("on", b.pid())
+            return
+        except (FlashbedError, OSError) as e:
+            say(f"qemu-board: the saved machine state {state.name} did not resume ({e}): removed it; booting cold")
+            _kill(b)
+            _discard(state)
+            _blank(b, c["card_bytes"], Path(c["image"]) / "root.img")
+    _start(b, qemu_command(b))
+    if key:
+        c["save_state"] = {"key": key, "pid": b.pid()}
+        b.config.write_text(json.dumps(c, indent=1))
+    b.log_power("on", b.pid())
+
+
+def _start(b: BoardDir, cmd: list[str]) -> None:
     b.pidfile.unlink(missing_ok=True)
-    r = subprocess.run(qemu_command(b), capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    r = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=b.dir)
     if r.returncode != 0:
         err = r.stderr.strip().splitlines()
         raise FlashbedError(f"QEMU did not start the board: {err[-1] if err else f'exit {r.returncode}'}")
-    b.log_power("on", b.pid())
+
+
+def _kill(b: BoardDir) -> None:
+    """The board's QEMU gone, not counted as a power cut (a resume that failed)."""
+    pid = b.pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    b.pidfile.unlink(missing_ok=True)
+
+
+# --- saved machine states ---------------------------------------------------------------------------
+#
+# A Debian board's cold boot costs about 50 s of CPU under TCG (32 s of wall time here, minutes under
+# load); a new board's first power-on is the same boot each time, so its outcome is saved once and
+# resumed: the RAM and devices (QEMU's migration stream) with a copy of the root overlay as it was then.
+# Only a pristine board may resume one (never powered on: its root the overlay as made, its card all
+# zeros): the state's kernel has that root mounted and cached as it was then, and would corrupt any
+# other. After a power cut the board must restart on what the cut left (the root's journal, the
+# card), as a real board does: a power-on then is a real cold boot, as on any board already used. The
+# state's kernel holds nothing of the card (_SD_OUT).
+
+def _qemu_version() -> str:
+    r = subprocess.run([QEMU, "--version"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else ""
+
+
+def state_key(b: BoardDir) -> str | None:
+    """The hash of what a saved machine state depends on: QEMU's version, the machine's command line
+    less what is the board's own (its directory's paths, its SSH port), the card's size and the image's
+    files; None where one is missing."""
+    c = b.load()
+    version = _qemu_version()
+    if not version:
+        return None
+    fwd = f"127.0.0.1:{c['port']}-"
+    cmd = [a.replace(str(b.dir), "BOARD").replace(fwd, "127.0.0.1:PORT-") for a in qemu_command(b)]
+    try:
+        files = {n: [(st := (Path(c["image"]) / n).stat()).st_size, st.st_mtime_ns]
+                 for n in ("image.json", "root.img", "vmlinuz", "initrd")}
+    except OSError:
+        return None
+    text = json.dumps({"qemu": version, "command": cmd, "card_bytes": c["card_bytes"], "image": c["image"],
+                       "files": files}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _states(b: BoardDir) -> Path:
+    return Path(b.load()["image"]) / "states"
+
+
+def saved_state(b: BoardDir, key: str) -> Path | None:
+    """The saved state of `key` in the image's cache: a directory holding the migration stream (ram) and
+    the root overlay (root.qcow2), whole or not there (it is renamed into place once written)."""
+    d = _states(b) / key
+    return d if (d / "ram").is_file() and (d / "root.qcow2").is_file() else None
+
+
+def _discard(d: Path) -> None:
+    gone = d.with_name(f".gone-{d.name}-{os.getpid()}")
+    try:
+        os.rename(d, gone)  # at once: no other board resumes a half-removed state
+    except OSError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
+
+
+class _QMP:
+    """QEMU's machine protocol on the board's socket: one JSON object a line each way."""
+
+    def __init__(self, b: BoardDir, wait: float = 60.0):
+        deadline = time.monotonic() + wait
+        while True:
+            self.sock = socket.socket(socket.AF_UNIX)
+            # a socket's address holds 107 bytes: the board's directory reached through a descriptor of it
+            fd = os.open(b.dir, os.O_PATH)
+            try:
+                self.sock.connect(f"/proc/self/fd/{fd}/{QMP_SOCKET}")
+                break
+            except OSError as e:
+                self.sock.close()
+                if time.monotonic() > deadline or b.pid() is None:
+                    raise FlashbedError(f"no QMP on the board's QEMU ({e.strerror})") from None
+                time.sleep(0.1)
+            finally:
+                os.close(fd)
+        self.sock.settimeout(wait)
+        self.f = self.sock.makefile("rw")
+        self._line()  # QEMU's greeting
+        self("qmp_capabilities")
+
+    def _line(self) -> dict:
+        try:
+            line = self.f.readline()
+        except OSError as e:
+            raise FlashbedError(f"QMP: {e}") from None
+        if not line:
+            raise FlashbedError("QEMU closed its QMP socket")
+        return json.loads(line)
+
+    def __call__(self, command: str, **arguments: Any) -> Any:
+        try:
+            self.f.write(json.dumps({"execute": command, "arguments": arguments}) + "\n")
+            self.f.flush()
+        except OSError as e:
+            raise FlashbedError(f"QMP: {e}") from None
+        while True:
+            m = self._line()
+            if "return" in m:
+                return m["return"]
+            if "error" in m:
+                raise FlashbedError(f"QMP {command}: {m['error'].get('desc', m['error'])}")
+            # else an event (STOP, RESUME, ...): nothing waits on one
+
+    def close(self) -> None:
+        self.f.close()
+        self.sock.close()
+
+    def __enter__(self) -> "_QMP":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _resume(b: BoardDir, state: Path) -> None:
+    """The board started from `state`: its root overlay the state's copy (the same backing file), QEMU
+    the board's own command (its own port, its own paths) reading the state's RAM and devices, then
+    running once they are in; returns once SSH answers, the board's clock set to this machine's."""
+    shutil.copyfile(state / "root.qcow2", b.dir / "root.qcow2")
+    _start(b, qemu_command(b) + ["-incoming", f"exec:cat {shlex.quote(str(state / 'ram'))}"])
+    try:
+        # QEMU answers once it has read the state, which a loaded machine may take a while to
+        with _QMP(b, RESUME_WAIT) as q:
+            deadline = time.monotonic() + RESUME_WAIT
+            while q("query-status")["status"] == "inmigrate":
+                if time.monotonic() > deadline:
+                    raise FlashbedError(f"its RAM not read within {RESUME_WAIT:.0f}s")
+                time.sleep(0.05)
+            m = q("query-migrate")
+            if m.get("status") != "completed":
+                raise FlashbedError(f"reading it {m.get('status')}: {m.get('error-desc', '')}".rstrip(": "))
+            q("cont")  # it was saved stopped, which QEMU keeps after the migration
+    except FlashbedError:
+        if b.pid() is None:  # QEMU exits where a state does not load; its own words went to /dev/null
+            raise FlashbedError("QEMU ended while reading it") from None
+        raise
+    _woken(b, RESUME_WAIT)
+
+
+def _save(b: BoardDir, key: str, say=_say_err) -> None:
+    """The running board's machine state saved as `key`'s: the machine stopped, its RAM and devices
+    migrated into a file, its root overlay copied, then the machine run on. Written in a directory of its
+    own renamed into place, so a save killed midway leaves nothing that is resumed."""
+    states = _states(b)
+    if (states / key).exists():
+        return
+    states.mkdir(exist_ok=True)
+    for old in states.glob(".part-*"):  # a save killed midway, an hour ago or more
+        if time.time() - old.stat().st_mtime > 3600:
+            shutil.rmtree(old, ignore_errors=True)
+    part = Path(tempfile.mkdtemp(prefix=".part-", dir=states))
+    saved = False
+    try:
+        if subprocess.run([*_ssh_args(b), _SD_OUT], capture_output=True, stdin=subprocess.DEVNULL,
+                          timeout=RESUME_WAIT).returncode:
+            raise FlashbedError("its SD controller could not be taken out of the board's kernel")
+        with _QMP(b) as q:
+            q("stop")
+            try:
+                q("migrate", uri=f"exec:cat > {shlex.quote(str(part / 'ram'))}")
+                deadline = time.monotonic() + SAVE_WAIT
+                while (m := q("query-migrate")).get("status") not in ("completed", "failed", "cancelled"):
+                    if time.monotonic() > deadline:
+                        q("migrate_cancel")
+                        raise FlashbedError(f"its migration not done within {SAVE_WAIT:.0f}s")
+                    time.sleep(0.1)
+                if m["status"] != "completed":
+                    raise FlashbedError(f"its migration {m['status']}: {m.get('error-desc', '')}".rstrip(": "))
+                # the migration's end flushed the root's drive and let go of it (QEMU inactivates
+                # drives then): its file is the disk the saved RAM saw
+                shutil.copyfile(b.dir / "root.qcow2", part / "root.qcow2")
+            finally:
+                q("cont")  # the drives taken back, the machine run on
+        (part / "state.json").write_text(json.dumps(
+            {"key": key, "qemu": _qemu_version(), "command": qemu_command(b), "card_bytes": b.load()["card_bytes"],
+             "saved": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1))
+        if not (states / key).exists():  # another board's, saved meanwhile, is as good
+            os.rename(part, states / key)
+            saved = True
+    except (FlashbedError, OSError, subprocess.TimeoutExpired) as e:
+        say(f"qemu-board: the machine state was not saved ({e}): the next new board boots cold too")
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+    try:
+        _woken(b, RESUME_WAIT)  # this board too: its controller back, its clock on from the pause
+    except FlashbedError:
+        if saved:  # what this board did not come back from, no other board resumes
+            _discard(states / key)
+        raise
+
+
+def _pending_save(b: BoardDir, waited: bool) -> str | None:
+    """The key to save the board's state as, once SSH answered: the one its power-on marked, where that
+    power-on was a pristine board's cold boot, its QEMU is still the one it started, and SSH did not
+    answer at once (where it did, the board was up before this wait, and may have been used). The mark
+    is taken off either way: a board's state is saved at most once."""
+    c = b.load()
+    mark = c.pop("save_state", None)
+    if mark is None:
+        return None
+    b.config.write_text(json.dumps(c, indent=1))
+    return mark["key"] if waited and mark.get("pid") == b.pid() else None
 
 
 def power_off(b: BoardDir) -> None:
@@ -707,20 +986,82 @@ def _running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
-def wait_ssh(b: BoardDir, wait: float = SSH_WAIT) -> float:
-    """Seconds until the board answers SSH (one line after `wait`)."""
-    c = b.load()
-    started = time.monotonic()
+def _ssh_args(b: BoardDir) -> list[str]:
+    return ["ssh", "-F", str(b.ssh_config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-p",
+            str(b.load()["port"]), "127.0.0.1"]
+
+
+def _answers(b: BoardDir, wait: float) -> bool:
+    """Whether SSH answered at once (else it did within `wait` seconds; one line if not)."""
+    started, first = time.monotonic(), True
     while True:
-        r = subprocess.run(["ssh", "-F", str(b.ssh_config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                            "-p", str(c["port"]), "127.0.0.1", "true"], capture_output=True, stdin=subprocess.DEVNULL)
-        if r.returncode == 0:
-            return time.monotonic() - started
+        if subprocess.run([*_ssh_args(b), "true"], capture_output=True, stdin=subprocess.DEVNULL).returncode == 0:
+            return first
+        first = False
         if b.pid() is None:
             raise FlashbedError(f"the board's QEMU ended while booting (console: {b.console})")
         if time.monotonic() - started > wait:
             raise FlashbedError(f"the board did not answer SSH within {wait:.0f}s (console: {b.console})")
         time.sleep(2)
+
+
+# QEMU 7.2's sdhci-pci migrates the controller's registers but not its PCI configuration (its
+# vmstate is the SDHCI core's alone): on a resumed machine its BAR is unmapped, every register reads
+# all ones, the kernel's mmc0 times out ("Controller never released inhibit bit(s)") and the card is
+# gone. So the board's kernel lets go of the controller before its state is saved (a PCI remove: no
+# driver, no card, nothing cached of it), and finds it again by a rescan after each resume, which
+# assigns its BAR and reads the card afresh
+_SD_OUT = ('for d in /sys/bus/pci/devices/*; do [ "$(cat $d/vendor):$(cat $d/device)" = 0x1b36:0x0007 ] && '
+           'echo 1 > $d/remove && exit 0; done; exit 1')
+# the board's first command after a resume: its clock set to this machine's (a resumed kernel's runs
+# on from when its state was saved; the time sent once the board's shell reads it, as the connection
+# itself takes a second or more under TCG), then its SD controller found again and its card waited for
+_WAKE = ('echo; read t; date -u -s "@$t" >/dev/null; echo 1 > /sys/bus/pci/rescan; i=0; '
+         'while [ ! -b /dev/mmcblk0 ]; do [ $i -lt 300 ] || exit 3; sleep 0.1; i=$((i+1)); done')
+
+
+def _woken(b: BoardDir, wait: float) -> None:
+    """_WAKE run on the board once SSH answers (within `wait` seconds; one line if not, or if the card
+    did not come back)."""
+    started = time.monotonic()
+    while True:
+        p = subprocess.Popen([*_ssh_args(b), _WAKE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        assert p.stdin is not None and p.stdout is not None
+        hung = threading.Timer(wait, p.kill)  # a board stuck after SSH connected: no line, no exit
+        hung.start()
+        try:
+            if p.stdout.readline():
+                p.stdin.write(f"{time.time():.3f}\n".encode())
+            p.stdin.close()
+        except OSError:
+            pass  # the connection failed: its status says so
+        rc = p.wait()
+        hung.cancel()
+        p.stdout.close()
+        if rc == 0:
+            return
+        if rc < 0:
+            raise FlashbedError(f"the board did not come back within {wait:.0f}s (console: {b.console})")
+        if rc != 255:  # ssh's own failure is 255; the board's shell said otherwise
+            raise FlashbedError("its SD card did not come back (no /dev/mmcblk0 after a PCI rescan)")
+        if b.pid() is None:
+            raise FlashbedError(f"the board's QEMU ended (console: {b.console})")
+        if time.monotonic() - started > wait:
+            raise FlashbedError(f"the board did not answer SSH within {wait:.0f}s (console: {b.console})")
+        time.sleep(1)
+
+
+def wait_ssh(b: BoardDir, wait: float = SSH_WAIT) -> float:
+    """Seconds until the board answers SSH (one line after `wait`); then a pristine board's first cold
+    boot is saved as its configuration's machine state (power_on)."""
+    started = time.monotonic()
+    at_once = _answers(b, wait)
+    took = time.monotonic() - started
+    key = _pending_save(b, waited=not at_once)
+    if key:
+        _save(b, key)
+    return took
 
 
 def url(b: BoardDir) -> str:
