@@ -335,3 +335,22 @@ def test_a_boards_state_is_saved_once_and_only_after_waiting_for_its_first_boot(
         b.config.write_text(json.dumps({**c, "save_state": mark}))
         assert qemu._pending_save(b, waited) is None and "save_state" not in b.load()
 
+
+
+def test_the_image_keeps_its_most_recently_used_saved_states_and_a_resume_counts_as_a_use(tmp_path, fake_qemu):
+    """A QEMU upgrade or another card size makes a new state (about 250 MB); the image keeps
+    KEEP_STATES of them, the most recently saved or resumed, and removes the rest when it saves one."""
+    b = _board(tmp_path, pristine=True)
+    state = _saved(b)
+    others = []
+    for age in range(qemu.KEEP_STATES + 1):
+        d = state.parent / f"{age:016x}"
+        d.mkdir()
+        os.utime(d, (time.time() - 3600 * (age + 1),) * 2)
+        others.append(d)
+    os.utime(state, (time.time() - 3600 * 10,) * 2)  # the oldest, until resumed
+    qemu.power_on(b, say=pytest.fail)
+    assert fake_qemu["resumed"] == [state]
+    qemu._prune(state.parent)
+    kept = sorted(p.name for p in state.parent.iterdir())
+    assert kept == sorted([state.name] + [d.name for d in others[:qemu.KEEP_STATES - 1]]), kept

@@ -86,6 +86,9 @@ SSH_WAIT = 600.0  # seconds a TCG boot may take to answer SSH
 # not after this is counted broken, and the board boots cold instead
 RESUME_WAIT = 120.0
 SAVE_WAIT = 300.0  # seconds the machine state's migration into its file may take (2 s here)
+# saved machine states kept per image (about 250 MB each), the most recently used: a QEMU upgrade or
+# another card size makes a new one, and the old ones would stay for good
+KEEP_STATES = 3
 STAGE2_WAIT = 4 * 3600.0  # the first boot that configures every package
 ADD_WAIT = 1800.0  # the boot that installs a recipe's added packages onto its built image
 # modules the stage-2 initramfs and the busybox board load, in order (their dependencies first);
@@ -722,6 +725,7 @@ def power_on(b: BoardDir, say=_say_err) -> None:
     if state is not None:
         try:
             _resume(b, state)
+            os.utime(state)  # used: the last a prune removes (_prune)
             b.log_power("on", b.pid())
             return
         except (FlashbedError, OSError) as e:
@@ -934,6 +938,7 @@ def _save(b: BoardDir, key: str, say=_say_err) -> None:
         if not (states / key).exists():  # another board's, saved meanwhile, is as good
             os.rename(part, states / key)
             saved = True
+            _prune(states)
     except (FlashbedError, OSError, subprocess.TimeoutExpired) as e:
         say(f"qemu-board: the machine state was not saved ({e}): the next new board boots cold too")
     finally:
@@ -944,6 +949,19 @@ def _save(b: BoardDir, key: str, say=_say_err) -> None:
         if saved:  # what this board did not come back from, no other board resumes
             _discard(states / key)
         raise
+
+
+def _prune(states: Path, keep: int = KEEP_STATES) -> None:
+    """The image's saved states but the `keep` most recently used (saved or resumed) removed."""
+    found = []
+    for d in states.iterdir():
+        if not d.name.startswith(".") and d.is_dir():
+            try:
+                found.append((d.stat().st_mtime, d))
+            except OSError:
+                continue
+    for _, d in sorted(found, reverse=True)[keep:]:
+        _discard(d)
 
 
 def _pending_save(b: BoardDir, waited: bool) -> str | None:
