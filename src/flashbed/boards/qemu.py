@@ -748,14 +748,21 @@ def _start(b: BoardDir, cmd: list[str]) -> None:
         raise FlashbedError(f"QEMU did not start the board: {err[-1] if err else f'exit {r.returncode}'}")
 
 
-def _kill(b: BoardDir) -> None:
-    """The board's QEMU gone, not counted as a power cut (a resume that failed)."""
+def _kill(b: BoardDir, logged: str | None = None) -> None:
+    """The board's QEMU killed (SIGKILL), returning once it is gone; `logged`, the power log's word for
+    it where it is a power action (the cut), none for a resume that failed."""
     pid = b.pid()
-    if pid is not None:
+    if pid is None:
+        return
+    try:
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while _running(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
+    except ProcessLookupError:
+        pass
+    if logged:
+        b.log_power(logged, pid)
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
     b.pidfile.unlink(missing_ok=True)
 
 
@@ -979,18 +986,7 @@ def _pending_save(b: BoardDir, waited: bool) -> str | None:
 
 def power_off(b: BoardDir) -> None:
     """The cut: SIGKILL, no flush, no shutdown; returns once the process is gone."""
-    pid = b.pid()
-    if pid is None:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    b.log_power("off (SIGKILL)", pid)
-    deadline = time.monotonic() + 30
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    b.pidfile.unlink(missing_ok=True)
+    _kill(b, "off (SIGKILL)")
 
 
 def _running(pid: int) -> bool:
